@@ -1,0 +1,121 @@
+// Package envtest helps environment authors test an Environment the way the
+// host runs it: over real gRPC with the go-plugin broker, with a lent Sandbox
+// backed by a real sandbox backend. It is the rlhost analogue of Nomad's
+// plugins/drivers/testutils.
+package envtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/envplugin"
+	"github.com/rlhost/rlhost/core/pluginbase"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
+)
+
+// Serve runs env behind a real in-process gRPC connection and returns the
+// host-side client. Everything is torn down when the test ends.
+func Serve(t testing.TB, env envplugin.Environment) *envplugin.Client {
+	t.Helper()
+	client, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{
+		pluginbase.KindEnv: &envplugin.Plugin{Impl: env},
+	})
+	t.Cleanup(func() { _ = client.Close() })
+	raw, err := client.Dispense(pluginbase.KindEnv)
+	if err != nil {
+		t.Fatalf("dispense env plugin: %v", err)
+	}
+	return raw.(*envplugin.Client)
+}
+
+// BackendSandbox lends one sandbox of a Backend to an environment, the way
+// the host does: it binds the sandbox id and fills in the default timeout.
+type BackendSandbox struct {
+	Backend        sandboxplugin.Backend
+	SandboxID      string
+	DefaultTimeout time.Duration
+}
+
+var _ envplugin.Sandbox = (*BackendSandbox)(nil)
+
+// ID returns the bound sandbox id.
+func (s *BackendSandbox) ID() string { return s.SandboxID }
+
+// Exec runs a command in the bound sandbox.
+func (s *BackendSandbox) Exec(ctx context.Context, req core.ExecRequest) (core.ExecResult, error) {
+	if req.Timeout == 0 {
+		req.Timeout = s.DefaultTimeout
+	}
+	return s.Backend.Exec(ctx, s.SandboxID, req)
+}
+
+// ReadFile reads from the bound sandbox.
+func (s *BackendSandbox) ReadFile(ctx context.Context, path string, maxBytes int64) ([]byte, error) {
+	return s.Backend.ReadFile(ctx, s.SandboxID, path, maxBytes)
+}
+
+// WriteFile writes into the bound sandbox.
+func (s *BackendSandbox) WriteFile(ctx context.Context, path string, data []byte, mode uint32) error {
+	return s.Backend.WriteFile(ctx, s.SandboxID, path, data, mode)
+}
+
+// ListFiles lists a directory of the bound sandbox.
+func (s *BackendSandbox) ListFiles(ctx context.Context, path string) ([]core.FileInfo, error) {
+	return s.Backend.ListFiles(ctx, s.SandboxID, path)
+}
+
+// NewSandbox creates a sandbox on b from spec and returns it lent-style; the
+// sandbox is destroyed when the test ends.
+func NewSandbox(t testing.TB, b sandboxplugin.Backend, spec core.SandboxSpec, timeout time.Duration) *BackendSandbox {
+	t.Helper()
+	ctx := context.Background()
+	info, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatalf("create sandbox: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := b.Destroy(context.Background(), info.ID); err != nil {
+			t.Errorf("destroy sandbox %s: %v", info.ID, err)
+		}
+	})
+	return &BackendSandbox{Backend: b, SandboxID: info.ID, DefaultTimeout: timeout}
+}
+
+// Episode runs one whole episode of client on task with a scripted policy:
+// reply(turn, conversation) gives the assistant message for each turn. It
+// returns the conversation and the final observation. maxTurns bounds it.
+func Episode(t testing.TB, client envplugin.Environment, ep envplugin.Episode, maxTurns int,
+	reply func(turn int, conv []core.Message) core.Message) ([]core.Message, envplugin.Observation) {
+	t.Helper()
+	ctx := context.Background()
+	sess, obs, err := client.NewEpisode(ctx, ep)
+	if err != nil {
+		t.Fatalf("new episode: %v", err)
+	}
+	conv := append([]core.Message(nil), obs.Messages...)
+	for turn := 0; turn < maxTurns && !obs.Done; turn++ {
+		msg := reply(turn, conv)
+		conv = append(conv, msg)
+		obs, err = sess.Step(ctx, msg)
+		if err != nil {
+			t.Fatalf("step %d: %v", turn, err)
+		}
+		conv = append(conv, obs.Messages...)
+	}
+	reason := ""
+	if !obs.Done {
+		reason = core.FinishMaxTurns
+	}
+	end, err := sess.End(ctx, reason)
+	if err != nil {
+		t.Fatalf("end episode: %v", err)
+	}
+	if !obs.Done {
+		obs = end
+	}
+	return conv, obs
+}

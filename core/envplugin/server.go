@@ -1,0 +1,146 @@
+package envplugin
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/rlhost/rlhost/core"
+	rlhostpb "github.com/rlhost/rlhost/core/proto"
+)
+
+// server is the plugin-side gRPC server. It owns the live sessions, keyed by
+// episode id, and the broker connection to each episode's lent Sandbox.
+type server struct {
+	rlhostpb.UnimplementedEnvironmentServer
+	impl   Environment
+	broker *plugin.GRPCBroker
+
+	mu       sync.Mutex
+	sessions map[string]*liveSession
+}
+
+type liveSession struct {
+	sess Session
+	conn *grpc.ClientConn
+}
+
+func newServer(impl Environment, broker *plugin.GRPCBroker) *server {
+	return &server{impl: impl, broker: broker, sessions: map[string]*liveSession{}}
+}
+
+func (s *server) Describe(context.Context, *rlhostpb.Empty) (*rlhostpb.PluginInfo, error) {
+	info, err := rlhostpb.FromInfo(s.impl.Info())
+	return info, rlhostpb.ToStatus(err)
+}
+
+func (s *server) Configure(ctx context.Context, r *rlhostpb.ConfigureRequest) (*rlhostpb.ConfigureResponse, error) {
+	return rlhostpb.FromDiagnostics(s.impl.Configure(ctx, rlhostpb.ToConfig(r))), nil
+}
+
+func (s *server) Tasks(ctx context.Context, _ *rlhostpb.Empty) (*rlhostpb.TasksResponse, error) {
+	ts, err := s.impl.Tasks(ctx)
+	if err != nil {
+		return nil, rlhostpb.ToStatus(err)
+	}
+	out := &rlhostpb.TasksResponse{}
+	for _, t := range ts {
+		out.Tasks = append(out.Tasks, rlhostpb.FromTask(t))
+	}
+	return out, nil
+}
+
+func (s *server) NewEpisode(ctx context.Context, r *rlhostpb.NewEpisodeRequest) (*rlhostpb.Observation, error) {
+	s.mu.Lock()
+	_, dup := s.sessions[r.GetEpisodeId()]
+	s.mu.Unlock()
+	if dup {
+		return nil, rlhostpb.ToStatus(fmt.Errorf("episode %s already started", r.GetEpisodeId()))
+	}
+	var conn *grpc.ClientConn
+	var sb Sandbox
+	if r.GetSandboxBrokerId() != 0 {
+		c, err := s.broker.Dial(r.GetSandboxBrokerId())
+		if err != nil {
+			return nil, rlhostpb.ToStatus(fmt.Errorf("dial lent sandbox for episode %s: %w", r.GetEpisodeId(), err))
+		}
+		conn = c
+		sb = &sandboxClient{rpc: rlhostpb.NewSandboxClient(c), id: r.GetSandboxId()}
+	}
+	ep := Episode{
+		ID: r.GetEpisodeId(), Task: rlhostpb.ToTask(r.GetTask()), Sandbox: sb,
+		Seed: r.GetSeed(), Group: int(r.GetGroup()), Index: int(r.GetIndex()),
+	}
+	sess, obs, err := s.impl.NewEpisode(ctx, ep)
+	if err != nil {
+		if conn != nil {
+			conn.Close()
+		}
+		return nil, rlhostpb.ToStatus(err)
+	}
+	s.mu.Lock()
+	s.sessions[ep.ID] = &liveSession{sess: sess, conn: conn}
+	s.mu.Unlock()
+	return rlhostpb.FromObservation(rlhostpb.ObservationFields(obs)), nil
+}
+
+func (s *server) session(id string) (*liveSession, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ls, ok := s.sessions[id]
+	if !ok {
+		return nil, fmt.Errorf("episode %s: %w", id, core.ErrNotFound)
+	}
+	return ls, nil
+}
+
+func (s *server) Step(ctx context.Context, r *rlhostpb.StepRequest) (*rlhostpb.Observation, error) {
+	ls, err := s.session(r.GetEpisodeId())
+	if err != nil {
+		return nil, rlhostpb.ToStatus(err)
+	}
+	obs, err := ls.sess.Step(ctx, rlhostpb.ToMessage(r.GetReply()))
+	if err != nil {
+		return nil, rlhostpb.ToStatus(err)
+	}
+	return rlhostpb.FromObservation(rlhostpb.ObservationFields(obs)), nil
+}
+
+func (s *server) End(ctx context.Context, r *rlhostpb.EndRequest) (*rlhostpb.Observation, error) {
+	s.mu.Lock()
+	ls, ok := s.sessions[r.GetEpisodeId()]
+	delete(s.sessions, r.GetEpisodeId())
+	s.mu.Unlock()
+	if !ok {
+		return nil, rlhostpb.ToStatus(fmt.Errorf("episode %s: %w", r.GetEpisodeId(), core.ErrNotFound))
+	}
+	defer func() {
+		if ls.conn != nil {
+			ls.conn.Close()
+		}
+	}()
+	obs, err := ls.sess.End(ctx, r.GetReason())
+	if err != nil {
+		return nil, rlhostpb.ToStatus(err)
+	}
+	return rlhostpb.FromObservation(rlhostpb.ObservationFields(obs)), nil
+}
+
+// Shutdown ends every live session so environments can release resources;
+// the host kills the process right after.
+func (s *server) Shutdown(ctx context.Context, _ *rlhostpb.Empty) (*rlhostpb.Empty, error) {
+	s.mu.Lock()
+	live := s.sessions
+	s.sessions = map[string]*liveSession{}
+	s.mu.Unlock()
+	for _, ls := range live {
+		_, _ = ls.sess.End(ctx, core.FinishCancelled)
+		if ls.conn != nil {
+			ls.conn.Close()
+		}
+	}
+	return &rlhostpb.Empty{}, nil
+}

@@ -1,0 +1,101 @@
+package core
+
+import (
+	"time"
+)
+
+// DefaultWorkdir is where a sandbox's writable, persistent workspace lives,
+// and the working directory of an exec unless the request names another.
+const DefaultWorkdir = "/workspace"
+
+// Limits bound what code in a sandbox may consume. Zero means "backend
+// default"; backends document their defaults and which limits they honour.
+type Limits struct {
+	CPUTime       time.Duration `json:"cpu_time,omitempty"`        // per exec, RLIMIT_CPU-like
+	MemoryBytes   int64         `json:"memory_bytes,omitempty"`    // whole sandbox
+	Pids          int           `json:"pids,omitempty"`            // whole sandbox
+	FileSizeBytes int64         `json:"file_size_bytes,omitempty"` // largest single file
+	OpenFiles     int           `json:"open_files,omitempty"`
+	TmpBytes      int64         `json:"tmp_bytes,omitempty"`    // size of /tmp
+	OutputBytes   int64         `json:"output_bytes,omitempty"` // capture cap per stream per exec
+	DiskBytes     int64         `json:"disk_bytes,omitempty"`   // workspace size, where supported
+	CPUs          float64       `json:"cpus,omitempty"`
+}
+
+// SandboxSpec is what the host asks a backend to create. Fields a backend
+// cannot honour are rejected at config time, not silently ignored.
+type SandboxSpec struct {
+	Image   string            `json:"image,omitempty"`  // image or snapshot (cloud backends)
+	Rootfs  string            `json:"rootfs,omitempty"` // root directory (local backend)
+	Env     map[string]string `json:"env,omitempty"`
+	Limits  Limits            `json:"limits"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	TTL     time.Duration     `json:"ttl,omitempty"` // dead-man's switch: backend deletes after this
+	Network bool              `json:"network,omitempty"`
+	Workdir string            `json:"workdir,omitempty"`
+}
+
+// SandboxInfo describes an existing sandbox, as returned by Create and List.
+type SandboxInfo struct {
+	ID        string            `json:"id"`
+	Backend   string            `json:"backend"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	State     string            `json:"state,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
+	// Isolation names the isolation in force ("namespaces", "none", "cloud").
+	Isolation string `json:"isolation,omitempty"`
+}
+
+// ExecRequest runs one command inside a sandbox.
+type ExecRequest struct {
+	Command []string          `json:"command"` // argv; Command[0] is looked up in PATH
+	Stdin   []byte            `json:"stdin,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Dir     string            `json:"dir,omitempty"`
+	Timeout time.Duration     `json:"timeout,omitempty"` // wall clock; 0 = sandbox default
+	// MaxOutputBytes caps each of stdout and stderr; 0 = sandbox default.
+	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
+}
+
+// ExecResult reports how a command ended and which limit, if any, fired.
+// Stdout and Stderr are raw bytes held in strings; they may be invalid UTF-8.
+type ExecResult struct {
+	ExitCode        int           `json:"exit_code"`
+	Stdout          string        `json:"stdout"`
+	Stderr          string        `json:"stderr"`
+	TimedOut        bool          `json:"timed_out"`
+	Duration        time.Duration `json:"-"`
+	DurationMS      float64       `json:"duration_ms"`
+	Signal          string        `json:"signal,omitempty"`
+	OOMKilled       bool          `json:"oom_killed,omitempty"`
+	PidsExceeded    bool          `json:"pids_exceeded,omitempty"`
+	CPUTimeExceeded bool          `json:"cpu_time_exceeded,omitempty"`
+	OutputTruncated bool          `json:"output_truncated,omitempty"`
+	Isolation       string        `json:"isolation,omitempty"`
+}
+
+// LimitHit returns the name of the first limit that fired, or "".
+func (r ExecResult) LimitHit() string {
+	switch {
+	case r.TimedOut:
+		return "timed_out"
+	case r.OOMKilled:
+		return "oom_killed"
+	case r.PidsExceeded:
+		return "pids_exceeded"
+	case r.CPUTimeExceeded:
+		return "cpu_time_exceeded"
+	case r.OutputTruncated:
+		return "output_truncated"
+	}
+	return ""
+}
+
+// FileInfo is one entry of a sandbox directory listing.
+type FileInfo struct {
+	Path    string    `json:"path"`
+	Size    int64     `json:"size"`
+	Mode    uint32    `json:"mode"`
+	IsDir   bool      `json:"is_dir"`
+	ModTime time.Time `json:"mod_time"`
+}

@@ -1,0 +1,135 @@
+package sandboxplugin
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/pluginbase"
+	rlhostpb "github.com/rlhost/rlhost/core/proto"
+	"github.com/rlhost/rlhost/core/schema"
+)
+
+// Client is the host-side Backend that talks to a plugin over gRPC.
+type Client struct {
+	rpc  rlhostpb.SandboxBackendClient
+	info pluginbase.Info
+}
+
+var _ Backend = (*Client)(nil)
+
+// describeTimeout bounds the Describe call made when a client is dispensed,
+// so a wedged plugin fails the start instead of hanging the host.
+const describeTimeout = 10 * time.Second
+
+// NewClient wraps a gRPC connection and fetches the plugin's Info once.
+func NewClient(ctx context.Context, rpc rlhostpb.SandboxBackendClient) (*Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, describeTimeout)
+	defer cancel()
+	p, err := rpc.Describe(ctx, &rlhostpb.Empty{})
+	if err != nil {
+		return nil, fmt.Errorf("describe sandbox plugin: %w", rlhostpb.FromStatus(err))
+	}
+	info, err := rlhostpb.ToInfo(p)
+	if err != nil {
+		return nil, fmt.Errorf("decode sandbox plugin info: %w", err)
+	}
+	if info.Kind != "" && info.Kind != pluginbase.KindSandbox {
+		return nil, fmt.Errorf("plugin %q is a %s plugin, not a sandbox backend", info.Name, info.Kind)
+	}
+	return &Client{rpc: rpc, info: info}, nil
+}
+
+// Info returns the description fetched when the client was made.
+func (c *Client) Info() pluginbase.Info { return c.info }
+
+// Configure sends the decoded config and the block's sandbox spec.
+func (c *Client) Configure(ctx context.Context, cfg schema.Config, spec core.SandboxSpec) schema.Diagnostics {
+	req := rlhostpb.FromConfig(cfg)
+	req.SandboxSpec = rlhostpb.FromSpec(spec)
+	resp, err := c.rpc.Configure(ctx, req)
+	if err != nil {
+		return schema.Diagnostics{{Severity: schema.Error, Summary: "plugin failed to configure", Detail: rlhostpb.FromStatus(err).Error()}}
+	}
+	return rlhostpb.ToDiagnostics(resp)
+}
+
+// Create makes a sandbox.
+func (c *Client) Create(ctx context.Context, spec core.SandboxSpec) (core.SandboxInfo, error) {
+	r, err := c.rpc.Create(ctx, &rlhostpb.CreateRequest{Spec: rlhostpb.FromSpec(spec)})
+	if err != nil {
+		return core.SandboxInfo{}, fmt.Errorf("create sandbox: %w", rlhostpb.FromStatus(err))
+	}
+	return rlhostpb.ToSandboxInfo(r), nil
+}
+
+// Exec runs a command in sandbox id.
+func (c *Client) Exec(ctx context.Context, id string, req core.ExecRequest) (core.ExecResult, error) {
+	r, err := c.rpc.Exec(ctx, rlhostpb.FromExecRequest(id, req))
+	if err != nil {
+		return core.ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", id, rlhostpb.FromStatus(err))
+	}
+	return rlhostpb.ToExecResult(r), nil
+}
+
+// ReadFile reads a file from sandbox id.
+func (c *Client) ReadFile(ctx context.Context, id, path string, maxBytes int64) ([]byte, error) {
+	r, err := c.rpc.ReadFile(ctx, &rlhostpb.ReadFileRequest{SandboxId: id, Path: path, MaxBytes: maxBytes})
+	if err != nil {
+		return nil, fmt.Errorf("read %s in sandbox %s: %w", path, id, rlhostpb.FromStatus(err))
+	}
+	return r.GetData(), nil
+}
+
+// WriteFile writes a file into sandbox id.
+func (c *Client) WriteFile(ctx context.Context, id, path string, data []byte, mode uint32) error {
+	_, err := c.rpc.WriteFile(ctx, &rlhostpb.WriteFileRequest{SandboxId: id, Path: path, Data: data, Mode: mode})
+	if err != nil {
+		return fmt.Errorf("write %s in sandbox %s: %w", path, id, rlhostpb.FromStatus(err))
+	}
+	return nil
+}
+
+// ListFiles lists a directory in sandbox id.
+func (c *Client) ListFiles(ctx context.Context, id, path string) ([]core.FileInfo, error) {
+	r, err := c.rpc.ListFiles(ctx, &rlhostpb.ListFilesRequest{SandboxId: id, Path: path})
+	if err != nil {
+		return nil, fmt.Errorf("list %s in sandbox %s: %w", path, id, rlhostpb.FromStatus(err))
+	}
+	return rlhostpb.ToFiles(r), nil
+}
+
+// Destroy removes sandbox id.
+func (c *Client) Destroy(ctx context.Context, id string) error {
+	if _, err := c.rpc.Destroy(ctx, &rlhostpb.SandboxID{Id: id}); err != nil {
+		return fmt.Errorf("destroy sandbox %s: %w", id, rlhostpb.FromStatus(err))
+	}
+	return nil
+}
+
+// List returns sandboxes matching labels.
+func (c *Client) List(ctx context.Context, labels map[string]string) ([]core.SandboxInfo, error) {
+	r, err := c.rpc.List(ctx, &rlhostpb.ListRequest{Labels: labels})
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", rlhostpb.FromStatus(err))
+	}
+	return rlhostpb.ToSandboxInfos(r), nil
+}
+
+// ReapOrphans removes sandboxes whose owner is gone.
+func (c *Client) ReapOrphans(ctx context.Context) ([]core.SandboxInfo, error) {
+	r, err := c.rpc.ReapOrphans(ctx, &rlhostpb.Empty{})
+	if err != nil {
+		return nil, fmt.Errorf("reap orphan sandboxes: %w", rlhostpb.FromStatus(err))
+	}
+	return rlhostpb.ToSandboxInfos(r), nil
+}
+
+// Shutdown asks the plugin to destroy its sandboxes before it is killed.
+func (c *Client) Shutdown(ctx context.Context) error {
+	if _, err := c.rpc.Shutdown(ctx, &rlhostpb.Empty{}); err != nil {
+		return fmt.Errorf("shut down sandbox plugin: %w", rlhostpb.FromStatus(err))
+	}
+	return nil
+}

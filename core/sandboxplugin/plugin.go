@@ -1,0 +1,35 @@
+package sandboxplugin
+
+import (
+	"context"
+
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/rlhost/rlhost/core/pluginbase"
+	rlhostpb "github.com/rlhost/rlhost/core/proto"
+)
+
+// Plugin is the go-plugin glue for a sandbox backend.
+type Plugin struct {
+	plugin.NetRPCUnsupportedPlugin
+	Impl Backend // set on the plugin side only
+}
+
+var _ plugin.GRPCPlugin = (*Plugin)(nil)
+
+// GRPCServer registers the backend's gRPC server (plugin side).
+func (p *Plugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
+	rlhostpb.RegisterSandboxBackendServer(s, &server{impl: p.Impl})
+	return nil
+}
+
+// GRPCClient returns a *Client implementing Backend (host side).
+func (p *Plugin) GRPCClient(ctx context.Context, _ *plugin.GRPCBroker, conn *grpc.ClientConn) (interface{}, error) {
+	return NewClient(ctx, rlhostpb.NewSandboxBackendClient(conn))
+}
+
+// Serve runs b as a sandbox backend plugin. Call it from the plugin's main.
+func Serve(b Backend) {
+	pluginbase.Serve(pluginbase.KindSandbox, &Plugin{Impl: b})
+}

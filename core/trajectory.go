@@ -1,0 +1,74 @@
+package core
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Task is one problem an environment can pose. Data is environment-specific
+// and opaque to the host.
+type Task struct {
+	ID     string          `json:"id"`
+	Prompt string          `json:"prompt,omitempty"`
+	Data   json.RawMessage `json:"data,omitempty"`
+}
+
+// Finish reasons an episode can end with.
+const (
+	FinishDone             = "done"
+	FinishPassed           = "passed"
+	FinishAttemptsExceeded = "attempts_exhausted"
+	FinishMaxTurns         = "max_turns"
+	FinishContextLimit     = "context_limit"
+	FinishTimeout          = "timeout"
+	FinishError            = "error"
+	FinishCancelled        = "cancelled"
+)
+
+// Turn records one policy call of an episode: timings and server-reported usage.
+type Turn struct {
+	Index     int     `json:"index"`
+	PolicyMS  float64 `json:"policy_ms"`
+	EnvMS     float64 `json:"env_ms"`
+	Usage     Usage   `json:"usage"`
+	ToolCalls int     `json:"tool_calls"`
+	Empty     bool    `json:"empty,omitempty"`
+	Error     string  `json:"error,omitempty"`
+}
+
+// Trajectory is one finished episode: one line of trajectories.jsonl.
+type Trajectory struct {
+	RunID        string             `json:"run_id"`
+	Step         int                `json:"step"`
+	Group        int                `json:"group"`
+	Index        int                `json:"index"` // position inside the group
+	TaskID       string             `json:"task_id"`
+	Env          string             `json:"env"`
+	Messages     []Message          `json:"messages"`
+	Tools        []ToolSpec         `json:"tools,omitempty"`
+	Reward       float64            `json:"reward"`
+	Metrics      map[string]float64 `json:"metrics,omitempty"`
+	Info         map[string]string  `json:"info,omitempty"`
+	FinishReason string             `json:"finish_reason"`
+	SandboxID    string             `json:"sandbox_id,omitempty"`
+	Turns        []Turn             `json:"turns,omitempty"`
+	StartedAt    time.Time          `json:"started_at"`
+	DurationMS   float64            `json:"duration_ms"`
+	Error        string             `json:"error,omitempty"`
+}
+
+// StepMetrics is one line of metrics.jsonl: the aggregate over a step.
+type StepMetrics struct {
+	RunID      string             `json:"run_id"`
+	Step       int                `json:"step"`
+	Episodes   int                `json:"episodes"`
+	RewardMean float64            `json:"reward_mean"`
+	RewardStd  float64            `json:"reward_std"`
+	RewardMin  float64            `json:"reward_min"`
+	RewardMax  float64            `json:"reward_max"`
+	PassRate   float64            `json:"pass_rate"`
+	Errors     int                `json:"errors"`
+	Timeouts   int                `json:"timeouts"`
+	DurationMS float64            `json:"duration_ms"`
+	Extra      map[string]float64 `json:"extra,omitempty"`
+}

@@ -1,0 +1,120 @@
+package coding
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// The Python side of scoring. encode.py is prepended to the programs that
+// encode values, so reference and candidate outputs use the same encoder.
+var (
+	//go:embed harness/encode.py
+	encodePy string
+	//go:embed harness/reference.py
+	referencePy string
+	//go:embed harness/runner.py
+	runnerPy string
+	//go:embed harness/child.py
+	childPy string
+)
+
+// Each program is passed with -c and its input on stdin, so nothing is left
+// on the sandbox's disk for the candidate to find.
+var (
+	referenceProgram = encodePy + referencePy
+	childProgram     = encodePy + childPy
+)
+
+type referenceRequest struct {
+	Reference string   `json:"reference"`
+	FuncName  string   `json:"func_name"`
+	Tests     []string `json:"tests"`
+}
+
+type referenceReply struct {
+	Values []json.RawMessage `json:"values"`
+	Error  string            `json:"error"`
+	Test   int               `json:"test"`
+}
+
+// runnerRequest is the trusted runner's input; Nonce tags its verdict line.
+type runnerRequest struct {
+	Nonce    string   `json:"nonce"`
+	Code     string   `json:"code"`
+	FuncName string   `json:"func_name"`
+	Tests    []string `json:"tests"`
+	Budget   float64  `json:"budget"` // seconds the runner gives the candidate
+	ValueCap int      `json:"value_cap"`
+	Child    string   `json:"child"`
+}
+
+// Verdict stages and per-test statuses, as runner.py writes them.
+const (
+	stageSyntax = "syntax"
+	stageLoad   = "load"
+	stageTests  = "tests"
+
+	statusOK       = "ok"
+	statusError    = "error"
+	statusTimeout  = "timeout"
+	statusCrash    = "crash"
+	statusTooLarge = "too_large"
+	statusNotRun   = "not_run"
+)
+
+type verdict struct {
+	Stage   string       `json:"stage"`
+	Status  string       `json:"status"` // load stage: error, timeout, crash
+	Error   string       `json:"error"`
+	Results []testResult `json:"results"`
+	Stderr  string       `json:"stderr"`
+}
+
+type testResult struct {
+	Status string          `json:"status"`
+	Value  json.RawMessage `json:"value"`
+	Error  string          `json:"error"`
+}
+
+// runnerBudget is the time the runner gives the candidate: the exec timeout
+// minus room for two interpreter start-ups, so that the runner, not the
+// backend, usually notices a timeout and can say which test hit it.
+func runnerBudget(timeout time.Duration) time.Duration {
+	margin := max(timeout*15/100, 100*time.Millisecond)
+	return max(timeout-margin, timeout/2)
+}
+
+// parseVerdict finds the single line of stdout that starts with the nonce.
+// Anything else on stdout is ignored; a missing or repeated line is an error
+// because it means something other than the runner wrote with the nonce or
+// the runner never finished.
+func parseVerdict(stdout, nonce string) (verdict, error) {
+	prefix := []byte(nonce + " ")
+	var found []byte
+	n := 0
+	for line := range bytes.Lines([]byte(stdout)) {
+		if bytes.HasPrefix(line, prefix) {
+			found = bytes.TrimSpace(line[len(prefix):])
+			n++
+		}
+	}
+	switch {
+	case n == 0:
+		return verdict{}, fmt.Errorf("no verdict from the runner")
+	case n > 1:
+		return verdict{}, fmt.Errorf("%d verdict lines from the runner", n)
+	}
+	var v verdict
+	if err := json.Unmarshal(found, &v); err != nil {
+		return verdict{}, fmt.Errorf("decode verdict: %w", err)
+	}
+	switch v.Stage {
+	case stageSyntax, stageLoad, stageTests:
+	default:
+		return verdict{}, fmt.Errorf("verdict has unknown stage %q", v.Stage)
+	}
+	return v, nil
+}

@@ -1,0 +1,44 @@
+# Trusted: computes the expected outputs of a task before any candidate code
+# has run in this sandbox. Input (stdin, JSON): reference, func_name, tests.
+# Output (stdout, one JSON line): {"values": [...]} or {"error", "test"}.
+import builtins
+import json
+import sys
+
+
+def _reference_function(src, func_name):
+    # An expression ("sorted", "lambda xs: ...") or a module defining func_name.
+    try:
+        code = compile(src, "<reference>", "eval")
+    except SyntaxError:
+        ns = {"__name__": "reference"}
+        exec(compile(src, "<reference>", "exec"), ns)
+        fn = ns.get(func_name)
+        if not callable(fn):
+            raise NameError("reference does not define a function %r" % func_name)
+        return fn
+    fn = eval(code, {"__name__": "reference"})
+    if not callable(fn):
+        raise TypeError("reference expression is not callable")
+    return fn
+
+
+def main():
+    req = json.loads(sys.stdin.buffer.read())
+    try:
+        fn = _reference_function(req["reference"], req["func_name"])
+    except BaseException as e:
+        print(json.dumps({"error": "reference: " + _describe(e, "<reference>"), "test": -1}))
+        return
+    values = []
+    for i, expr in enumerate(req["tests"]):
+        try:
+            a, k = _call_args(expr, builtins)
+            values.append(_encode(fn(*a, **k)))
+        except BaseException as e:
+            print(json.dumps({"error": "test %d: %s" % (i, _describe(e, "<reference>")), "test": i}))
+            return
+    print(json.dumps({"values": values}))
+
+
+main()

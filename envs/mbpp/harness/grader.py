@@ -1,0 +1,250 @@
+# Trusted half of the MBPP grader (see grader.go for the design).
+#
+# It runs as `<python> -I -S -` with this source on stdin, preceded by one
+# line `JOB_B64 = "..."`. It never imports or executes agent code: it splits
+# each test assertion into the sub-expressions that need the agent's code
+# ("holes"), has an untrusted child process evaluate only those, receives
+# their values as plain data, and evaluates the assertion itself. Verdicts go
+# to stdout prefixed with a nonce that exists only here and in the env.
+import ast
+import base64
+import builtins
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+
+JOB = json.loads(base64.b64decode(JOB_B64))  # noqa: F821 (prepended by the env)
+NONCE = JOB["nonce"]
+OUT = sys.stdout
+DETAIL_CAP = 4000
+REPR_CAP = 300
+
+# Names a test may use that always mean the real thing, evaluated here.
+SAFE_MODULES = {"math": math}
+SAFE_NAMES = set(dir(builtins)) | set(SAFE_MODULES)
+CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+def emit(obj):
+    OUT.write(NONCE + " " + json.dumps(obj) + "\n")
+    OUT.flush()
+
+
+def cap(s, n):
+    return s if len(s) <= n else s[: n // 2] + "\n[...]\n" + s[-n // 2 :]
+
+
+def is_safe(node):
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and n.id not in SAFE_NAMES:
+            return False
+    return True
+
+
+def is_module_call(node):
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id in SAFE_MODULES
+    )
+
+
+RECURSE = (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.BinOp, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Starred)
+
+
+def split(node, holes):
+    """Replace the sub-expressions of node that need agent code by names
+    _hole0, _hole1, ... and return the rewritten node; holes gets their
+    source. Operators, displays and calls of safe modules are kept here, so
+    their semantics cannot be changed by the agent's code."""
+    if is_safe(node):
+        return node
+    if isinstance(node, RECURSE) or is_module_call(node):
+        for field, value in ast.iter_fields(node):
+            if field == "func":
+                continue
+            if isinstance(value, ast.expr):
+                setattr(node, field, split(value, holes))
+            elif isinstance(value, list):
+                new = []
+                for v in value:
+                    if isinstance(v, ast.keyword):
+                        v.value = split(v.value, holes)
+                    elif isinstance(v, ast.expr):
+                        v = split(v, holes)
+                    new.append(v)
+                setattr(node, field, new)
+        return node
+    name = "_hole%d" % len(holes)
+    holes.append(ast.unparse(node))
+    return ast.copy_location(ast.Name(id=name, ctx=ast.Load()), node)
+
+
+def decode(c, depth=0):
+    """Rebuild a plain value from the child's tagged encoding; anything else
+    raises ValueError."""
+    if depth > 200 or not isinstance(c, list) or not c or not isinstance(c[0], str):
+        raise ValueError("malformed value")
+    tag = c[0]
+    if tag == "none" and len(c) == 1:
+        return None
+    if len(c) == 2:
+        v = c[1]
+        if tag == "bool" and type(v) is bool:
+            return v
+        if tag == "int" and type(v) is str:
+            return int(v)
+        if tag == "float" and type(v) is str:
+            return float.fromhex(v)
+        if tag == "str" and type(v) is str:
+            return v
+        if tag == "bytes" and type(v) is str:
+            return bytes.fromhex(v)
+        if tag in ("list", "tuple", "set", "frozenset") and type(v) is list:
+            items = [decode(x, depth + 1) for x in v]
+            return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
+        if tag == "dict" and type(v) is list:
+            out = {}
+            for kv in v:
+                if type(kv) is not list or len(kv) != 2:
+                    raise ValueError("malformed dict item")
+                out[decode(kv[0], depth + 1)] = decode(kv[1], depth + 1)
+            return out
+    if tag == "complex" and len(c) == 3 and type(c[1]) is str and type(c[2]) is str:
+        return complex(float.fromhex(c[1]), float.fromhex(c[2]))
+    raise ValueError("malformed value")
+
+
+def run_child(source, setup, prelude, holes):
+    """Run the untrusted child on one test; return (report or None, note)."""
+    job = json.dumps(
+        {"path": JOB["solution_path"], "dir": JOB["solution_dir"], "source": source,
+         "setup": setup, "prelude": prelude, "holes": holes}
+    ).encode()
+    try:
+        p = subprocess.Popen(
+            [sys.executable, "-I", "-c", JOB["child"]],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=JOB["solution_dir"], env=CHILD_ENV, start_new_session=True,
+        )
+    except OSError as e:
+        return None, "could not start the test process: %s" % e
+    timed_out = False
+    try:
+        out, err = p.communicate(job, timeout=JOB["test_timeout"])
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        out, err = b"", b""
+    finally:
+        # Kill whatever the solution left behind in the test's session.
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if timed_out:
+        try:
+            p.communicate(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        return None, "timed out after %gs" % JOB["test_timeout"]
+    errtail = cap(err.decode("utf-8", "replace"), 1500)
+    try:
+        rep = json.loads(out)
+        if type(rep) is not dict or type(rep.get("holes")) is not list:
+            raise ValueError("bad report")
+    except ValueError:
+        note = "the test process ended without a result (exit status %s)" % p.returncode
+        if errtail.strip():
+            note += "\nstderr:\n" + errtail
+        return None, note
+    return rep, ""
+
+
+def failure_of(err):
+    if type(err) is not dict:
+        return "malformed error report"
+    return cap(str(err.get("tb") or err.get("err") or "error"), 2000)
+
+
+def grade(index, test, source, setup):
+    try:
+        tree = ast.parse(test)
+    except SyntaxError as e:
+        return False, "test does not parse: %s" % e
+    prelude, checks, holes = [], [], []
+    for st in tree.body:
+        if isinstance(st, ast.Assert):
+            src = ast.unparse(st)
+            first = len(holes)
+            tmpl = split(st.test, holes)
+            checks.append((src, tmpl, first, len(holes)))
+        else:
+            prelude.append(ast.unparse(st))
+    if not checks:
+        return False, "test has no assert statement; it cannot be graded"
+    if source is None:
+        return False, "%s\n  no solution file at %s" % (checks[0][0], JOB["display_path"])
+    rep, note = run_child(source, setup, "\n".join(prelude), holes)
+    if rep is None:
+        return False, "%s\n  %s" % (checks[0][0], note)
+    for key, what in (("load", "importing the solution failed"), ("setup", "test setup failed")):
+        if rep.get(key):
+            return False, "%s\n  %s:\n%s" % (checks[0][0], what, failure_of(rep[key]))
+    got = rep["holes"]
+    if len(got) != len(holes):
+        return False, "%s\n  the test process reported %d values for %d expressions" % (checks[0][0], len(got), len(holes))
+    for src, tmpl, lo, hi in checks:
+        env = {"__builtins__": builtins}
+        env.update(SAFE_MODULES)
+        shown = []
+        for i in range(lo, hi):
+            h = got[i]
+            if type(h) is not dict:
+                return False, "%s\n  malformed result" % src
+            if "err" in h:
+                return False, "%s\n  %s raised:\n%s" % (src, holes[i], failure_of(h))
+            if "bad" in h:
+                return False, "%s\n  %s returned a %s, which the grader cannot compare; return plain data (numbers, strings, lists, tuples, sets, dicts)" % (
+                    src, holes[i], cap(str(h["bad"]), 100))
+            try:
+                v = decode(h.get("v"))
+            except (ValueError, TypeError, OverflowError) as e:
+                return False, "%s\n  malformed value for %s: %s" % (src, holes[i], e)
+            env["_hole%d" % i] = v
+            shown.append("  where %s = %s" % (cap(holes[i], 200), cap(repr(v), REPR_CAP)))
+        try:
+            ok = bool(eval(compile(ast.Expression(body=tmpl), "<test>", "eval"), env))
+        except Exception as e:
+            return False, "%s\n  evaluating the assertion raised %s: %s" % (src, type(e).__name__, cap(str(e), 500))
+        if not ok:
+            return False, "\n".join(["%s  # failed" % src] + shown)
+    return True, ""
+
+
+def main():
+    source = None
+    try:
+        with open(JOB["solution_path"], "rb") as f:
+            source = f.read(JOB["max_source"] + 1)
+        if len(source) > JOB["max_source"]:
+            source = "# solution file is larger than %d bytes\nraise SystemExit(1)\n" % JOB["max_source"]
+        else:
+            source = source.decode("utf-8", "replace")
+    except OSError:
+        source = None
+    passed = 0
+    for i, test in enumerate(JOB["tests"]):
+        try:
+            ok, detail = grade(i, test, source, JOB["setup"])
+        except Exception as e:  # a bug here must fail the test, not pass it
+            ok, detail = False, "grader error: %s: %s" % (type(e).__name__, e)
+        passed += ok
+        emit({"i": i, "ok": bool(ok), "detail": cap(detail, DETAIL_CAP)})
+    emit({"done": True, "passed": passed, "total": len(JOB["tests"])})
+
+
+main()

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/pflag"
+
+	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/job"
+	"github.com/rlhost/rlhost/host/output"
+	"github.com/rlhost/rlhost/host/pluginmgr"
+	"github.com/rlhost/rlhost/host/runner"
+)
+
+type commonFlags struct {
+	vars     []string
+	logLevel string
+}
+
+func (c *commonFlags) add(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&c.vars, "var", nil, "set a config variable, name=value (repeatable)")
+	fs.StringVar(&c.logLevel, "log-level", envOr("RLHOST_LOG", "warn"), "log level for host and plugin logs: trace, debug, info, warn, error")
+}
+
+func (c *commonFlags) varMap() (map[string]string, error) {
+	m := map[string]string{}
+	for _, kv := range c.vars {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--var %q: want name=value", kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+func (a *app) logger(level string) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "rlhost", Level: hclog.LevelFromString(level), Output: a.stderr})
+}
+
+func (a *app) manager(level string) (*pluginmgr.Manager, error) {
+	return pluginmgr.New(pluginmgr.Options{Builtins: builtinNames(), Logger: a.logger(level)})
+}
+
+func newFlagSet(name, usage string, a *app) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(a.stderr, "%s\nFlags:\n%s", usage, fs.FlagUsages())
+	}
+	return fs
+}
+
+// parse handles --help (exit 0) and flag errors (exit 2) uniformly.
+func parse(fs *pflag.FlagSet, args []string) (done bool, code int) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return true, 0
+		}
+		return true, 2
+	}
+	return false, 0
+}
+
+const runUsage = `Usage: rlhost run FILE.hcl [flags]
+
+Runs the job: for each step, samples batch_size tasks from the env, runs
+group_size episodes per task (each in its own sandbox), scores them, and writes
+OUT/trajectories.jsonl, OUT/metrics.jsonl and OUT/summary.json.
+
+Ctrl-C stops cleanly: in-flight episodes end, sandboxes are destroyed, plugins
+shut down, and finished trajectories stay on disk. A second Ctrl-C forces.
+
+Example:
+  rlhost run examples/coding.hcl --dry-run
+  rlhost run examples/coding.hcl --var backend=daytona --steps 2
+`
+
+func (a *app) cmdRun(ctx context.Context, args []string) int {
+	fs := newFlagSet("run", runUsage, a)
+	var cf commonFlags
+	cf.add(fs)
+	dryRun := fs.Bool("dry-run", false, "roll out and score only; never train (also the default until a trainer block is present)")
+	outDir := fs.String("out", "", "output directory (default: the config's output.dir, else runs/<run name>)")
+	steps := fs.Int("steps", 0, "override run.steps")
+	overwrite := fs.Bool("overwrite", false, "replace the outputs of an earlier run in the output directory")
+	appendOut := fs.Bool("append", false, "append to the outputs of an earlier run in the output directory")
+	if done, code := parse(fs, args); done {
+		return code
+	}
+	if fs.NArg() != 1 {
+		a.errorf("run takes exactly one config file (got %d arguments); see rlhost run --help", fs.NArg())
+		return 2
+	}
+	vars, err := cf.varMap()
+	if err != nil {
+		a.errorf("%v", err)
+		return 2
+	}
+	f, diags := config.Load(fs.Arg(0), vars)
+	printDiags(a.stderr, f, diags)
+	if diags.HasErrors() {
+		return 1
+	}
+	if *steps < 0 {
+		a.errorf("--steps must be positive")
+		return 2
+	}
+	if *steps > 0 {
+		f.Run.Steps = *steps
+	}
+	_ = dryRun // every run is rollout-only until the trainer is wired in
+	dir := f.Output.Dir
+	if *outDir != "" {
+		dir = *outDir
+	}
+	if err := prepareOutDir(dir, *overwrite, *appendOut); err != nil {
+		a.errorf("%v", err)
+		return 1
+	}
+
+	mgr, err := a.manager(cf.logLevel)
+	if err != nil {
+		a.errorf("%v", err)
+		return 1
+	}
+	runID := runner.RunID(f.Run.Name, time.Now())
+	// A second Ctrl-C while we clean up means "now": plugins die with us
+	// (parent-death signal), and so do their sandboxes.
+	go func() {
+		<-ctx.Done()
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+		fmt.Fprintln(a.stderr, "\nrlhost: interrupted; ending episodes and removing sandboxes (Ctrl-C again to force)")
+		<-ch
+		fmt.Fprintln(a.stderr, "rlhost: forced exit")
+		os.Exit(130)
+	}()
+
+	j, diags := job.Prepare(ctx, f, mgr, job.Options{RunID: runID})
+	printDiags(a.stderr, f, diags)
+	if diags.HasErrors() {
+		mgr.StopAll(context.Background())
+		return 1
+	}
+	defer j.Close(ctx)
+	defer mgr.StopAll(context.WithoutCancel(ctx))
+
+	out, err := output.Open(dir)
+	if err != nil {
+		a.errorf("%v", err)
+		return 1
+	}
+	defer out.Close()
+	for _, rec := range out.Recovered() {
+		fmt.Fprintf(a.stderr, "rlhost: warning: %s\n", rec)
+	}
+	envBlock := f.Env()
+	sb := f.Sandbox(envBlock.Sandbox)
+	fmt.Fprintf(a.stdout, "run %s: env %s (%s), sandbox %s (%s), policy %s; %d steps x %d tasks x %d episodes -> %s\n",
+		runID, envBlock.Name, j.Env.Info().Name, sb.Name, j.Backend.Info().Name, f.Run.Policy,
+		f.Run.Steps, f.Run.BatchSize, f.Run.GroupSize, dir)
+	r := &runner.Runner{
+		RunID: runID, ConfigPath: f.Path, Settings: f.Run, EnvName: envBlock.Name,
+		Spec: sb.Spec, ExecTimeout: sb.ExecTimeout,
+		Env: j.Env, Backend: j.Backend, Policy: j.Policy, Out: out,
+		Progress: a.stdout, Logger: a.logger(cf.logLevel),
+	}
+	res, err := r.Run(ctx)
+	fmt.Fprint(a.stdout, output.FinalSummary(res.Summary))
+	if err != nil {
+		a.errorf("%v", err)
+		return 1
+	}
+	if res.Interrupted {
+		fmt.Fprintf(a.stderr, "rlhost: run interrupted; finished trajectories are in %s\n", dir)
+		return 130
+	}
+	return 0
+}
+
+// prepareOutDir refuses to mix two runs' outputs unless asked to.
+func prepareOutDir(dir string, overwrite, appendOut bool) error {
+	if overwrite && appendOut {
+		return fmt.Errorf("--overwrite and --append exclude each other")
+	}
+	files := []string{output.TrajectoriesFile, output.MetricsFile, output.SummaryFile}
+	var existing []string
+	for _, name := range files {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			existing = append(existing, name)
+		}
+	}
+	if len(existing) == 0 || appendOut {
+		return nil
+	}
+	if !overwrite {
+		return fmt.Errorf("output directory %s already holds a run (%s); pass --out DIR, --overwrite or --append", dir, strings.Join(existing, ", "))
+	}
+	for _, name := range existing {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("remove old output: %w", err)
+		}
+	}
+	return nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

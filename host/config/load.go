@@ -1,0 +1,608 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/rlhost/rlhost/core"
+)
+
+var topSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "variable", LabelNames: []string{"name"}},
+		{Type: "run"},
+		{Type: "sandbox", LabelNames: []string{"name"}},
+		{Type: "env", LabelNames: []string{"name"}},
+		{Type: "policy", LabelNames: []string{"name"}},
+		{Type: "output"},
+	},
+}
+
+// Load reads and decodes the job file at path. vars holds --var values
+// (name → raw string). It returns every problem it can find, not just the
+// first, each with its source range.
+func Load(path string, vars map[string]string) (*File, hcl.Diagnostics) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read config file", Detail: err.Error()}}
+	}
+	return Parse(path, src, vars)
+}
+
+// Parse decodes a job file from memory; path is used for diagnostics and
+// as the base of relative paths.
+func Parse(path string, src []byte, vars map[string]string) (*File, hcl.Diagnostics) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	parser := hclparse.NewParser()
+	var hf *hcl.File
+	var diags hcl.Diagnostics
+	if strings.HasSuffix(path, ".json") {
+		hf, diags = parser.ParseJSON(src, path)
+	} else {
+		hf, diags = parser.ParseHCL(src, path)
+	}
+	f := &File{Path: path, Dir: filepath.Dir(abs), Files: parser.Files()}
+	if diags.HasErrors() {
+		return f, diags
+	}
+	content, cd := hf.Body.Content(topSchema)
+	diags = append(diags, cd...)
+
+	d := &decoder{f: f, blocks: content.Blocks}
+	diags = append(diags, d.variables(vars)...)
+	if diags.HasErrors() {
+		return f, diags
+	}
+	diags = append(diags, d.run()...)
+	diags = append(diags, d.output()...)
+	diags = append(diags, d.sandboxes()...)
+	diags = append(diags, d.envs()...)
+	diags = append(diags, d.policies()...)
+	diags = append(diags, d.links(hf.Body)...)
+	return f, diags
+}
+
+type decoder struct {
+	f      *File
+	blocks hcl.Blocks
+	vars   map[string]cty.Value
+}
+
+func (d *decoder) ofType(t string) hcl.Blocks {
+	var out hcl.Blocks
+	for _, b := range d.blocks {
+		if b.Type == t {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// variables resolves variable blocks against --var values and builds the
+// evaluation context every later block is decoded with.
+func (d *decoder) variables(given map[string]string) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	d.vars = map[string]cty.Value{}
+	declared := map[string]bool{}
+	for _, b := range d.ofType("variable") {
+		name := b.Labels[0]
+		if declared[name] {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate variable", Detail: fmt.Sprintf("Variable %q is declared twice.", name), Subject: b.DefRange.Ptr()})
+			continue
+		}
+		declared[name] = true
+		var v struct {
+			Default     *hcl.Attribute `hcl:"default,optional"`
+			Description string         `hcl:"description,optional"`
+			Remain      hcl.Body       `hcl:",remain"`
+		}
+		attrs, ad := b.Body.JustAttributes()
+		diags = append(diags, ad...)
+		for an, a := range attrs {
+			switch an {
+			case "default":
+				v.Default = a
+			case "description":
+			default:
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unsupported argument", Detail: fmt.Sprintf("A variable block accepts only default and description, not %q.", an), Subject: a.NameRange.Ptr()})
+			}
+		}
+		var def cty.Value = cty.NilVal
+		if v.Default != nil {
+			val, vd := v.Default.Expr.Value(nil)
+			diags = append(diags, vd...)
+			def = val
+		}
+		raw, ok := given[name]
+		switch {
+		case ok && def != cty.NilVal && !def.Type().Equals(cty.String):
+			conv, err := convert.Convert(cty.StringVal(raw), def.Type())
+			if err != nil {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid value for variable", Detail: fmt.Sprintf("--var %s=%q: %v (the default is a %s).", name, raw, err, def.Type().FriendlyName()), Subject: b.DefRange.Ptr()})
+				continue
+			}
+			d.vars[name] = conv
+		case ok:
+			d.vars[name] = cty.StringVal(raw)
+		case def != cty.NilVal:
+			d.vars[name] = def
+		default:
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "No value for required variable", Detail: fmt.Sprintf("Variable %q has no default; pass --var %s=VALUE.", name, name), Subject: b.DefRange.Ptr()})
+		}
+	}
+	var unknown []string
+	for name := range given {
+		if !declared[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	sort.Strings(unknown)
+	for _, name := range unknown {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Undeclared variable", Detail: fmt.Sprintf("--var %s was given, but the config declares no variable %q. Add a variable %q {} block.", name, name, name)})
+	}
+	d.f.EvalContext = evalContext(d.f.Dir, d.vars, d.names())
+	return diags
+}
+
+// names lists the labels of sandbox, env and policy blocks so that
+// `sandbox = sandbox.local` is a checked reference, not a bare string.
+func (d *decoder) names() map[string]cty.Value {
+	out := map[string]cty.Value{}
+	for _, kind := range []string{"sandbox", "env", "policy"} {
+		m := map[string]cty.Value{}
+		for _, b := range d.ofType(kind) {
+			m[b.Labels[0]] = cty.StringVal(b.Labels[0])
+		}
+		out[kind] = cty.ObjectVal(m)
+	}
+	return out
+}
+
+type runHCL struct {
+	Name           *string  `hcl:"name,optional"`
+	Steps          *int     `hcl:"steps,optional"`
+	BatchSize      *int     `hcl:"batch_size,optional"`
+	GroupSize      *int     `hcl:"group_size,optional"`
+	Seed           *int64   `hcl:"seed,optional"`
+	Concurrency    *int     `hcl:"concurrency,optional"`
+	MaxTurns       *int     `hcl:"max_turns,optional"`
+	EpisodeTimeout *string  `hcl:"episode_timeout,optional"`
+	Env            *string  `hcl:"env,optional"`
+	Policy         *string  `hcl:"policy,optional"`
+	Remain         hcl.Body `hcl:",remain"`
+}
+
+func (d *decoder) run() hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	r := &d.f.Run
+	*r = Run{Name: strings.TrimSuffix(filepath.Base(d.f.Path), filepath.Ext(d.f.Path)), Steps: DefaultSteps, BatchSize: DefaultBatchSize,
+		GroupSize: DefaultGroupSize, Concurrency: DefaultConcurrency, MaxTurns: DefaultMaxTurns, EpisodeTimeout: DefaultEpisodeTimeout}
+	blocks := d.ofType("run")
+	if len(blocks) > 1 {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate run block", Detail: "Only one run block is allowed.", Subject: blocks[1].DefRange.Ptr()})
+	}
+	if len(blocks) == 0 {
+		d.addRunVar()
+		return diags
+	}
+	b := blocks[0]
+	r.DefRange = b.DefRange
+	var h runHCL
+	diags = append(diags, gohcl.DecodeBody(b.Body, d.f.EvalContext, &h)...)
+	diags = append(diags, noRemain(h.Remain)...)
+	positive := func(name string, p *int, dst *int, min int) {
+		if p == nil {
+			return
+		}
+		if *p < min {
+			diags = append(diags, attrErr(b.Body, b.DefRange, name, "Invalid value", fmt.Sprintf("%s must be at least %d, got %d.", name, min, *p)))
+			return
+		}
+		*dst = *p
+	}
+	if h.Name != nil {
+		r.Name = *h.Name
+		if !validName(r.Name) {
+			diags = append(diags, attrErr(b.Body, b.DefRange, "name", "Invalid run name", "Use letters, digits, '-', '_' and '.' only: the name becomes part of paths and labels."))
+		}
+	}
+	positive("steps", h.Steps, &r.Steps, 1)
+	positive("batch_size", h.BatchSize, &r.BatchSize, 1)
+	positive("group_size", h.GroupSize, &r.GroupSize, 1)
+	positive("concurrency", h.Concurrency, &r.Concurrency, 1)
+	positive("max_turns", h.MaxTurns, &r.MaxTurns, 1)
+	if h.Seed != nil {
+		r.Seed = *h.Seed
+	}
+	if h.EpisodeTimeout != nil {
+		dur, err := ParseDuration(*h.EpisodeTimeout)
+		if err != nil || dur == 0 {
+			diags = append(diags, attrErr(b.Body, b.DefRange, "episode_timeout", "Invalid duration", fmt.Sprintf("%v", orPositive(err))))
+		} else {
+			r.EpisodeTimeout = dur
+		}
+	}
+	if h.Env != nil {
+		r.Env = *h.Env
+	}
+	if h.Policy != nil {
+		r.Policy = *h.Policy
+	}
+	d.addRunVar()
+	return diags
+}
+
+func orPositive(err error) error {
+	if err == nil {
+		return fmt.Errorf("the duration must be positive")
+	}
+	return err
+}
+
+func (d *decoder) addRunVar() {
+	r := d.f.Run
+	d.f.EvalContext.Variables["run"] = cty.ObjectVal(map[string]cty.Value{
+		"name": cty.StringVal(r.Name), "steps": cty.NumberIntVal(int64(r.Steps)),
+		"batch_size": cty.NumberIntVal(int64(r.BatchSize)), "group_size": cty.NumberIntVal(int64(r.GroupSize)),
+		"seed": cty.NumberIntVal(r.Seed),
+	})
+}
+
+func (d *decoder) output() hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	d.f.Output.Dir = filepath.Join("runs", d.f.Run.Name)
+	blocks := d.ofType("output")
+	if len(blocks) > 1 {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate output block", Detail: "Only one output block is allowed.", Subject: blocks[1].DefRange.Ptr()})
+	}
+	if len(blocks) == 0 {
+		return diags
+	}
+	var h struct {
+		Dir    *string  `hcl:"dir,optional"`
+		Remain hcl.Body `hcl:",remain"`
+	}
+	diags = append(diags, gohcl.DecodeBody(blocks[0].Body, d.f.EvalContext, &h)...)
+	diags = append(diags, noRemain(h.Remain)...)
+	if h.Dir != nil {
+		if *h.Dir == "" {
+			diags = append(diags, attrErr(blocks[0].Body, blocks[0].DefRange, "dir", "Invalid output dir", "dir must not be empty."))
+		} else {
+			d.f.Output.Dir = *h.Dir
+		}
+	}
+	return diags
+}
+
+// sandboxSchema lists the settings every backend shares. Anything else in a
+// sandbox block belongs to the backend plugin's schema.
+var sandboxSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "backend"}, {Name: "plugin"}, {Name: "timeout"}, {Name: "image"}, {Name: "rootfs"},
+		{Name: "env"}, {Name: "labels"}, {Name: "ttl"}, {Name: "network"}, {Name: "workdir"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "limits"}},
+}
+
+type limitsHCL struct {
+	CPUTime   *string  `hcl:"cpu_time,optional"`
+	Memory    *string  `hcl:"memory,optional"`
+	Pids      *int     `hcl:"pids,optional"`
+	FileSize  *string  `hcl:"file_size,optional"`
+	OpenFiles *int     `hcl:"open_files,optional"`
+	Tmp       *string  `hcl:"tmp,optional"`
+	Output    *string  `hcl:"output,optional"`
+	Disk      *string  `hcl:"disk,optional"`
+	CPUs      *float64 `hcl:"cpus,optional"`
+	Remain    hcl.Body `hcl:",remain"`
+}
+
+func (d *decoder) sandboxes() hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	seen := map[string]bool{}
+	for _, b := range d.ofType("sandbox") {
+		name := b.Labels[0]
+		if seen[name] {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate sandbox block", Detail: fmt.Sprintf("A sandbox named %q is already defined.", name), Subject: b.DefRange.Ptr()})
+			continue
+		}
+		seen[name] = true
+		content, remain, cd := b.Body.PartialContent(sandboxSchema)
+		diags = append(diags, cd...)
+		s := &Sandbox{Name: name, Body: remain, DefRange: b.DefRange, ExecTimeout: DefaultExecTimeout, AttrRanges: map[string]hcl.Range{}}
+		ctx := d.f.EvalContext
+		for an, a := range content.Attributes {
+			s.AttrRanges[an] = a.Expr.Range()
+			switch an {
+			case "backend":
+				diags = append(diags, gohcl.DecodeExpression(a.Expr, ctx, &s.Backend)...)
+			case "plugin":
+				diags = append(diags, gohcl.DecodeExpression(a.Expr, ctx, &s.Plugin)...)
+			case "image":
+				diags = append(diags, gohcl.DecodeExpression(a.Expr, ctx, &s.Spec.Image)...)
+			case "rootfs":
+				var p string
+				diags = append(diags, gohcl.DecodeExpression(a.Expr, ctx, &p)...)
+				s.Spec.Rootfs = d.path(p)
+			case "workdir":
+				diags = append(diags, gohcl.DecodeExpression(a.Expr, ctx, &s.Spec.Workdir)...)
+			case "network":
+				diags = append(diags, gohcl.DecodeExpression(a.Expr, ctx, &s.Spec.Network)...)
+			case "env":
+				diags = append(diags, gohcl.DecodeExpression(a.Expr, ctx, &s.Spec.Env)...)
+			case "labels":
+				diags = append(diags, gohcl.DecodeExpression(a.Expr, ctx, &s.Spec.Labels)...)
+			case "timeout":
+				diags = append(diags, durationAttr(a, ctx, &s.ExecTimeout)...)
+			case "ttl":
+				diags = append(diags, durationAttr(a, ctx, &s.Spec.TTL)...)
+			}
+		}
+		for k := range s.Spec.Labels {
+			if strings.HasPrefix(k, "rlhost.") {
+				diags = append(diags, attrErr(nil, s.AttrRanges["labels"], "", "Reserved label", fmt.Sprintf("Label %q uses the reserved prefix \"rlhost.\", which rlhost sets itself.", k)))
+			}
+		}
+		if s.Backend == "" && s.Plugin == "" {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Missing backend", Detail: fmt.Sprintf("Sandbox %q needs backend = \"local\" (or \"daytona\"), or plugin = \"./path/to/plugin\".", name), Subject: b.DefRange.Ptr()})
+		}
+		for i, lb := range content.Blocks {
+			if i > 0 {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate limits block", Detail: "Only one limits block is allowed per sandbox.", Subject: lb.DefRange.Ptr()})
+				continue
+			}
+			diags = append(diags, decodeLimits(lb, ctx, &s.Spec.Limits)...)
+		}
+		d.f.Sandboxes = append(d.f.Sandboxes, s)
+	}
+	return diags
+}
+
+func decodeLimits(b *hcl.Block, ctx *hcl.EvalContext, l *core.Limits) hcl.Diagnostics {
+	var h limitsHCL
+	diags := gohcl.DecodeBody(b.Body, ctx, &h)
+	diags = append(diags, noRemain(h.Remain)...)
+	size := func(name string, p *string, dst *int64) {
+		if p == nil {
+			return
+		}
+		v, err := ParseSize(*p)
+		if err != nil {
+			diags = append(diags, attrErr(b.Body, b.DefRange, name, "Invalid size", err.Error()))
+			return
+		}
+		*dst = v
+	}
+	count := func(name string, p *int, dst *int) {
+		if p == nil {
+			return
+		}
+		if *p < 1 {
+			diags = append(diags, attrErr(b.Body, b.DefRange, name, "Invalid limit", fmt.Sprintf("%s must be at least 1.", name)))
+			return
+		}
+		*dst = *p
+	}
+	size("memory", h.Memory, &l.MemoryBytes)
+	size("file_size", h.FileSize, &l.FileSizeBytes)
+	size("tmp", h.Tmp, &l.TmpBytes)
+	size("output", h.Output, &l.OutputBytes)
+	size("disk", h.Disk, &l.DiskBytes)
+	count("pids", h.Pids, &l.Pids)
+	count("open_files", h.OpenFiles, &l.OpenFiles)
+	if h.CPUTime != nil {
+		v, err := ParseDuration(*h.CPUTime)
+		if err != nil {
+			diags = append(diags, attrErr(b.Body, b.DefRange, "cpu_time", "Invalid duration", err.Error()))
+		} else {
+			l.CPUTime = v
+		}
+	}
+	if h.CPUs != nil {
+		if *h.CPUs <= 0 {
+			diags = append(diags, attrErr(b.Body, b.DefRange, "cpus", "Invalid limit", "cpus must be positive."))
+		} else {
+			l.CPUs = *h.CPUs
+		}
+	}
+	return diags
+}
+
+var envSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "plugin"}, {Name: "sandbox"}}}
+
+func (d *decoder) envs() hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	seen := map[string]bool{}
+	for _, b := range d.ofType("env") {
+		name := b.Labels[0]
+		if seen[name] {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate env block", Detail: fmt.Sprintf("An env named %q is already defined.", name), Subject: b.DefRange.Ptr()})
+			continue
+		}
+		seen[name] = true
+		content, remain, cd := b.Body.PartialContent(envSchema)
+		diags = append(diags, cd...)
+		e := &Env{Name: name, Plugin: name, Body: remain, DefRange: b.DefRange, AttrRanges: map[string]hcl.Range{}}
+		for an, a := range content.Attributes {
+			e.AttrRanges[an] = a.Expr.Range()
+			switch an {
+			case "plugin":
+				diags = append(diags, gohcl.DecodeExpression(a.Expr, d.f.EvalContext, &e.Plugin)...)
+			case "sandbox":
+				diags = append(diags, gohcl.DecodeExpression(a.Expr, d.f.EvalContext, &e.Sandbox)...)
+			}
+		}
+		d.f.Envs = append(d.f.Envs, e)
+	}
+	return diags
+}
+
+func (d *decoder) policies() hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	seen := map[string]bool{}
+	for _, b := range d.ofType("policy") {
+		name := b.Labels[0]
+		if seen[name] {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate policy block", Detail: fmt.Sprintf("A policy named %q is already defined.", name), Subject: b.DefRange.Ptr()})
+			continue
+		}
+		seen[name] = true
+		p := &Policy{Name: name, Body: b.Body, DefRange: b.DefRange}
+		content, _, cd := b.Body.PartialContent(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "provider", Required: true}}})
+		diags = append(diags, cd...)
+		if a, ok := content.Attributes["provider"]; ok {
+			diags = append(diags, gohcl.DecodeExpression(a.Expr, d.f.EvalContext, &p.Provider)...)
+		}
+		d.f.Policies = append(d.f.Policies, p)
+	}
+	return diags
+}
+
+// links checks the references between blocks and fills in the defaults that
+// depend on them.
+func (d *decoder) links(body hcl.Body) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	f := d.f
+	sandboxes := map[string]bool{}
+	for _, s := range f.Sandboxes {
+		sandboxes[s.Name] = true
+	}
+	for _, e := range f.Envs {
+		if e.Sandbox == "" {
+			if len(f.Sandboxes) == 1 {
+				e.Sandbox = f.Sandboxes[0].Name
+			} else if len(f.Sandboxes) > 1 {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Ambiguous sandbox", Detail: fmt.Sprintf("Env %q must say which sandbox block to use: sandbox = sandbox.NAME.", e.Name), Subject: e.DefRange.Ptr()})
+			}
+		} else if !sandboxes[e.Sandbox] {
+			diags = append(diags, attrErr(nil, e.AttrRanges["sandbox"], "", "Unknown sandbox", fmt.Sprintf("No sandbox block is named %q.", e.Sandbox)))
+		}
+	}
+	pick := func(kind, chosen string, names []string, attr string) string {
+		if chosen != "" {
+			for _, n := range names {
+				if n == chosen {
+					return chosen
+				}
+			}
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown " + kind, Detail: fmt.Sprintf("run.%s names %q, but no %s block has that name.", attr, chosen, kind), Subject: f.Run.DefRange.Ptr()})
+			return ""
+		}
+		switch len(names) {
+		case 0:
+			return ""
+		case 1:
+			return names[0]
+		}
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Ambiguous " + kind, Detail: fmt.Sprintf("There are several %s blocks; set %s = %s.NAME in the run block.", kind, attr, kind), Subject: f.Run.DefRange.Ptr()})
+		return ""
+	}
+	var envNames, polNames []string
+	for _, e := range f.Envs {
+		envNames = append(envNames, e.Name)
+	}
+	for _, p := range f.Policies {
+		polNames = append(polNames, p.Name)
+	}
+	f.Run.Env = pick("env", f.Run.Env, envNames, "env")
+	f.Run.Policy = pick("policy", f.Run.Policy, polNames, "policy")
+	return diags
+}
+
+// Env returns the env block the run uses, or nil.
+func (f *File) Env() *Env {
+	for _, e := range f.Envs {
+		if e.Name == f.Run.Env {
+			return e
+		}
+	}
+	return nil
+}
+
+// Policy returns the policy block the run uses, or nil.
+func (f *File) Policy() *Policy {
+	for _, p := range f.Policies {
+		if p.Name == f.Run.Policy {
+			return p
+		}
+	}
+	return nil
+}
+
+// Sandbox returns the sandbox block with the given name, or nil.
+func (f *File) Sandbox(name string) *Sandbox {
+	for _, s := range f.Sandboxes {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+func (d *decoder) path(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(d.f.Dir, p)
+}
+
+func durationAttr(a *hcl.Attribute, ctx *hcl.EvalContext, dst *time.Duration) hcl.Diagnostics {
+	var s string
+	diags := gohcl.DecodeExpression(a.Expr, ctx, &s)
+	if diags.HasErrors() {
+		return diags
+	}
+	v, err := ParseDuration(s)
+	if err != nil {
+		return append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid duration", Detail: err.Error(), Subject: a.Expr.Range().Ptr()})
+	}
+	*dst = v
+	return diags
+}
+
+// noRemain reports attributes and blocks that no field claimed.
+func noRemain(body hcl.Body) hcl.Diagnostics {
+	if body == nil {
+		return nil
+	}
+	_, diags := body.Content(&hcl.BodySchema{})
+	return diags
+}
+
+// attrErr makes an error pointing at attribute name of body when it can be
+// found, else at fallback.
+func attrErr(body hcl.Body, fallback hcl.Range, name, summary, detail string) *hcl.Diagnostic {
+	rng := fallback
+	if sb, ok := body.(*hclsyntax.Body); ok && name != "" {
+		if a, ok := sb.Attributes[name]; ok {
+			rng = a.Expr.Range()
+		}
+	}
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: rng.Ptr()}
+}
+
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}

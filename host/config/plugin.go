@@ -1,0 +1,150 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/rlhost/rlhost/core/schema"
+)
+
+// SpecFor turns a plugin's schema into an hcldec spec.
+func SpecFor(s schema.Spec) (hcldec.Spec, error) {
+	obj := hcldec.ObjectSpec{}
+	for _, a := range s.Attributes {
+		if a.Name == "" || a.Type == cty.NilType {
+			return nil, fmt.Errorf("schema attribute %q has no name or type", a.Name)
+		}
+		var spec hcldec.Spec = &hcldec.AttrSpec{Name: a.Name, Type: a.Type, Required: a.Required}
+		if len(a.Default) > 0 {
+			def, err := ctyjson.Unmarshal(a.Default, a.Type)
+			if err != nil {
+				return nil, fmt.Errorf("schema attribute %q: default %s is not a %s: %w", a.Name, a.Default, a.Type.FriendlyName(), err)
+			}
+			spec = &hcldec.DefaultSpec{Primary: spec, Default: &hcldec.LiteralSpec{Value: def}}
+		}
+		obj[a.Name] = spec
+	}
+	for _, b := range s.Blocks {
+		nested, err := SpecFor(b.Spec)
+		if err != nil {
+			return nil, fmt.Errorf("schema block %q: %w", b.Name, err)
+		}
+		switch b.Nesting {
+		case schema.NestingList:
+			min := 0
+			if b.Required {
+				min = 1
+			}
+			obj[b.Name] = &hcldec.BlockListSpec{TypeName: b.Name, Nested: nested, MinItems: min}
+		default:
+			obj[b.Name] = &hcldec.BlockSpec{TypeName: b.Name, Nested: nested, Required: b.Required}
+		}
+	}
+	return obj, nil
+}
+
+// DecodePluginBody decodes the plugin-owned part of a block against the
+// plugin's schema and returns it as plain JSON. Unknown attributes, missing
+// required ones and type errors come back as diagnostics with ranges.
+func DecodePluginBody(body hcl.Body, s schema.Spec, ctx *hcl.EvalContext, pluginName string) ([]byte, hcl.Diagnostics) {
+	spec, err := SpecFor(s)
+	if err != nil {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid plugin schema", Detail: fmt.Sprintf("Plugin %q declares a broken config schema: %v", pluginName, err)}}
+	}
+	val, diags := hcldec.Decode(body, spec, ctx)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	if !val.IsWhollyKnown() {
+		return nil, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown value", Detail: "A plugin setting depends on a value that is not known."})
+	}
+	b, err := ctyjson.Marshal(val, val.Type())
+	if err != nil {
+		return nil, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cannot encode plugin config", Detail: err.Error()})
+	}
+	return b, diags
+}
+
+// PluginDiagnostics maps a plugin's diagnostics back onto the source: a
+// Path is looked up first in the plugin-owned body, then among the host's
+// own attributes of the block, else the whole block is blamed.
+func PluginDiagnostics(ds schema.Diagnostics, pluginName string, body hcl.Body, hostAttrs map[string]hcl.Range, block hcl.Range) hcl.Diagnostics {
+	var out hcl.Diagnostics
+	for _, d := range ds {
+		sev := hcl.DiagError
+		if d.Severity == schema.Warning {
+			sev = hcl.DiagWarning
+		}
+		rng := block
+		if r, ok := findPath(body, d.Path); ok {
+			rng = r
+		} else if len(d.Path) > 0 {
+			if r, ok := hostAttrs[d.Path[0]]; ok {
+				rng = r
+			}
+		}
+		detail := d.Detail
+		if len(d.Path) > 0 {
+			detail = strings.TrimSpace(fmt.Sprintf("%s (setting %s)", detail, strings.Join(d.Path, ".")))
+		}
+		out = append(out, &hcl.Diagnostic{Severity: sev, Summary: fmt.Sprintf("%s (plugin %s)", d.Summary, pluginName), Detail: detail, Subject: rng.Ptr()})
+	}
+	return out
+}
+
+// findPath walks attribute/block names through a native-syntax body. JSON
+// bodies fall back to the block range.
+func findPath(body hcl.Body, path []string) (hcl.Range, bool) {
+	sb, ok := body.(*hclsyntax.Body)
+	if !ok || len(path) == 0 {
+		return hcl.Range{}, false
+	}
+	for i, name := range path {
+		if a, ok := sb.Attributes[name]; ok {
+			return a.Expr.Range(), true
+		}
+		var next *hclsyntax.Block
+		for _, b := range sb.Blocks {
+			if b.Type == name {
+				next = b
+				break
+			}
+		}
+		if next == nil {
+			return hcl.Range{}, false
+		}
+		if i == len(path)-1 {
+			return next.DefRange(), true
+		}
+		sb = next.Body
+	}
+	return hcl.Range{}, false
+}
+
+// MarshalRedacted re-encodes a decoded config for display (`rlhost validate`),
+// replacing sensitive attributes so keys never reach a terminal or log.
+func MarshalRedacted(cfg []byte, s schema.Spec) []byte {
+	var m map[string]any
+	if json.Unmarshal(cfg, &m) != nil {
+		return cfg
+	}
+	for _, a := range s.Attributes {
+		if a.Sensitive {
+			if _, ok := m[a.Name]; ok {
+				m[a.Name] = "(sensitive)"
+			}
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return cfg
+	}
+	return b
+}

@@ -1,0 +1,193 @@
+// Package job turns a loaded config into running parts: it starts the env
+// and sandbox plugins, decodes each plugin's block against the schema the
+// plugin declares, configures it, and builds the policy. `rlhost run`,
+// `validate` and `sandbox` share it, so validation checks exactly what a run
+// would use.
+package job
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+
+	"github.com/rlhost/rlhost/core/envplugin"
+	"github.com/rlhost/rlhost/core/pluginbase"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/pluginmgr"
+	"github.com/rlhost/rlhost/host/policy"
+)
+
+// Job is a config with its plugins started and configured.
+type Job struct {
+	File    *config.File
+	RunID   string
+	Mgr     *pluginmgr.Manager
+	Env     *pluginmgr.Instance
+	Backend *pluginmgr.Instance
+	Policy  policy.Policy
+}
+
+// Options tune Prepare.
+type Options struct {
+	RunID          string
+	PolicyProvider []policy.Option // extra providers (the trainer's embedded policy)
+	SkipPolicy     bool
+}
+
+// Prepare starts and configures everything the run block uses. On error the
+// returned diagnostics point at the config; whatever was started is stopped.
+func Prepare(ctx context.Context, f *config.File, mgr *pluginmgr.Manager, o Options) (*Job, hcl.Diagnostics) {
+	j := &Job{File: f, RunID: o.RunID, Mgr: mgr}
+	var diags hcl.Diagnostics
+	envBlock := f.Env()
+	if envBlock == nil {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No env block", Detail: "A job needs an env block, e.g. env \"coding\" { sandbox = sandbox.local }."}}
+	}
+	sb := f.Sandbox(envBlock.Sandbox)
+	if sb == nil {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No sandbox block", Detail: fmt.Sprintf("Env %q needs a sandbox block, e.g. sandbox \"local\" { backend = \"local\" }.", envBlock.Name), Subject: envBlock.DefRange.Ptr()}}
+	}
+	backend, d := StartBackend(ctx, f, sb, mgr, o.RunID)
+	diags = append(diags, d...)
+	if d.HasErrors() {
+		return nil, diags
+	}
+	j.Backend = backend
+	env, d := StartEnv(ctx, f, envBlock, mgr, o.RunID)
+	diags = append(diags, d...)
+	if d.HasErrors() {
+		j.Close(ctx)
+		return nil, diags
+	}
+	j.Env = env
+	if !o.SkipPolicy {
+		p, d := NewPolicy(f, o.PolicyProvider)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			j.Close(ctx)
+			return nil, diags
+		}
+		j.Policy = p
+	}
+	return j, diags
+}
+
+// Close stops the plugins and the policy.
+func (j *Job) Close(ctx context.Context) {
+	if j.Policy != nil {
+		_ = j.Policy.Close()
+	}
+	stop := func(in *pluginmgr.Instance) {
+		if in != nil {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			in.Stop(sctx)
+		}
+	}
+	stop(j.Env)
+	stop(j.Backend)
+}
+
+// StartBackend starts and configures the backend plugin of sandbox block sb.
+func StartBackend(ctx context.Context, f *config.File, sb *config.Sandbox, mgr *pluginmgr.Manager, runID string) (*pluginmgr.Instance, hcl.Diagnostics) {
+	src, err := mgr.Resolve(pluginbase.KindSandbox, sb.PluginRef(), f.Dir)
+	if err != nil {
+		rng := sb.DefRange
+		if r, ok := sb.AttrRanges["plugin"]; ok {
+			rng = r
+		} else if r, ok := sb.AttrRanges["backend"]; ok {
+			rng = r
+		}
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot find sandbox backend", Detail: err.Error(), Subject: rng.Ptr()}}
+	}
+	var diags hcl.Diagnostics
+	setup := func(ctx context.Context, raw any) error {
+		c, ok := raw.(*sandboxplugin.Client)
+		if !ok {
+			return fmt.Errorf("%s is not a sandbox backend", src)
+		}
+		info := c.Info()
+		js, d := config.DecodePluginBody(sb.Body, info.Config, f.EvalContext, info.Name)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			return fmt.Errorf("sandbox %q: invalid config", sb.Name)
+		}
+		pd := c.Configure(ctx, schema.Config{Name: sb.Name, JSON: js, BaseDir: f.Dir, RunID: runID}, sb.Spec)
+		diags = append(diags, config.PluginDiagnostics(pd, info.Name, sb.Body, sb.AttrRanges, sb.DefRange)...)
+		if pd.HasErrors() {
+			return fmt.Errorf("sandbox %q: rejected by plugin %s", sb.Name, info.Name)
+		}
+		return nil
+	}
+	in, err := mgr.Start(ctx, src, setup)
+	if err != nil {
+		if !diags.HasErrors() {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Sandbox backend failed to start", Detail: err.Error(), Subject: sb.DefRange.Ptr()})
+		}
+		return nil, diags
+	}
+	return in, diags
+}
+
+// StartEnv starts and configures the plugin of env block e.
+func StartEnv(ctx context.Context, f *config.File, e *config.Env, mgr *pluginmgr.Manager, runID string) (*pluginmgr.Instance, hcl.Diagnostics) {
+	src, err := mgr.Resolve(pluginbase.KindEnv, e.Plugin, f.Dir)
+	if err != nil {
+		rng := e.DefRange
+		if r, ok := e.AttrRanges["plugin"]; ok {
+			rng = r
+		}
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot find env plugin", Detail: err.Error(), Subject: rng.Ptr()}}
+	}
+	var diags hcl.Diagnostics
+	setup := func(ctx context.Context, raw any) error {
+		c, ok := raw.(*envplugin.Client)
+		if !ok {
+			return fmt.Errorf("%s is not an environment", src)
+		}
+		info := c.Info()
+		js, d := config.DecodePluginBody(e.Body, info.Config, f.EvalContext, info.Name)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			return fmt.Errorf("env %q: invalid config", e.Name)
+		}
+		pd := c.Configure(ctx, schema.Config{Name: e.Name, JSON: js, BaseDir: f.Dir, RunID: runID})
+		diags = append(diags, config.PluginDiagnostics(pd, info.Name, e.Body, e.AttrRanges, e.DefRange)...)
+		if pd.HasErrors() {
+			return fmt.Errorf("env %q: rejected by plugin %s", e.Name, info.Name)
+		}
+		return nil
+	}
+	in, err := mgr.Start(ctx, src, setup)
+	if err != nil {
+		if !diags.HasErrors() {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Env plugin failed to start", Detail: err.Error(), Subject: e.DefRange.Ptr()})
+		}
+		return nil, diags
+	}
+	return in, diags
+}
+
+// NewPolicy decodes the run's policy block and builds the policy.
+func NewPolicy(f *config.File, opts []policy.Option) (policy.Policy, hcl.Diagnostics) {
+	pb := f.Policy()
+	if pb == nil {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No policy block", Detail: "A run needs a policy block, e.g. policy \"replay\" { provider = \"replay\" file = \"completions.jsonl\" }."}}
+	}
+	var cfg policy.Config
+	diags := gohcl.DecodeBody(pb.Body, f.EvalContext, &cfg)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	cfg.Name = pb.Name
+	p, err := policy.New(cfg, f.Dir, opts...)
+	if err != nil {
+		return nil, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid policy", Detail: err.Error(), Subject: pb.DefRange.Ptr()})
+	}
+	return p, diags
+}

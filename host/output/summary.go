@@ -1,0 +1,116 @@
+package output
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rlhost/rlhost/core"
+)
+
+// Summary is summary.json: the run at a glance, rewritten after every step
+// and once more at the end.
+type Summary struct {
+	RunID           string    `json:"run_id"`
+	ConfigPath      string    `json:"config_path,omitempty"`
+	TotalSteps      int       `json:"total_steps"`
+	StepsDone       int       `json:"steps_done"`
+	Episodes        int       `json:"episodes"`
+	Errors          int       `json:"errors"`
+	Timeouts        int       `json:"timeouts"`
+	RewardMean      float64   `json:"reward_mean"` // over all episodes, weighted by episode
+	PassRate        float64   `json:"pass_rate"`   // over all episodes
+	StartedAt       time.Time `json:"started_at"`
+	EndedAt         time.Time `json:"ended_at,omitzero"` // zero while running
+	Interrupted     bool      `json:"interrupted"`
+	StepRewardMeans []float64 `json:"step_reward_means"`
+	// Recovered lists torn lines cut off when the output files were reopened.
+	Recovered []string `json:"recovered,omitempty"`
+}
+
+// AddStep folds one step's metrics into the totals.
+func (s *Summary) AddStep(m core.StepMetrics) {
+	total := s.Episodes + m.Episodes
+	if total > 0 {
+		prev, cur := float64(s.Episodes), float64(m.Episodes)
+		s.RewardMean = (s.RewardMean*prev + m.RewardMean*cur) / float64(total)
+		s.PassRate = (s.PassRate*prev + m.PassRate*cur) / float64(total)
+	}
+	s.Episodes = total
+	s.Errors += m.Errors
+	s.Timeouts += m.Timeouts
+	s.StepsDone++
+	s.StepRewardMeans = append(s.StepRewardMeans, m.RewardMean)
+}
+
+// ProgressLine renders one step for the terminal, e.g.
+//
+//	step   3/10  episodes 64  reward 0.412 ± 0.210 [0.000, 1.000]  pass 37.5%  errors 0  timeouts 1  12.3s
+//
+// totalSteps <= 0 means unknown and prints the step alone.
+func ProgressLine(m core.StepMetrics, totalSteps int) string {
+	var b strings.Builder
+	if totalSteps > 0 {
+		w := len(fmt.Sprint(totalSteps))
+		fmt.Fprintf(&b, "step %*d/%d", w, m.Step, totalSteps)
+	} else {
+		fmt.Fprintf(&b, "step %d", m.Step)
+	}
+	fmt.Fprintf(&b, "  episodes %d  reward %.3f ± %.3f [%.3f, %.3f]  pass %.1f%%  errors %d  timeouts %d  %s",
+		m.Episodes, m.RewardMean, m.RewardStd, m.RewardMin, m.RewardMax,
+		100*m.PassRate, m.Errors, m.Timeouts, fmtMS(m.DurationMS))
+	return b.String()
+}
+
+// FinalSummary renders the summary as a few lines for the end of a run.
+func FinalSummary(s Summary) string {
+	var b strings.Builder
+	status := "finished"
+	if s.Interrupted {
+		status = "interrupted"
+	}
+	fmt.Fprintf(&b, "run %s %s", s.RunID, status)
+	if s.ConfigPath != "" {
+		fmt.Fprintf(&b, " (config %s)", s.ConfigPath)
+	}
+	b.WriteByte('\n')
+	if s.TotalSteps > 0 {
+		fmt.Fprintf(&b, "  steps     %d/%d\n", s.StepsDone, s.TotalSteps)
+	} else {
+		fmt.Fprintf(&b, "  steps     %d\n", s.StepsDone)
+	}
+	fmt.Fprintf(&b, "  episodes  %d (errors %d, timeouts %d)\n", s.Episodes, s.Errors, s.Timeouts)
+	fmt.Fprintf(&b, "  reward    %.3f mean, pass rate %.1f%%\n", s.RewardMean, 100*s.PassRate)
+	if n := len(s.StepRewardMeans); n > 0 {
+		fmt.Fprintf(&b, "  by step   %s\n", fmtSeries(s.StepRewardMeans))
+	}
+	if !s.StartedAt.IsZero() && !s.EndedAt.IsZero() {
+		fmt.Fprintf(&b, "  time      %s (%s to %s)\n", s.EndedAt.Sub(s.StartedAt).Round(time.Millisecond),
+			s.StartedAt.UTC().Format(time.RFC3339), s.EndedAt.UTC().Format(time.RFC3339))
+	}
+	for _, r := range s.Recovered {
+		fmt.Fprintf(&b, "  recovered %s\n", r)
+	}
+	return b.String()
+}
+
+// fmtSeries prints per-step means, eliding the middle of long runs so the
+// line stays readable.
+func fmtSeries(v []float64) string {
+	const keep = 6
+	parts := make([]string, 0, 2*keep+1)
+	for i, x := range v {
+		if len(v) > 2*keep && i == keep {
+			parts = append(parts, fmt.Sprintf("… (%d more) …", len(v)-2*keep))
+		}
+		if len(v) > 2*keep && i >= keep && i < len(v)-keep {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%.3f", x))
+	}
+	return strings.Join(parts, " ")
+}
+
+func fmtMS(ms float64) string {
+	return time.Duration(ms * float64(time.Millisecond)).Round(100 * time.Millisecond).String()
+}

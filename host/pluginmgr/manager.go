@@ -1,0 +1,332 @@
+package pluginmgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/envplugin"
+	"github.com/rlhost/rlhost/core/pluginbase"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
+)
+
+// Manager starts plugins and keeps track of them so none outlives the host.
+type Manager struct {
+	self     string
+	builtins map[string][]string
+	dirs     []string
+	logger   hclog.Logger
+
+	mu        sync.Mutex
+	instances []*Instance
+}
+
+// Options configure a Manager.
+type Options struct {
+	Self     string              // the rlhost executable; os.Executable() if empty
+	Builtins map[string][]string // kind → built-in plugin names
+	Dirs     []string            // external plugin dirs; DefaultDirs() if nil
+	Logger   hclog.Logger        // plugin logs are re-logged here under the plugin's name
+}
+
+// New makes a Manager.
+func New(o Options) (*Manager, error) {
+	if o.Self == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find the rlhost executable to serve built-in plugins: %w", err)
+		}
+		o.Self = exe
+	}
+	if o.Dirs == nil {
+		o.Dirs = DefaultDirs()
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.New(&hclog.LoggerOptions{Name: "rlhost", Level: hclog.Warn, Output: os.Stderr})
+	}
+	return &Manager{self: o.Self, builtins: o.Builtins, dirs: o.Dirs, logger: o.Logger}, nil
+}
+
+// Builtins returns the built-in plugin names of kind.
+func (m *Manager) Builtins(kind string) []string { return m.builtins[kind] }
+
+// Instance is one plugin process, restarted as needed. Callers fetch the
+// current client for each use, so a restart is picked up transparently.
+type Instance struct {
+	m      *Manager
+	src    Source
+	setup  func(ctx context.Context, raw any) error // re-applied after each restart
+	mu     sync.Mutex
+	client *plugin.Client
+	raw    any
+	info   pluginbase.Info
+
+	restarts   int
+	lastStart  time.Time
+	maxRestart int
+	stopped    bool
+}
+
+// Restart policy: backoff doubles from restartBase up to restartCap; after
+// maxRestarts restarts that each came soon after the previous one, give up.
+const (
+	restartBase = 200 * time.Millisecond
+	restartCap  = 5 * time.Second
+	maxRestarts = 5
+	stableAfter = 30 * time.Second
+)
+
+// ErrPluginExited is wrapped by errors from a plugin whose process died.
+var ErrPluginExited = errors.New("plugin process exited")
+
+// Start launches src, performs the handshake and Describe, and runs setup
+// (typically Configure). setup runs again after every restart.
+func (m *Manager) Start(ctx context.Context, src Source, setup func(ctx context.Context, raw any) error) (*Instance, error) {
+	in := &Instance{m: m, src: src, setup: setup, maxRestart: maxRestarts}
+	if err := in.launch(ctx); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.instances = append(m.instances, in)
+	m.mu.Unlock()
+	return in, nil
+}
+
+func (in *Instance) launch(ctx context.Context) error {
+	src := in.src
+	cmd := exec.Command(src.Path, src.Args...)
+	// The kernel kills the plugin if the host dies, even by SIGKILL; the SDK's
+	// parent watch covers the case where the forking thread exits first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Env = os.Environ()
+	logger := in.m.logger.Named(src.Kind + "." + src.Name)
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  pluginbase.Handshake,
+		Plugins:          map[string]plugin.Plugin{pluginbase.KindEnv: &envplugin.Plugin{}, pluginbase.KindSandbox: &sandboxplugin.Plugin{}},
+		Cmd:              cmd,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		Logger:           logger,
+		StartTimeout:     20 * time.Second,
+		SyncStdout:       io.Discard,
+		SyncStderr:       io.Discard,
+	})
+	rpc, err := client.Client()
+	if err != nil {
+		client.Kill()
+		return fmt.Errorf("start %s: not a working rlhost plugin (handshake failed): %w", src, err)
+	}
+	raw, err := rpc.Dispense(src.Kind)
+	if err != nil {
+		client.Kill()
+		return fmt.Errorf("start %s: it does not serve a %s plugin: %w", src, src.Kind, err)
+	}
+	var info pluginbase.Info
+	switch c := raw.(type) {
+	case *envplugin.Client:
+		info = c.Info()
+	case *sandboxplugin.Client:
+		info = c.Info()
+	}
+	if in.setup != nil {
+		if err := in.setup(ctx, raw); err != nil {
+			shutdown(raw)
+			client.Kill()
+			return err
+		}
+	}
+	in.mu.Lock()
+	in.client, in.raw, in.info, in.lastStart = client, raw, info, time.Now()
+	in.mu.Unlock()
+	return nil
+}
+
+// Source returns how the plugin was launched.
+func (in *Instance) Source() Source { return in.src }
+
+// Info returns the plugin's description.
+func (in *Instance) Info() pluginbase.Info {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.info
+}
+
+// Exited reports whether the current plugin process has died.
+func (in *Instance) Exited() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.client == nil || in.client.Exited()
+}
+
+// get returns a live client, restarting the plugin with backoff if its
+// process died. Concurrent callers share one restart.
+func (in *Instance) get(ctx context.Context) (any, error) {
+	in.mu.Lock()
+	if in.stopped {
+		in.mu.Unlock()
+		return nil, fmt.Errorf("%s: %w (stopped)", in.src, ErrPluginExited)
+	}
+	if in.client != nil && !in.client.Exited() {
+		raw := in.raw
+		in.mu.Unlock()
+		return raw, nil
+	}
+	if time.Since(in.lastStart) > stableAfter {
+		in.restarts = 0
+	}
+	if in.restarts >= in.maxRestart {
+		in.mu.Unlock()
+		return nil, fmt.Errorf("%s crashed %d times in a row; not restarting: %w", in.src, in.restarts, ErrPluginExited)
+	}
+	in.restarts++
+	n := in.restarts
+	if in.client != nil {
+		in.client.Kill()
+	}
+	in.client = nil
+	delay := restartBase << (n - 1)
+	if delay > restartCap {
+		delay = restartCap
+	}
+	in.m.logger.Warn("plugin exited; restarting", "plugin", in.src.String(), "attempt", n, "backoff", delay)
+	// Hold the lock through the restart so concurrent callers wait for it
+	// rather than each launching a process.
+	defer in.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(delay):
+	}
+	in.mu.Unlock()
+	err := in.launch(ctx)
+	in.mu.Lock()
+	if err != nil {
+		return nil, fmt.Errorf("restart %s: %w", in.src, err)
+	}
+	return in.raw, nil
+}
+
+// Env returns the live environment client.
+func (in *Instance) Env(ctx context.Context) (*envplugin.Client, error) {
+	raw, err := in.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c, ok := raw.(*envplugin.Client)
+	if !ok {
+		return nil, fmt.Errorf("%s is not an environment plugin", in.src)
+	}
+	return c, nil
+}
+
+// Backend returns the live sandbox backend client.
+func (in *Instance) Backend(ctx context.Context) (*sandboxplugin.Client, error) {
+	raw, err := in.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c, ok := raw.(*sandboxplugin.Client)
+	if !ok {
+		return nil, fmt.Errorf("%s is not a sandbox backend plugin", in.src)
+	}
+	return c, nil
+}
+
+// Crashed turns an error from a call into ErrPluginExited when the plugin
+// process is gone, so callers can record "plugin crashed" rather than a
+// transport error.
+func (in *Instance) Crashed(err error) error {
+	if err == nil {
+		return nil
+	}
+	if in.Exited() || errors.Is(err, core.ErrUnavailable) && in.Exited() {
+		return fmt.Errorf("%s: %w: %v", in.src, ErrPluginExited, err)
+	}
+	return err
+}
+
+// Stop asks the plugin to shut down (our own RPC: go-plugin's Kill is not
+// graceful), then kills it. It is safe to call more than once.
+func (in *Instance) Stop(ctx context.Context) {
+	in.mu.Lock()
+	if in.stopped {
+		in.mu.Unlock()
+		return
+	}
+	in.stopped = true
+	client, raw := in.client, in.raw
+	in.mu.Unlock()
+	if client == nil {
+		return
+	}
+	if !client.Exited() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			shutdownCtx(ctx, raw)
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			in.m.logger.Warn("plugin did not shut down in time; killing it", "plugin", in.src.String())
+		}
+	}
+	client.Kill()
+}
+
+func shutdown(raw any) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	shutdownCtx(ctx, raw)
+}
+
+func shutdownCtx(ctx context.Context, raw any) {
+	switch c := raw.(type) {
+	case *envplugin.Client:
+		_ = c.Shutdown(ctx)
+	case *sandboxplugin.Client:
+		_ = c.Shutdown(ctx)
+	}
+}
+
+// StopAll stops every plugin this manager started, envs first so their
+// episodes end before the sandboxes under them go away.
+func (m *Manager) StopAll(ctx context.Context) {
+	m.mu.Lock()
+	ins := append([]*Instance(nil), m.instances...)
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, kind := range []string{pluginbase.KindEnv, pluginbase.KindSandbox} {
+		for _, in := range ins {
+			if in.src.Kind != kind {
+				continue
+			}
+			wg.Add(1)
+			go func(in *Instance) {
+				defer wg.Done()
+				in.Stop(ctx)
+			}(in)
+		}
+		wg.Wait()
+	}
+}
+
+// Probe starts a plugin just to read its Info, then stops it.
+func (m *Manager) Probe(ctx context.Context, src Source) (pluginbase.Info, error) {
+	in := &Instance{m: m, src: src}
+	if err := in.launch(ctx); err != nil {
+		return pluginbase.Info{}, err
+	}
+	info := in.Info()
+	in.Stop(ctx)
+	return info, nil
+}

@@ -1,0 +1,81 @@
+package policy
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Config is one `policy "name" { ... }` block, decodable with gohcl.
+// Optional attributes are pointers (nil when absent); durations are strings
+// in Go's time.ParseDuration syntax. Each provider rejects attributes it
+// does not use, so a typo in the provider name does not silently drop them.
+type Config struct {
+	Name     string `hcl:"name,label"`
+	Provider string `hcl:"provider"`
+
+	// replay
+	File *string `hcl:"file,optional"` // JSONL, relative to the config file
+
+	// openai
+	BaseURL     *string  `hcl:"base_url,optional"`    // default https://api.openai.com/v1
+	Model       *string  `hcl:"model,optional"`       // required
+	APIKeyEnv   *string  `hcl:"api_key_env,optional"` // env var holding the key; absent: no key
+	Temperature *float64 `hcl:"temperature,optional"` // 0..2; server default when absent
+	TopP        *float64 `hcl:"top_p,optional"`       // (0, 1]
+	MaxTokens   *int     `hcl:"max_tokens,optional"`  // sent as max_tokens
+	Stop        []string `hcl:"stop,optional"`
+	Timeout     *string  `hcl:"timeout,optional"`      // per attempt; default 300s
+	MaxRetries  *int     `hcl:"max_retries,optional"`  // default 8
+	BackoffBase *string  `hcl:"backoff_base,optional"` // first retry's backoff ceiling; default 500ms
+	BackoffMax  *string  `hcl:"backoff_max,optional"`  // largest backoff ceiling; default 30s
+}
+
+func (c Config) label() string {
+	return fmt.Sprintf("policy %q", c.Name)
+}
+
+// setAttributes names the optional attributes present in c, from its hcl tags.
+func (c Config) setAttributes() []string {
+	var names []string
+	v := reflect.ValueOf(c)
+	t := v.Type()
+	for i := range t.NumField() {
+		name, opt, _ := strings.Cut(t.Field(i).Tag.Get("hcl"), ",")
+		if opt != "optional" {
+			continue
+		}
+		if f := v.Field(i); !f.IsZero() {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// rejectUnused fails when c sets an optional attribute that provider does
+// not read.
+func (c Config) rejectUnused(used ...string) error {
+	for _, name := range c.setAttributes() {
+		if !slices.Contains(used, name) {
+			return fmt.Errorf("%s: attribute %q is not used by provider %q", c.label(), name, c.Provider)
+		}
+	}
+	return nil
+}
+
+// duration parses an optional duration attribute, which must be positive.
+func (c Config) duration(attr string, v *string, def time.Duration) (time.Duration, error) {
+	if v == nil {
+		return def, nil
+	}
+	d, err := time.ParseDuration(*v)
+	if err != nil {
+		return 0, fmt.Errorf("%s: attribute %q: %w", c.label(), attr, err)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%s: attribute %q: %s is not positive", c.label(), attr, *v)
+	}
+	return d, nil
+}

@@ -1,0 +1,283 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/rlhost/rlhost/core"
+)
+
+// Defaults of the openai provider.
+const (
+	DefaultBaseURL     = "https://api.openai.com/v1"
+	DefaultTimeout     = 300 * time.Second
+	DefaultMaxRetries  = 8
+	DefaultBackoffBase = 500 * time.Millisecond
+	DefaultBackoffMax  = 30 * time.Second
+)
+
+// openAIPolicy calls an OpenAI-compatible Chat Completions endpoint.
+type openAIPolicy struct {
+	label       string
+	client      *openai.Client
+	http        *http.Client
+	model       string
+	temperature float32 // 0: leave to the server (see newOpenAI)
+	topP        float32
+	maxTokens   int
+	stop        []string
+	timeout     time.Duration
+	maxRetries  int
+	backoffBase time.Duration
+	backoffMax  time.Duration
+
+	// nIgnored is set once the server answered n > 1 with a single choice;
+	// later groups go straight to one request per choice.
+	nIgnored atomic.Bool
+
+	// Swapped by tests to observe backoff without waiting for it.
+	sleep  func(ctx context.Context, d time.Duration) error
+	jitter func(n int64) int64 // uniform in [0, n)
+}
+
+func newOpenAI(cfg Config, _ string) (Policy, error) {
+	if err := cfg.rejectUnused("base_url", "model", "api_key_env", "temperature", "top_p", "max_tokens",
+		"stop", "timeout", "max_retries", "backoff_base", "backoff_max"); err != nil {
+		return nil, err
+	}
+	p := &openAIPolicy{
+		label:      cfg.label(),
+		maxRetries: DefaultMaxRetries,
+		stop:       cfg.Stop,
+		sleep:      sleepCtx,
+		jitter:     rand.Int64N,
+	}
+	if cfg.Model == nil || *cfg.Model == "" {
+		return nil, fmt.Errorf("%s: attribute \"model\" is required for provider \"openai\"", p.label)
+	}
+	p.model = *cfg.Model
+	baseURL := DefaultBaseURL
+	if cfg.BaseURL != nil {
+		if *cfg.BaseURL == "" {
+			return nil, fmt.Errorf("%s: attribute \"base_url\" is empty", p.label)
+		}
+		baseURL = *cfg.BaseURL
+	}
+	key := ""
+	if cfg.APIKeyEnv != nil && *cfg.APIKeyEnv != "" {
+		v, ok := os.LookupEnv(*cfg.APIKeyEnv)
+		if !ok {
+			// Set but empty is fine (local servers); unset is a forgotten export.
+			return nil, fmt.Errorf("%s: attribute \"api_key_env\": environment variable %s is not set", p.label, *cfg.APIKeyEnv)
+		}
+		key = v
+	}
+	if t := cfg.Temperature; t != nil {
+		if *t < 0 || *t > 2 || math.IsNaN(*t) {
+			return nil, fmt.Errorf("%s: attribute \"temperature\": %v is outside [0, 2]", p.label, *t)
+		}
+		// go-openai omits a zero temperature, which servers read as 1;
+		// the smallest positive float32 goes out instead and means greedy.
+		p.temperature = max(float32(*t), math.SmallestNonzeroFloat32)
+	}
+	if v := cfg.TopP; v != nil {
+		if !(*v > 0 && *v <= 1) {
+			return nil, fmt.Errorf("%s: attribute \"top_p\": %v is outside (0, 1]", p.label, *v)
+		}
+		p.topP = float32(*v)
+	}
+	if v := cfg.MaxTokens; v != nil {
+		if *v < 1 {
+			return nil, fmt.Errorf("%s: attribute \"max_tokens\": %d, want >= 1", p.label, *v)
+		}
+		p.maxTokens = *v
+	}
+	if v := cfg.MaxRetries; v != nil {
+		if *v < 0 {
+			return nil, fmt.Errorf("%s: attribute \"max_retries\": %d, want >= 0", p.label, *v)
+		}
+		p.maxRetries = *v
+	}
+	var err error
+	if p.timeout, err = cfg.duration("timeout", cfg.Timeout, DefaultTimeout); err != nil {
+		return nil, err
+	}
+	if p.backoffBase, err = cfg.duration("backoff_base", cfg.BackoffBase, DefaultBackoffBase); err != nil {
+		return nil, err
+	}
+	if p.backoffMax, err = cfg.duration("backoff_max", cfg.BackoffMax, DefaultBackoffMax); err != nil {
+		return nil, err
+	}
+	if p.backoffMax < p.backoffBase {
+		return nil, fmt.Errorf("%s: attribute \"backoff_max\" (%s) is below backoff_base (%s)", p.label, p.backoffMax, p.backoffBase)
+	}
+
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// Many episodes share one server; the default of 2 idle connections per
+	// host would reopen a connection for most requests.
+	tr.MaxIdleConnsPerHost = 256
+	p.http = &http.Client{Transport: tr}
+	oc := openai.DefaultConfig(key)
+	oc.BaseURL = baseURL
+	oc.HTTPClient = headerCapture{p.http}
+	p.client = openai.NewClientWithConfig(oc)
+	return p, nil
+}
+
+// retryAfterSlot carries a per-attempt place for the Retry-After header
+// through the request context, since go-openai's errors drop headers.
+type retryAfterSlot struct{}
+
+type headerCapture struct{ c *http.Client }
+
+func (h headerCapture) Do(req *http.Request) (*http.Response, error) {
+	resp, err := h.c.Do(req)
+	if err == nil {
+		if slot, ok := req.Context().Value(retryAfterSlot{}).(*string); ok {
+			*slot = resp.Header.Get("Retry-After")
+		}
+	}
+	return resp, err
+}
+
+func (p *openAIPolicy) Complete(ctx context.Context, req Request) (Response, error) {
+	n, err := numChoices(req)
+	if err != nil {
+		return Response{}, err
+	}
+	base := openai.ChatCompletionRequest{
+		Model:       p.model,
+		Messages:    toOpenAIMessages(req.Messages),
+		Tools:       toOpenAITools(req.Tools),
+		Temperature: p.temperature,
+		TopP:        p.topP,
+		MaxTokens:   p.maxTokens,
+		Stop:        p.stop,
+	}
+	var resp Response
+	first := 0
+	if n == 1 || !p.nIgnored.Load() {
+		r, err := p.create(ctx, withN(base, n, req.Seed, 0), req)
+		if err != nil {
+			return Response{}, err
+		}
+		resp = r
+		first = len(r.Choices)
+		if first >= n {
+			resp.Choices = resp.Choices[:n]
+			return resp, nil
+		}
+		if first == 1 {
+			p.nIgnored.Store(true)
+		}
+	}
+	// The server gave fewer choices than asked: ask for the rest one by one,
+	// concurrently, each with its own seed so they do not all come out the same.
+	rest := make([]Response, n-first)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error // the root cause, not the cancellations it triggers
+	)
+	for i := range rest {
+		wg.Go(func() {
+			var err error
+			rest[i], err = p.create(ctx, withN(base, 1, req.Seed, int64(first+i)), req)
+			if err != nil {
+				errOnce.Do(func() { firstErr = err; cancel() })
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return Response{}, firstErr
+	}
+	for _, r := range rest {
+		if len(r.Choices) == 0 {
+			return Response{}, fmt.Errorf("%s: task %q turn %d: server returned no choices", p.label, req.TaskID, req.Turn)
+		}
+		resp.Choices = append(resp.Choices, r.Choices[0])
+		resp.Usage = addUsage(resp.Usage, r.Usage)
+	}
+	return resp, nil
+}
+
+// withN sets n and the seed for one HTTP request; the k-th separate request
+// of a group gets seed+k.
+func withN(r openai.ChatCompletionRequest, n int, seed, k int64) openai.ChatCompletionRequest {
+	if n > 1 {
+		r.N = n
+	}
+	if seed != 0 {
+		s := int(seed + k)
+		r.Seed = &s
+	}
+	return r
+}
+
+func addUsage(a, b core.Usage) core.Usage {
+	return core.Usage{
+		PromptTokens:     a.PromptTokens + b.PromptTokens,
+		CompletionTokens: a.CompletionTokens + b.CompletionTokens,
+		TotalTokens:      a.TotalTokens + b.TotalTokens,
+	}
+}
+
+// create sends one request, retrying failures worth retrying with
+// exponential backoff and full jitter, or the server's Retry-After.
+func (p *openAIPolicy) create(ctx context.Context, creq openai.ChatCompletionRequest, req Request) (Response, error) {
+	where := fmt.Sprintf("%s: task %q turn %d", p.label, req.TaskID, req.Turn)
+	for attempt := 0; ; attempt++ {
+		var retryAfter string
+		actx, cancel := context.WithTimeout(context.WithValue(ctx, retryAfterSlot{}, &retryAfter), p.timeout)
+		out, err := p.client.CreateChatCompletion(actx, creq)
+		cancel()
+		if err == nil {
+			resp := Response{Usage: core.Usage{
+				PromptTokens:     out.Usage.PromptTokens,
+				CompletionTokens: out.Usage.CompletionTokens,
+				TotalTokens:      out.Usage.TotalTokens,
+			}}
+			for _, c := range out.Choices {
+				resp.Choices = append(resp.Choices, fromOpenAIChoice(c))
+			}
+			return resp, nil
+		}
+		if ctx.Err() != nil {
+			return Response{}, fmt.Errorf("%s: %w (last error: %s)", where, ctx.Err(), describe(err))
+		}
+		switch classify(err) {
+		case contextLength:
+			return Response{}, fmt.Errorf("%s: %w: %s", where, ErrContextLength, describe(err))
+		case permanent:
+			return Response{}, fmt.Errorf("%s: %w: %s", where, ErrRejected, describe(err))
+		}
+		if attempt >= p.maxRetries {
+			return Response{}, fmt.Errorf("%s: giving up after %d attempts: %s", where, attempt+1, describe(err))
+		}
+		wait, ok := parseRetryAfter(retryAfter, time.Now())
+		if !ok {
+			// Full jitter: uniform in [0, base*2^attempt], capped.
+			wait = time.Duration(p.jitter(int64(backoffCeiling(attempt, p.backoffBase, p.backoffMax)) + 1))
+		}
+		if serr := p.sleep(ctx, wait); serr != nil {
+			return Response{}, fmt.Errorf("%s: %w while backing off (last error: %s)", where, serr, describe(err))
+		}
+	}
+}
+
+func (p *openAIPolicy) Close() error {
+	p.http.CloseIdleConnections()
+	return nil
+}

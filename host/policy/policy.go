@@ -1,0 +1,109 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/rlhost/rlhost/core"
+)
+
+// Policy produces assistant messages. Implementations are safe for
+// concurrent use: the runner calls Complete from many episodes at once.
+type Policy interface {
+	// Complete returns req.N assistant completions of req.Messages, or an
+	// error; it never returns fewer choices than asked for.
+	Complete(ctx context.Context, req Request) (Response, error)
+	Close() error
+}
+
+// Request is one call to the policy.
+type Request struct {
+	Messages []core.Message
+	Tools    []core.ToolSpec
+	// N is how many completions are wanted; single-shot environments ask for
+	// a whole group at once. 0 means 1.
+	N int
+	// Who is asking. Replay picks its answer by TaskID, Index (+k for the
+	// k-th of N choices) and Turn; the others only use them in errors.
+	TaskID                  string
+	Step, Group, Index, Turn int
+	// Seed is sent to the server when non-zero.
+	Seed int64
+}
+
+// Response holds the completions of one Request.
+type Response struct {
+	Choices []Choice // len == N on success
+	Usage   core.Usage
+}
+
+// Choice is one completion. Message.Role is always assistant; an empty
+// message (no content, no tool calls) is returned as the server sent it.
+type Choice struct {
+	Message      core.Message
+	FinishReason string // as the server said it: "stop", "length", "tool_calls", ...
+}
+
+// Errors callers act on, matched with errors.Is.
+var (
+	// ErrContextLength: the server says the conversation no longer fits the
+	// model's context window. Retrying cannot help; end the episode.
+	ErrContextLength = errors.New("context length exceeded")
+	// ErrExhausted: replay has no completion for this task, index or turn.
+	ErrExhausted = errors.New("no more replayed completions")
+	// ErrRejected: the server refused the request for a reason retrying
+	// cannot fix (bad key, unknown model, malformed request).
+	ErrRejected = errors.New("request rejected by the policy server")
+)
+
+// Factory builds a Policy from its configuration. baseDir is the directory
+// relative paths in cfg are resolved against (the config file's).
+type Factory func(cfg Config, baseDir string) (Policy, error)
+
+// Option adjusts New.
+type Option func(map[string]Factory)
+
+// WithProvider makes New accept provider name, e.g. the trainer's embedded
+// policy, without this package importing the trainer. It can also replace a
+// built-in provider.
+func WithProvider(name string, f Factory) Option {
+	return func(m map[string]Factory) { m[name] = f }
+}
+
+// New validates cfg and builds the policy its provider names.
+func New(cfg Config, baseDir string, opts ...Option) (Policy, error) {
+	providers := map[string]Factory{
+		"replay": newReplay,
+		"openai": newOpenAI,
+	}
+	for _, o := range opts {
+		o(providers)
+	}
+	if cfg.Provider == "" {
+		return nil, fmt.Errorf("%s: attribute \"provider\" is required (one of %s)", cfg.label(), known(providers))
+	}
+	f, ok := providers[cfg.Provider]
+	if !ok {
+		return nil, fmt.Errorf("%s: attribute \"provider\": unknown provider %q (known: %s)", cfg.label(), cfg.Provider, known(providers))
+	}
+	return f(cfg, baseDir)
+}
+
+func known(m map[string]Factory) string {
+	return strings.Join(slices.Sorted(maps.Keys(m)), ", ")
+}
+
+// numChoices is req.N with 0 read as 1.
+func numChoices(req Request) (int, error) {
+	switch {
+	case req.N < 0:
+		return 0, fmt.Errorf("policy request for task %q: N = %d, want >= 1", req.TaskID, req.N)
+	case req.N == 0:
+		return 1, nil
+	}
+	return req.N, nil
+}

@@ -1,0 +1,122 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// maxRetryAfter bounds how long a server's Retry-After can park a request,
+// so a misconfigured proxy asking for hours does not hang the run.
+const maxRetryAfter = 5 * time.Minute
+
+// errClass is what a failed attempt means for the next one.
+type errClass int
+
+const (
+	retryable errClass = iota
+	contextLength
+	permanent
+)
+
+// apiFailure extracts the HTTP status and the server's message from a
+// go-openai error; status 0 means the request never got an HTTP answer.
+func apiFailure(err error) (status int, code, msg string) {
+	var reqErr *openai.RequestError
+	var apiErr *openai.APIError
+	switch {
+	case errors.As(err, &reqErr):
+		// The body was not OpenAI's {"error": ...} shape (e.g. older vLLM).
+		return reqErr.HTTPStatusCode, "", string(reqErr.Body)
+	case errors.As(err, &apiErr):
+		if s, ok := apiErr.Code.(string); ok {
+			code = s
+		}
+		return apiErr.HTTPStatusCode, code, apiErr.Message
+	}
+	return 0, "", ""
+}
+
+// classify decides whether a failed attempt is worth repeating. Rate limits,
+// server errors and transport failures are; a context-length complaint and
+// other client errors are not.
+func classify(err error) errClass {
+	status, code, msg := apiFailure(err)
+	switch {
+	case status == 0,
+		status == http.StatusRequestTimeout,
+		status == http.StatusConflict,
+		status == http.StatusTooManyRequests,
+		status >= 500:
+		return retryable
+	case code == "context_length_exceeded",
+		strings.Contains(strings.ToLower(msg), "context length"),
+		strings.Contains(msg, "context_length_exceeded"):
+		return contextLength
+	}
+	return permanent
+}
+
+// backoffCeiling is base*2^attempt capped at max.
+func backoffCeiling(attempt int, base, max time.Duration) time.Duration {
+	d := base
+	for range attempt {
+		if d >= max/2 {
+			return max
+		}
+		d *= 2
+	}
+	return min(d, max)
+}
+
+// parseRetryAfter reads a Retry-After header: delay-seconds or an HTTP date.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		return min(time.Duration(secs*float64(time.Second)), maxRetryAfter), true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return min(max(t.Sub(now), 0), maxRetryAfter), true
+	}
+	return 0, false
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// describe renders a server failure without the request, which may carry
+// prompts (and never carries the key: go-openai keeps it in headers only).
+func describe(err error) string {
+	status, code, msg := apiFailure(err)
+	if status == 0 {
+		return err.Error()
+	}
+	if code != "" {
+		return fmt.Sprintf("HTTP %d %s: %s", status, code, msg)
+	}
+	return fmt.Sprintf("HTTP %d: %s", status, msg)
+}

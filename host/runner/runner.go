@@ -1,0 +1,463 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/envplugin"
+	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/output"
+	"github.com/rlhost/rlhost/host/pluginmgr"
+	"github.com/rlhost/rlhost/host/policy"
+)
+
+// Labels the runner puts on every sandbox, so `rlhost sandbox list/rm` and
+// orphan sweeps can find a run's sandboxes.
+const (
+	LabelRun     = "rlhost.run"
+	LabelEnv     = "rlhost.env"
+	LabelEpisode = "rlhost.episode"
+)
+
+// cleanupTimeout bounds ending an episode and destroying its sandbox after
+// the episode's own context is gone (timeout or Ctrl-C).
+const cleanupTimeout = 30 * time.Second
+
+// Runner runs one job.
+type Runner struct {
+	RunID       string
+	ConfigPath  string
+	Settings    config.Run
+	EnvName     string
+	Spec        core.SandboxSpec // the sandbox block's spec; labels get merged
+	ExecTimeout time.Duration
+
+	Env     *pluginmgr.Instance
+	Backend *pluginmgr.Instance
+	Policy  policy.Policy
+	Out     *output.Writer
+
+	Progress io.Writer    // step lines and the final summary; nil for none
+	Logger   hclog.Logger // nil for none
+}
+
+// Result is what a run leaves behind besides its files.
+type Result struct {
+	Summary     output.Summary
+	Interrupted bool
+}
+
+// Run executes every step, or stops early when ctx is cancelled: in-flight
+// episodes are ended and their sandboxes destroyed, finished trajectories
+// stay on disk, and the summary says the run was interrupted.
+func (r *Runner) Run(ctx context.Context) (Result, error) {
+	if r.Logger == nil {
+		r.Logger = hclog.NewNullLogger()
+	}
+	sum := output.Summary{RunID: r.RunID, ConfigPath: r.ConfigPath, TotalSteps: r.Settings.Steps, StartedAt: time.Now().UTC()}
+	for _, rec := range r.Out.Recovered() {
+		sum.Recovered = append(sum.Recovered, rec.String())
+	}
+	env, err := r.Env.Env(ctx)
+	if err != nil {
+		return Result{Summary: sum}, err
+	}
+	tasks, err := env.Tasks(ctx)
+	if err != nil {
+		return Result{Summary: sum}, fmt.Errorf("env %s: %w", r.EnvName, r.Env.Crashed(err))
+	}
+	if len(tasks) == 0 {
+		return Result{Summary: sum}, fmt.Errorf("env %s has no tasks", r.EnvName)
+	}
+	sampler := newSampler(tasks, r.Settings.Seed)
+	_ = r.Out.WriteSummary(sum)
+
+	interrupted := false
+	for step := 0; step < r.Settings.Steps; step++ {
+		if ctx.Err() != nil {
+			interrupted = true
+			break
+		}
+		batch := sampler.next(r.Settings.BatchSize)
+		start := time.Now()
+		trajs := r.step(ctx, step, batch)
+		if ctx.Err() != nil {
+			interrupted = true
+		}
+		if len(trajs) == 0 {
+			break
+		}
+		m := output.Aggregate(r.RunID, step, trajs)
+		m.DurationMS = ms(time.Since(start))
+		if interrupted {
+			if m.Extra == nil {
+				m.Extra = map[string]float64{}
+			}
+			m.Extra["interrupted"] = 1
+		}
+		if err := r.Out.WriteStep(m); err != nil {
+			return Result{Summary: sum, Interrupted: interrupted}, err
+		}
+		sum.AddStep(m)
+		if err := r.Out.WriteSummary(sum); err != nil {
+			return Result{Summary: sum, Interrupted: interrupted}, err
+		}
+		if r.Progress != nil {
+			fmt.Fprintln(r.Progress, output.ProgressLine(m, r.Settings.Steps))
+		}
+		if interrupted {
+			break
+		}
+	}
+	sum.Interrupted = interrupted
+	sum.EndedAt = time.Now().UTC()
+	if err := r.Out.WriteSummary(sum); err != nil {
+		return Result{Summary: sum, Interrupted: interrupted}, err
+	}
+	return Result{Summary: sum, Interrupted: interrupted}, nil
+}
+
+// step runs batch × group episodes with at most Concurrency in flight and
+// returns the trajectories of the episodes that ran.
+func (r *Runner) step(ctx context.Context, step int, batch []core.Task) []core.Trajectory {
+	sem := make(chan struct{}, r.Settings.Concurrency)
+	var mu sync.Mutex
+	var out []core.Trajectory
+	var wg sync.WaitGroup
+launch:
+	for g, task := range batch {
+		share := &groupShare{n: r.Settings.GroupSize}
+		for i := 0; i < r.Settings.GroupSize; i++ {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				break launch
+			}
+			wg.Add(1)
+			go func(g, i int, task core.Task) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				t := r.episode(ctx, step, g, i, task, share)
+				if err := r.Out.WriteTrajectory(t); err != nil {
+					r.Logger.Error("cannot write trajectory", "error", err)
+				}
+				mu.Lock()
+				out = append(out, t)
+				mu.Unlock()
+			}(g, i, task)
+		}
+	}
+	wg.Wait()
+	return out
+}
+
+func (r *Runner) episode(parent context.Context, step, group, index int, task core.Task, share *groupShare) (t core.Trajectory) {
+	start := time.Now()
+	epID := fmt.Sprintf("%s/s%d/g%d/e%d", r.RunID, step, group, index)
+	t = core.Trajectory{RunID: r.RunID, Step: step, Group: group, Index: index, TaskID: task.ID, Env: r.EnvName,
+		StartedAt: start.UTC(), Metrics: map[string]float64{}, Info: map[string]string{}}
+	defer func() { t.DurationMS = ms(time.Since(start)) }()
+
+	ctx, cancel := context.WithTimeout(parent, r.Settings.EpisodeTimeout)
+	defer cancel()
+	cleanup := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(parent), cleanupTimeout)
+	}
+	fail := func(reason string, err error) core.Trajectory {
+		t.FinishReason = reason
+		if err != nil {
+			t.Error = err.Error()
+		}
+		return t
+	}
+
+	backend, err := r.Backend.Backend(ctx)
+	if err != nil {
+		return fail(finishFor(parent, ctx, core.FinishError), err)
+	}
+	spec := r.Spec
+	spec.Labels = maps.Clone(r.Spec.Labels)
+	if spec.Labels == nil {
+		spec.Labels = map[string]string{}
+	}
+	spec.Labels[LabelRun] = r.RunID
+	spec.Labels[LabelEnv] = r.EnvName
+	spec.Labels[LabelEpisode] = fmt.Sprintf("s%d-g%d-e%d", step, group, index)
+	info, err := backend.Create(ctx, spec)
+	if err != nil {
+		return fail(finishFor(parent, ctx, core.FinishError), fmt.Errorf("create sandbox: %w", r.Backend.Crashed(err)))
+	}
+	t.SandboxID = info.ID
+	if info.Isolation != "" {
+		t.Info["isolation"] = info.Isolation
+	}
+	defer func() {
+		cctx, ccancel := cleanup()
+		defer ccancel()
+		b, err := r.Backend.Backend(cctx)
+		if err == nil {
+			err = b.Destroy(cctx, info.ID)
+		}
+		if err != nil && !errors.Is(err, core.ErrNotFound) {
+			r.Logger.Warn("cannot destroy sandbox", "sandbox", info.ID, "error", err)
+			t.Info["destroy_error"] = err.Error()
+		}
+	}()
+	lent := &lentSandbox{backend: r.Backend, id: info.ID, timeout: r.ExecTimeout}
+	defer func() {
+		t.Metrics["sandbox_execs"] = float64(lent.execs.Load())
+		t.Metrics["timeouts"] += float64(lent.timeouts.Load())
+		t.Metrics["sandbox_exec_ms"] = float64(lent.execNS.Load()) / 1e6
+	}()
+
+	env, err := r.Env.Env(ctx)
+	if err != nil {
+		return fail(finishFor(parent, ctx, core.FinishError), err)
+	}
+	sess, obs, err := env.NewEpisode(ctx, envplugin.Episode{
+		ID: epID, Task: task, Sandbox: lent, Seed: episodeSeed(r.Settings.Seed, step, group, index), Group: group, Index: index,
+	})
+	if err != nil {
+		return fail(finishFor(parent, ctx, core.FinishError), fmt.Errorf("start episode: %w", r.Env.Crashed(err)))
+	}
+	t.Messages = append(t.Messages, obs.Messages...)
+	t.Tools = obs.Tools
+	merge(&t, obs)
+
+	reason := ""
+	var loopErr error
+	empties := 0
+	for turn := 0; !obs.Done; turn++ {
+		if turn >= r.Settings.MaxTurns {
+			reason = core.FinishMaxTurns
+			break
+		}
+		tr := core.Turn{Index: turn}
+		req := policyRequest(t, task, step, group, index, turn, episodeSeed(r.Settings.Seed, step, group, index))
+		pstart := time.Now()
+		choice, usage, err := r.complete(ctx, req, turn, share)
+		tr.PolicyMS = ms(time.Since(pstart))
+		tr.Usage = usage
+		if err != nil {
+			tr.Error = err.Error()
+			t.Turns = append(t.Turns, tr)
+			switch {
+			case errors.Is(err, policy.ErrContextLength):
+				reason = core.FinishContextLimit
+			default:
+				reason = finishFor(parent, ctx, core.FinishError)
+				loopErr = fmt.Errorf("policy: %w", err)
+			}
+			break
+		}
+		msg := choice.Message
+		msg.Role = core.RoleAssistant
+		if msg.Content == "" && len(msg.ToolCalls) == 0 {
+			tr.Empty = true
+			empties++
+		}
+		tr.ToolCalls = len(msg.ToolCalls)
+		t.Messages = append(t.Messages, msg)
+		estart := time.Now()
+		obs, err = sess.Step(ctx, msg)
+		tr.EnvMS = ms(time.Since(estart))
+		t.Turns = append(t.Turns, tr)
+		if err != nil {
+			reason = finishFor(parent, ctx, core.FinishError)
+			loopErr = fmt.Errorf("env step: %w", r.Env.Crashed(err))
+			break
+		}
+		t.Messages = append(t.Messages, obs.Messages...)
+		merge(&t, obs)
+	}
+	t.Metrics["turns"] = float64(len(t.Turns))
+	t.Metrics["empty_replies"] = float64(empties)
+
+	ectx, ecancel := cleanup()
+	defer ecancel()
+	final, endErr := sess.End(ectx, reason)
+	if reason == "" {
+		t.Reward = obs.Reward
+		t.FinishReason = obs.FinishReason
+		if t.FinishReason == "" {
+			t.FinishReason = core.FinishDone
+		}
+	} else {
+		t.FinishReason = reason
+		if endErr == nil {
+			t.Reward = final.Reward
+		}
+	}
+	if endErr == nil {
+		merge(&t, final)
+	} else if loopErr == nil && !errors.Is(endErr, core.ErrNotFound) {
+		loopErr = fmt.Errorf("end episode: %w", r.Env.Crashed(endErr))
+	}
+	if loopErr != nil {
+		t.Error = loopErr.Error()
+	}
+	return t
+}
+
+// complete asks the policy for this episode's next message. On the first
+// turn the episodes of a group usually see the same prompt, so one request
+// with n = group size serves them all (what vLLM batches best); an episode
+// whose prompt differs asks on its own.
+func (r *Runner) complete(ctx context.Context, req policy.Request, turn int, share *groupShare) (policy.Choice, core.Usage, error) {
+	if turn == 0 && share != nil && share.n > 1 {
+		if c, u, ok, err := share.get(ctx, r.Policy, req); ok {
+			return c, u, err
+		}
+	}
+	resp, err := r.Policy.Complete(ctx, req)
+	if err != nil {
+		return policy.Choice{}, core.Usage{}, err
+	}
+	if len(resp.Choices) == 0 {
+		return policy.Choice{}, resp.Usage, fmt.Errorf("policy returned no choices")
+	}
+	return resp.Choices[0], resp.Usage, nil
+}
+
+// groupShare is the one first-turn request of a group.
+type groupShare struct {
+	n    int
+	once sync.Once
+	done chan struct{}
+	key  string
+	resp policy.Response
+	err  error
+	mu   sync.Mutex
+}
+
+func (g *groupShare) get(ctx context.Context, p policy.Policy, req policy.Request) (policy.Choice, core.Usage, bool, error) {
+	key := promptKey(req)
+	g.mu.Lock()
+	if g.done == nil {
+		g.done = make(chan struct{})
+		g.key = key
+		g.mu.Unlock()
+		shared := req
+		shared.N, shared.Index = g.n, 0
+		g.resp, g.err = p.Complete(ctx, shared)
+		close(g.done)
+	} else {
+		g.mu.Unlock()
+	}
+	if g.key != key {
+		return policy.Choice{}, core.Usage{}, false, nil
+	}
+	select {
+	case <-g.done:
+	case <-ctx.Done():
+		return policy.Choice{}, core.Usage{}, true, ctx.Err()
+	}
+	if g.err != nil {
+		// The leader's own episode may have been cancelled; others ask alone.
+		if errors.Is(g.err, context.Canceled) || errors.Is(g.err, context.DeadlineExceeded) {
+			return policy.Choice{}, core.Usage{}, false, nil
+		}
+		return policy.Choice{}, core.Usage{}, true, g.err
+	}
+	if req.Index >= len(g.resp.Choices) {
+		return policy.Choice{}, core.Usage{}, false, nil
+	}
+	// Usage is reported once, on the episode that got choice 0.
+	var u core.Usage
+	if req.Index == 0 {
+		u = g.resp.Usage
+	}
+	return g.resp.Choices[req.Index], u, true, nil
+}
+
+func promptKey(req policy.Request) string {
+	b, _ := json.Marshal(struct {
+		M []core.Message
+		T []core.ToolSpec
+	}{req.Messages, req.Tools})
+	return string(b)
+}
+
+func policyRequest(t core.Trajectory, task core.Task, step, group, index, turn int, seed int64) policy.Request {
+	return policy.Request{
+		Messages: append([]core.Message(nil), t.Messages...), Tools: t.Tools, N: 1,
+		TaskID: task.ID, Step: step, Group: group, Index: index, Turn: turn, Seed: seed,
+	}
+}
+
+// merge folds an observation's metrics and info into the trajectory.
+func merge(t *core.Trajectory, o envplugin.Observation) {
+	for k, v := range o.Metrics {
+		t.Metrics[k] = v
+	}
+	for k, v := range o.Info {
+		t.Info[k] = v
+	}
+}
+
+// finishFor names why an episode stopped when its context is the cause.
+func finishFor(parent, ctx context.Context, otherwise string) string {
+	switch {
+	case parent.Err() != nil:
+		return core.FinishCancelled
+	case ctx.Err() != nil:
+		return core.FinishTimeout
+	}
+	return otherwise
+}
+
+func episodeSeed(seed int64, step, group, index int) int64 {
+	h := uint64(seed)*0x9E3779B97F4A7C15 ^ uint64(step)<<40 ^ uint64(group)<<20 ^ uint64(index)
+	return int64(h & (1<<62 - 1))
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// sampler walks the tasks in a seeded random order, reshuffling each epoch,
+// so every task is seen once per epoch and runs are reproducible.
+type sampler struct {
+	tasks []core.Task
+	order []int
+	pos   int
+	rng   *rand.Rand
+}
+
+func newSampler(tasks []core.Task, seed int64) *sampler {
+	s := &sampler{tasks: tasks, rng: rand.New(rand.NewPCG(uint64(seed), 0x726c686f7374))}
+	s.shuffle()
+	return s
+}
+
+func (s *sampler) shuffle() {
+	s.order = s.rng.Perm(len(s.tasks))
+	s.pos = 0
+}
+
+func (s *sampler) next(n int) []core.Task {
+	out := make([]core.Task, 0, n)
+	for len(out) < n {
+		if s.pos == len(s.order) {
+			s.shuffle()
+		}
+		out = append(out, s.tasks[s.order[s.pos]])
+		s.pos++
+	}
+	return out
+}
+
+// RunID makes a run id: the run name, the UTC start time and a short random
+// suffix, so two runs of one config never share sandboxes or labels.
+func RunID(name string, now time.Time) string {
+	return name + "-" + now.UTC().Format("20060102-150405") + "-" + strconv.FormatUint(rand.Uint64()%0xffff, 16)
+}

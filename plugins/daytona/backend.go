@@ -1,0 +1,712 @@
+package daytona
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	apiclient "github.com/daytonaio/daytona/libs/api-client-go"
+	sdk "github.com/daytonaio/daytona/libs/sdk-go/pkg/daytona"
+	sdkerrors "github.com/daytonaio/daytona/libs/sdk-go/pkg/errors"
+	"github.com/daytonaio/daytona/libs/sdk-go/pkg/options"
+	"github.com/daytonaio/daytona/libs/sdk-go/pkg/types"
+	toolbox "github.com/daytonaio/daytona/libs/toolbox-api-client-go"
+
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/pluginbase"
+	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
+)
+
+var _ sandboxplugin.Backend = (*Backend)(nil)
+
+// Backend manages Daytona sandboxes for one `sandbox` block.
+type Backend struct {
+	owner owner
+	host  string
+
+	mu        sync.Mutex
+	s         settings
+	client    *sdk.Client
+	api       *apiclient.APIClient // generated client, for calls whose SDK wrapper drops labels
+	http      *http.Client         // toolbox calls: no client-wide timeout, deadlines come per call
+	state     *stateFile
+	live      semaphore // max_sandboxes
+	starting  semaphore // max_starting
+	pace      *pacer
+	byName    map[string]*tracked
+	byID      map[string]*tracked
+	foreign   map[string]*sdk.Sandbox // handles of sandboxes other processes made
+	closed    bool
+	life      context.Context
+	endLife   context.CancelFunc
+	inflight  sync.WaitGroup
+	configure bool
+}
+
+// tracked is a sandbox this process created (or is creating).
+type tracked struct {
+	name, id string
+	workdir  string
+	sb       *sdk.Sandbox // with rlhost's toolbox client; nil until started
+	created  time.Time
+	labels   map[string]string
+}
+
+// New returns an unconfigured backend.
+func New() *Backend {
+	life, end := context.WithCancel(context.Background())
+	o := currentOwner()
+	return &Backend{
+		owner: o, host: o.Host,
+		byName: map[string]*tracked{}, byID: map[string]*tracked{}, foreign: map[string]*sdk.Sandbox{},
+		life: life, endLife: end,
+		http: &http.Client{Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     90 * time.Second,
+			TLSHandshakeTimeout: 10 * time.Second,
+		}},
+	}
+}
+
+// Info describes the backend and its config schema.
+func (b *Backend) Info() pluginbase.Info {
+	return pluginbase.Info{
+		Name: backendName, Version: backendVersion, Kind: pluginbase.KindSandbox,
+		Description: "sandboxes in Daytona's cloud, through the Daytona Go SDK",
+		Config:      configSpec(),
+	}
+}
+
+// Configure validates the block, connects, and sweeps sandboxes of dead
+// runs on this host. A rejected API key is an error on api_key.
+func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.SandboxSpec) schema.Diagnostics {
+	var c Config
+	if err := cfg.Decode(&c); err != nil {
+		return schema.Diagnostics{schema.Errorf(nil, "invalid daytona settings", "%v", err)}
+	}
+	s, diags := validate(c, spec, cfg.RunID, os.Getenv)
+	if diags.HasErrors() {
+		return diags
+	}
+	client, err := sdk.NewClientWithConfig(&types.DaytonaConfig{APIKey: s.apiKey, APIUrl: s.apiURL, Target: s.target})
+	if err != nil {
+		return append(diags, schema.Errorf([]string{"api_key"}, "cannot create the Daytona client", "%v", err))
+	}
+	dir := s.stateDir
+	if dir == "" {
+		if dir, err = defaultStateDir(); err != nil {
+			return append(diags, schema.Errorf([]string{"state_dir"}, "no state directory", "%v", err))
+		}
+	}
+	st, err := openState(dir, b.owner, s.apiURL, s.runID)
+	if err != nil {
+		return append(diags, schema.Errorf([]string{"state_dir"}, "unusable state directory", "%v", err))
+	}
+
+	apiCfg := apiclient.NewConfiguration()
+	apiCfg.Servers = apiclient.ServerConfigurations{{URL: strings.TrimRight(s.apiURL, "/")}}
+	apiCfg.HTTPClient = b.http
+	apiCfg.UserAgent = "rlhost-daytona/" + backendVersion
+	apiCfg.AddDefaultHeader("X-Daytona-Source", "rlhost")
+
+	b.mu.Lock()
+	if b.configure || b.closed {
+		b.mu.Unlock()
+		return append(diags, schema.Errorf(nil, "daytona backend already configured", "Configure is called once per plugin process"))
+	}
+	b.configure = true
+	b.s, b.client, b.api, b.state = s, client, apiclient.NewAPIClient(apiCfg), st
+	b.live, b.starting = newSemaphore(s.maxSandboxes), newSemaphore(s.maxStarting)
+	b.pace = &pacer{interval: time.Duration(float64(time.Second) / s.createRate)}
+	b.mu.Unlock()
+
+	// The sweep doubles as the credentials check: it lists sandboxes.
+	removed, err := b.ReapOrphans(ctx)
+	switch {
+	case errors.Is(err, ErrAuth):
+		diags = append(diags, schema.Errorf([]string{"api_key"}, "Daytona rejected the API key",
+			"%s answered %v; check $%s or api_key (the key is never printed)", s.apiURL, statusText(err), apiKeyEnv))
+	case err != nil:
+		w := schema.Errorf(nil, "orphan sweep incomplete", "%v", err)
+		w.Severity = schema.Warning
+		diags = append(diags, w)
+	}
+	if len(removed) > 0 {
+		ids := make([]string, len(removed))
+		for i, r := range removed {
+			ids[i] = r.ID
+		}
+		w := schema.Errorf(nil, "removed sandboxes of dead rlhost runs", "%d sandbox(es): %s", len(removed), strings.Join(ids, ", "))
+		w.Severity = schema.Warning
+		diags = append(diags, w)
+	}
+	return diags
+}
+
+func statusText(err error) string {
+	st, _ := apiStatus(err)
+	if st == 0 {
+		return "without a status"
+	}
+	return fmt.Sprintf("HTTP %d", st)
+}
+
+// ready returns the settings, or an error before Configure or after Shutdown.
+func (b *Backend) ready() (settings, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.closed:
+		return settings{}, fmt.Errorf("daytona backend: %w: shut down", core.ErrUnavailable)
+	case !b.configure:
+		return settings{}, errors.New("daytona backend: not configured")
+	}
+	return b.s, nil
+}
+
+func (b *Backend) opts(s settings) callOpts {
+	return callOpts{timeout: s.apiTimeout, retries: s.maxRetries}
+}
+
+// bind derives a context that also ends when Shutdown starts, and counts
+// the call as in flight so Shutdown can wait for it.
+func (b *Backend) bind(ctx context.Context) (context.Context, func(), error) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, nil, fmt.Errorf("daytona backend: %w: shut down", core.ErrUnavailable)
+	}
+	b.inflight.Add(1)
+	b.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(b.life, cancel)
+	return ctx, func() { stop(); cancel(); b.inflight.Done() }, nil
+}
+
+func randomName() string {
+	var x [6]byte
+	rand.Read(x[:])
+	return "rlhost-" + hex.EncodeToString(x[:])
+}
+
+// Create makes a sandbox and returns once it runs commands. Its name is
+// recorded in the state file before the API call and its id right after,
+// so a crash at any point leaves a record for the next start's sweep.
+func (b *Backend) Create(ctx context.Context, spec core.SandboxSpec) (core.SandboxInfo, error) {
+	base, err := b.ready()
+	if err != nil {
+		return core.SandboxInfo{}, err
+	}
+	s, diags := base.withSpec(spec, nil)
+	if diags.HasErrors() {
+		return core.SandboxInfo{}, fmt.Errorf("daytona create: %w", diags.Err())
+	}
+	ctx, done, err := b.bind(ctx)
+	if err != nil {
+		return core.SandboxInfo{}, err
+	}
+	defer done()
+
+	if err := b.live.acquire(ctx); err != nil {
+		return core.SandboxInfo{}, fmt.Errorf("daytona create: waiting for a max_sandboxes slot: %w", err)
+	}
+	info, err := b.create(ctx, s)
+	if err != nil {
+		b.live.release()
+	}
+	return info, err
+}
+
+func (b *Backend) create(ctx context.Context, s settings) (core.SandboxInfo, error) {
+	if err := b.starting.acquire(ctx); err != nil {
+		return core.SandboxInfo{}, fmt.Errorf("daytona create: waiting for a max_starting slot: %w", err)
+	}
+	defer b.starting.release()
+	if err := b.pace.wait(ctx); err != nil {
+		return core.SandboxInfo{}, fmt.Errorf("daytona create: waiting for create_rate: %w", err)
+	}
+
+	labels := map[string]string{}
+	for k, v := range s.labels {
+		labels[k] = v
+	}
+	labels[managedLabel] = "true"
+	if s.runID != "" {
+		labels[runLabel] = s.runID
+	}
+	for k, v := range b.owner.labels() {
+		labels[k] = v
+	}
+	name := randomName()
+	autoStop, autoDelete := s.autoStop, s.autoDelete
+	bp := types.SandboxBaseParams{
+		Name: name, EnvVars: s.env, Labels: labels,
+		AutoStopInterval: &autoStop, AutoDeleteInterval: &autoDelete,
+		NetworkBlockAll: s.blockAll, Ephemeral: s.ephemeral,
+	}
+	if s.allowList != "" {
+		al := s.allowList
+		bp.NetworkAllowList = &al
+	}
+	var params any
+	if s.snapshot != "" {
+		params = types.SnapshotParams{SandboxBaseParams: bp, Snapshot: s.snapshot}
+	} else {
+		ip := types.ImageParams{SandboxBaseParams: bp}
+		if s.image != "" {
+			ip.Image = s.image
+		}
+		if s.cpus > 0 || s.memGiB > 0 || s.diskGiB > 0 {
+			ip.Resources = &types.Resources{CPU: s.cpus, Memory: s.memGiB, Disk: s.diskGiB}
+		}
+		if s.image == "" && ip.Resources == nil {
+			params = types.SnapshotParams{SandboxBaseParams: bp} // the account's default snapshot
+		} else {
+			params = ip
+		}
+	}
+
+	t := &tracked{name: name, workdir: s.workdir, created: time.Now().UTC(), labels: labels}
+	b.mu.Lock()
+	b.byName[name] = t
+	b.mu.Unlock()
+	if err := b.state.put(name, ""); err != nil {
+		b.untrack(t)
+		return core.SandboxInfo{}, fmt.Errorf("daytona create: %w", err)
+	}
+
+	var sb *sdk.Sandbox
+	o := b.opts(s)
+	o.beforeRetry = func(ctx context.Context, prev error) (bool, error) {
+		// A 5xx or a lost response may hide a sandbox that was created:
+		// adopt it by name rather than create a second one.
+		if st, _ := apiStatus(prev); st == http.StatusTooManyRequests {
+			return false, nil
+		}
+		actx, cancel := context.WithTimeout(ctx, s.apiTimeout)
+		defer cancel()
+		if got, err := b.client.Get(actx, name); err == nil {
+			sb = got
+			return true, nil
+		}
+		return false, nil
+	}
+	err := retry(ctx, "create sandbox", o, func(ctx context.Context) error {
+		got, err := b.client.Create(ctx, params, options.WithWaitForStart(false), options.WithTimeout(s.apiTimeout))
+		if err == nil {
+			sb = got
+		}
+		return err
+	})
+	if err != nil {
+		b.abandon(t, err)
+		return core.SandboxInfo{}, err
+	}
+	b.mu.Lock()
+	t.id = sb.ID
+	b.byID[sb.ID] = t
+	b.mu.Unlock()
+	if err := b.state.put(name, sb.ID); err != nil {
+		b.discard(t)
+		return core.SandboxInfo{}, fmt.Errorf("daytona create: %w", err)
+	}
+
+	if err := b.waitStarted(ctx, s, sb); err != nil {
+		b.discard(t)
+		return core.SandboxInfo{}, err
+	}
+	h := b.rewrap(sb)
+	err = retry(ctx, "create workdir", o, func(ctx context.Context) error {
+		return h.FileSystem.CreateFolder(ctx, s.workdir, options.WithMode("0755"))
+	})
+	if err != nil {
+		b.discard(t)
+		return core.SandboxInfo{}, fmt.Errorf("%w (is workdir %s writable by the sandbox user?)", err, s.workdir)
+	}
+	b.mu.Lock()
+	t.sb = h
+	b.mu.Unlock()
+	return core.SandboxInfo{
+		ID: sb.ID, Backend: backendName, Labels: labels, State: string(apiclient.SANDBOXSTATE_STARTED),
+		CreatedAt: t.created, Isolation: isolationCloud,
+	}, nil
+}
+
+// abandon cleans up after a failed create call. A 4xx (quota, bad image)
+// or 429 means nothing was made; anything else may have made a sandbox with
+// our name, so it is deleted by name, and kept on record if that fails.
+func (b *Backend) abandon(t *tracked, cause error) {
+	if st, _ := apiStatus(cause); st >= 400 && st < 500 && st != http.StatusRequestTimeout {
+		b.untrack(t)
+		return
+	}
+	b.discard(t)
+}
+
+// discard deletes a sandbox whose create failed half-way, with its own
+// short context so a cancelled caller still cleans up.
+func (b *Backend) discard(t *tracked) {
+	b.mu.Lock()
+	s := b.s
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), s.apiTimeout*time.Duration(s.maxRetries+1))
+	defer cancel()
+	b.remove(ctx, t) // on failure the record stays; Shutdown and the next sweep retry
+}
+
+func (b *Backend) untrack(t *tracked) {
+	b.mu.Lock()
+	delete(b.byName, t.name)
+	if t.id != "" {
+		delete(b.byID, t.id)
+	}
+	b.mu.Unlock()
+	b.state.remove(t.name)
+}
+
+// waitStarted polls until the sandbox is STARTED. It uses the SDK's
+// RefreshData but its own pacing: the SDK's WaitForStart polls every 100 ms
+// and gives up on the first 429, which a batch of creates would provoke.
+func (b *Backend) waitStarted(ctx context.Context, s settings, sb *sdk.Sandbox) error {
+	ctx, cancel := context.WithTimeout(ctx, s.startTimeout)
+	defer cancel()
+	interval := 100 * time.Millisecond
+	for {
+		switch sb.State {
+		case apiclient.SANDBOXSTATE_STARTED:
+			return nil
+		case apiclient.SANDBOXSTATE_ERROR, apiclient.SANDBOXSTATE_BUILD_FAILED, apiclient.SANDBOXSTATE_DESTROYED, apiclient.SANDBOXSTATE_DESTROYING:
+			return fmt.Errorf("daytona sandbox %s failed to start: state %s", sb.ID, sb.State)
+		}
+		if err := sleep(ctx, interval); err != nil {
+			return fmt.Errorf("daytona sandbox %s not started after %s (state %s): %w", sb.ID, s.startTimeout, sb.State, err)
+		}
+		interval = min(interval*3/2, 2*time.Second)
+		if err := retry(ctx, "poll sandbox "+sb.ID, b.opts(s), sb.RefreshData); err != nil {
+			return err
+		}
+	}
+}
+
+// rewrap gives an SDK sandbox a toolbox client of rlhost's own: same URL
+// and headers, but an HTTP client without the SDK's fixed 60 s timeout,
+// which would cut off longer execs; deadlines come from each call instead.
+func (b *Backend) rewrap(sb *sdk.Sandbox) *sdk.Sandbox {
+	src := sb.ToolboxClient.GetConfig()
+	cfg := toolbox.NewConfiguration()
+	cfg.Host, cfg.Scheme, cfg.UserAgent = src.Host, src.Scheme, src.UserAgent
+	cfg.Servers = append(toolbox.ServerConfigurations(nil), src.Servers...)
+	for k, v := range src.DefaultHeader {
+		cfg.AddDefaultHeader(k, v)
+	}
+	cfg.HTTPClient = b.http
+	return sdk.NewSandbox(b.client, toolbox.NewAPIClient(cfg), sb.ID, sb.Name, sb.State, sb.Target,
+		sb.AutoArchiveInterval, sb.AutoDeleteInterval, sb.NetworkBlockAll, sb.NetworkAllowList, types.CodeLanguagePython)
+}
+
+// handle finds the toolbox handle and workspace of a sandbox, asking the
+// API for sandboxes other processes created.
+func (b *Backend) handle(ctx context.Context, s settings, id string) (*sdk.Sandbox, string, error) {
+	b.mu.Lock()
+	if t := b.byID[id]; t != nil && t.sb != nil {
+		b.mu.Unlock()
+		return t.sb, t.workdir, nil
+	}
+	if sb := b.foreign[id]; sb != nil {
+		b.mu.Unlock()
+		return sb, s.workdir, nil
+	}
+	b.mu.Unlock()
+	var sb *sdk.Sandbox
+	err := retry(ctx, "get sandbox "+id, b.opts(s), func(ctx context.Context) error {
+		got, err := b.client.Get(ctx, id)
+		sb = got
+		return err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	if sb.State != apiclient.SANDBOXSTATE_STARTED {
+		return nil, "", fmt.Errorf("daytona sandbox %s is %s, not started: %w", id, sb.State, core.ErrUnavailable)
+	}
+	h := b.rewrap(sb)
+	b.mu.Lock()
+	b.foreign[id] = h
+	b.mu.Unlock()
+	return h, s.workdir, nil
+}
+
+// bare is an SDK handle for control-plane calls on a sandbox by id or name,
+// without a GET first.
+func (b *Backend) bare(idOrName string) *sdk.Sandbox {
+	return sdk.NewSandbox(b.client, nil, idOrName, idOrName, "", "", 0, 0, false, nil, types.CodeLanguagePython)
+}
+
+// ErrStoppedInstead means a delete failed and the sandbox was stopped, so
+// Daytona's auto-delete (auto_delete_interval) removes it later.
+var ErrStoppedInstead = errors.New("delete failed; sandbox stopped instead")
+
+// remove deletes a tracked sandbox; if deleting fails it stops it and
+// reports that. The record is dropped only once the sandbox is gone.
+func (b *Backend) remove(ctx context.Context, t *tracked) error {
+	key := t.id
+	if key == "" {
+		key = t.name
+	}
+	err := b.deleteOrStop(ctx, key)
+	if err == nil {
+		b.untrack(t)
+	}
+	return err
+}
+
+func (b *Backend) deleteOrStop(ctx context.Context, idOrName string) error {
+	b.mu.Lock()
+	s := b.s
+	b.mu.Unlock()
+	del := retry(ctx, "delete sandbox "+idOrName, b.opts(s), func(ctx context.Context) error {
+		return b.bare(idOrName).DeleteWithTimeout(ctx, 0)
+	})
+	if del == nil || errors.Is(del, core.ErrNotFound) {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return del
+	}
+	stop := retry(ctx, "stop sandbox "+idOrName, b.opts(s), func(ctx context.Context) error {
+		return b.bare(idOrName).StopWithTimeout(ctx, 0, false)
+	})
+	if stop != nil {
+		return fmt.Errorf("daytona: %w; stopping failed too: %w", del, stop)
+	}
+	return fmt.Errorf("daytona sandbox %s: %w (%v)", idOrName, ErrStoppedInstead, del)
+}
+
+// Destroy deletes a sandbox. Sandboxes of other processes may be destroyed
+// too, but only those carrying rlhost.managed=true.
+func (b *Backend) Destroy(ctx context.Context, id string) error {
+	s, err := b.ready()
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	t := b.byID[id]
+	b.mu.Unlock()
+	if t != nil {
+		if err := b.remove(ctx, t); err != nil {
+			return err
+		}
+		b.live.release()
+		return nil
+	}
+	got, err := b.getDTO(ctx, s, id)
+	if err != nil {
+		return err
+	}
+	if got.Labels[managedLabel] != "true" {
+		return fmt.Errorf("daytona sandbox %s has no %s=true label: not made by rlhost, not deleting it", id, managedLabel)
+	}
+	if err := b.deleteOrStop(ctx, got.Id); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	delete(b.foreign, got.Id)
+	b.mu.Unlock()
+	return nil
+}
+
+// getDTO reads the raw API model, which unlike the SDK's Sandbox keeps
+// labels and the creation time.
+func (b *Backend) getDTO(ctx context.Context, s settings, id string) (*apiclient.Sandbox, error) {
+	var out *apiclient.Sandbox
+	err := retry(ctx, "get sandbox "+id, b.opts(s), func(ctx context.Context) error {
+		got, resp, err := b.api.SandboxAPI.GetSandbox(b.auth(ctx, s), id).Execute()
+		if err != nil {
+			return sdkerrors.ConvertAPIError(err, resp)
+		}
+		out = got
+		return nil
+	})
+	return out, err
+}
+
+func (b *Backend) auth(ctx context.Context, s settings) context.Context {
+	return context.WithValue(ctx, apiclient.ContextAccessToken, s.apiKey)
+}
+
+// List returns the rlhost-managed sandboxes whose labels include labels.
+func (b *Backend) List(ctx context.Context, labels map[string]string) ([]core.SandboxInfo, error) {
+	s, err := b.ready()
+	if err != nil {
+		return nil, err
+	}
+	return b.list(ctx, s, labels)
+}
+
+func (b *Backend) list(ctx context.Context, s settings, labels map[string]string) ([]core.SandboxInfo, error) {
+	filter := map[string]string{managedLabel: "true"}
+	for k, v := range labels {
+		filter[k] = v
+	}
+	q, _ := json.Marshal(filter)
+	var out []core.SandboxInfo
+	for page := 1; ; page++ {
+		var res *apiclient.PaginatedSandboxes
+		err := retry(ctx, "list sandboxes", b.opts(s), func(ctx context.Context) error {
+			got, resp, err := b.api.SandboxAPI.ListSandboxesPaginated(b.auth(ctx, s)).
+				Labels(string(q)).Page(float32(page)).Limit(100).Execute()
+			if err != nil {
+				return sdkerrors.ConvertAPIError(err, resp)
+			}
+			res = got
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range res.Items {
+			out = append(out, infoOf(it))
+		}
+		if page >= int(res.TotalPages) || len(res.Items) == 0 {
+			return out, nil
+		}
+	}
+}
+
+func infoOf(d apiclient.Sandbox) core.SandboxInfo {
+	created, _ := time.Parse(time.RFC3339Nano, d.GetCreatedAt())
+	return core.SandboxInfo{
+		ID: d.Id, Backend: backendName, Labels: d.Labels, State: string(d.GetState()),
+		CreatedAt: created, Isolation: isolationCloud,
+	}
+}
+
+// ReapOrphans deletes sandboxes whose owner is a dead process on this host:
+// first those in the state files that dead processes left, then those found
+// by label. See owner for what "dead" means.
+func (b *Backend) ReapOrphans(ctx context.Context) ([]core.SandboxInfo, error) {
+	s, err := b.ready()
+	if err != nil {
+		return nil, err
+	}
+	var removed []core.SandboxInfo
+	var errs []error
+	seen := map[string]bool{}
+
+	recs, err := deadRecords(dirOf(b.state.path), b.host, s.apiURL)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for file, rec := range recs {
+		left := stateRecord{Owner: rec.Owner, APIURL: rec.APIURL, RunID: rec.RunID, Sandboxes: map[string]stateEntry{}}
+		for _, name := range rec.sortedNames() {
+			e := rec.Sandboxes[name]
+			key := e.ID
+			if key == "" {
+				key = name
+			}
+			if err := b.deleteOrStop(ctx, key); err != nil {
+				errs = append(errs, err)
+				left.Sandboxes[name] = e
+				continue
+			}
+			seen[key] = true
+			removed = append(removed, core.SandboxInfo{ID: key, Backend: backendName, CreatedAt: e.CreatedAt, Isolation: isolationCloud,
+				Labels: map[string]string{runLabel: rec.RunID}})
+		}
+		if len(left.Sandboxes) == 0 {
+			os.Remove(file)
+		} else if err := writeRecord(file, left); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	list, err := b.list(ctx, s, map[string]string{ownerHostLabel: b.host})
+	if err != nil {
+		return removed, errors.Join(append(errs, err)...)
+	}
+	for _, sb := range list {
+		o, ok := ownerFromLabels(sb.Labels)
+		if !ok || seen[sb.ID] || !o.dead(b.host) {
+			continue
+		}
+		if err := b.deleteOrStop(ctx, sb.ID); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, sb)
+	}
+	return removed, errors.Join(errs...)
+}
+
+func dirOf(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return "."
+}
+
+// Shutdown deletes every sandbox this process created. Creates in flight
+// are cancelled and waited for first, so none slips through. If ctx is
+// already over (the host is in a hurry), it still spends one api_timeout
+// on the deletes: a sandbox left behind costs money until auto-stop.
+func (b *Backend) Shutdown(ctx context.Context) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	configured, s := b.configure, b.s
+	b.mu.Unlock()
+	b.endLife()
+	if !configured {
+		return nil
+	}
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), s.apiTimeout)
+		defer cancel()
+	}
+	waited := make(chan struct{})
+	go func() { b.inflight.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+	}
+
+	b.mu.Lock()
+	all := make([]*tracked, 0, len(b.byName))
+	for _, t := range b.byName {
+		all = append(all, t)
+	}
+	b.mu.Unlock()
+	errs := make([]error, len(all))
+	sem := newSemaphore(8)
+	var wg sync.WaitGroup
+	for i, t := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := sem.acquire(ctx); err != nil {
+				errs[i] = fmt.Errorf("daytona: sandbox %s left behind: %w", t.name, err)
+				return
+			}
+			defer sem.release()
+			errs[i] = b.remove(ctx, t)
+		}()
+	}
+	wg.Wait()
+	b.client.Close(ctx)
+	return errors.Join(errs...)
+}

@@ -1,0 +1,367 @@
+package daytona
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/schema"
+)
+
+// Defaults of the backend settings.
+const (
+	defaultAPIURL        = "https://app.daytona.io/api"
+	defaultAPITimeout    = 30 * time.Second
+	defaultStartTimeout  = 5 * time.Minute
+	defaultExecTimeout   = 5 * time.Minute
+	defaultOutputBytes   = 1 << 20  // per stream per exec, as the local backend
+	defaultReadBytes     = 16 << 20 // ReadFile cap when the caller gives none
+	defaultAutoStop      = 60       // minutes, when neither auto_stop_interval nor ttl is set
+	defaultMaxStarting   = 8
+	defaultCreateRate    = 4.0
+	defaultMaxRetries    = 5
+	gib                  = 1 << 30
+	autoDeleteDisabled   = -1
+	apiKeyEnv            = "DAYTONA_API_KEY"
+	apiURLEnv            = "DAYTONA_API_URL"
+	targetEnv            = "DAYTONA_TARGET"
+	managedLabel         = "rlhost.managed"
+	runLabel             = "rlhost.run"
+	ownerHostLabel       = "rlhost.owner.host"
+	ownerPIDLabel        = "rlhost.owner.pid"
+	ownerStartLabel      = "rlhost.owner.start"
+	isolationCloud       = "cloud"
+	backendName          = "daytona"
+	backendVersion       = "0.1.0"
+	maxInlineScriptBytes = 96 << 10 // keeps `sh -c` below Linux's 128 KiB per-argument limit
+)
+
+// Config is the daytona-specific part of a `sandbox` block. Durations are
+// Go duration strings ("90s", "45m").
+type Config struct {
+	APIKey             string            `json:"api_key"`
+	APIURL             string            `json:"api_url"`
+	Target             string            `json:"target"`
+	Snapshot           string            `json:"snapshot"`
+	Labels             map[string]string `json:"labels"`
+	AutoStopInterval   string            `json:"auto_stop_interval"`
+	AutoDeleteInterval string            `json:"auto_delete_interval"`
+	Ephemeral          bool              `json:"ephemeral"`
+	NetworkBlockAll    bool              `json:"network_block_all"`
+	NetworkAllowList   string            `json:"network_allow_list"`
+	MaxSandboxes       int               `json:"max_sandboxes"`
+	MaxStarting        int               `json:"max_starting"`
+	CreateRate         float64           `json:"create_rate"`
+	APITimeout         string            `json:"api_timeout"`
+	StartTimeout       string            `json:"start_timeout"`
+	ExecTimeout        string            `json:"exec_timeout"`
+	MaxRetries         int               `json:"max_retries"`
+	StateDir           string            `json:"state_dir"`
+}
+
+func attr(name string, t cty.Type, def any, desc string) schema.Attribute {
+	a := schema.Attribute{Name: name, Type: t, Description: desc}
+	if def != nil {
+		a.Default = schema.DefaultJSON(def)
+	}
+	return a
+}
+
+// configSpec is the schema the host decodes the block against.
+func configSpec() schema.Spec {
+	key := attr("api_key", cty.String, "", "Daytona API key; empty reads $"+apiKeyEnv+". Never logged.")
+	key.Sensitive = true
+	return schema.Spec{Attributes: []schema.Attribute{
+		key,
+		attr("api_url", cty.String, "", "API URL; empty reads $"+apiURLEnv+", else "+defaultAPIURL),
+		attr("target", cty.String, "", "region to create sandboxes in; empty reads $"+targetEnv+", else the account default"),
+		attr("snapshot", cty.String, "", "Daytona snapshot to start from, instead of the block's image"),
+		attr("labels", cty.Map(cty.String), map[string]string{}, "extra labels on every sandbox, added to the block's labels"),
+		attr("auto_stop_interval", cty.String, "", "Daytona stops a sandbox idle this long (dead-man's switch); empty derives it from ttl, else 60m"),
+		attr("auto_delete_interval", cty.String, "0s", `how long after stopping Daytona deletes a sandbox; "0s" at once, "never" keeps it`),
+		attr("ephemeral", cty.Bool, false, "delete sandboxes as soon as they stop (forces auto_delete_interval = 0s)"),
+		attr("network_block_all", cty.Bool, false, "block all network access even when the block sets network = true"),
+		attr("network_allow_list", cty.String, "", "comma-separated CIDRs reachable from the sandbox; needs network = true"),
+		attr("max_sandboxes", cty.Number, 0, "most sandboxes alive at once from this block; Create waits for a slot. 0 = no cap"),
+		attr("max_starting", cty.Number, defaultMaxStarting, "most sandboxes being created and started at once"),
+		attr("create_rate", cty.Number, defaultCreateRate, "most create calls per second"),
+		attr("api_timeout", cty.String, "30s", "timeout of each API call attempt (not of exec)"),
+		attr("start_timeout", cty.String, "5m", "how long Create waits for a sandbox to reach STARTED"),
+		attr("exec_timeout", cty.String, "5m", "exec timeout when a request gives none"),
+		attr("max_retries", cty.Number, defaultMaxRetries, "retries of a call that got 429 or 5xx"),
+		attr("state_dir", cty.String, "", "where the per-user record of live sandboxes is kept; empty = $XDG_STATE_HOME/rlhost/daytona"),
+	}}
+}
+
+// settings is a validated Config with the spec-derived create parameters.
+type settings struct {
+	apiKey, apiURL, target string
+	snapshot, image        string
+	labels, cfgLabels      map[string]string
+	cfgBlockAll            bool
+	autoStopFixed          bool
+	env                    map[string]string
+	cpus, memGiB, diskGiB  int
+	autoStop, autoDelete   int // minutes
+	ephemeral              bool
+	blockAll               bool
+	allowList              string
+	maxSandboxes           int
+	maxStarting            int
+	createRate             float64
+	apiTimeout             time.Duration
+	startTimeout           time.Duration
+	execTimeout            time.Duration
+	outputBytes            int64
+	maxRetries             int
+	stateDir               string
+	workdir                string
+	runID                  string
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// validate turns a Config and the block's SandboxSpec into settings. Every
+// field Daytona cannot honour is an error diagnostic whose Path names the
+// attribute; lossy conversions (rounding up to whole GiB or vCPUs) are
+// warnings.
+func validate(c Config, spec core.SandboxSpec, runID string, getenv func(string) string) (settings, schema.Diagnostics) {
+	s, d := validateConfig(c, runID, getenv)
+	return s.withSpec(spec, d)
+}
+
+// diagnoser collects diagnostics.
+type diagnoser struct{ d schema.Diagnostics }
+
+func (x *diagnoser) errf(p []string, summary, detail string, args ...any) {
+	x.d = append(x.d, schema.Errorf(p, summary, detail, args...))
+}
+
+func (x *diagnoser) warnf(p []string, summary, detail string, args ...any) {
+	w := schema.Errorf(p, summary, detail, args...)
+	w.Severity = schema.Warning
+	x.d = append(x.d, w)
+}
+
+// validateConfig checks the daytona-specific settings alone.
+func validateConfig(c Config, runID string, getenv func(string) string) (settings, schema.Diagnostics) {
+	x := &diagnoser{}
+	errf := x.errf
+	s := settings{
+		apiKey: c.APIKey, apiURL: c.APIURL, target: c.Target,
+		snapshot: c.Snapshot, cfgLabels: c.Labels, cfgBlockAll: c.NetworkBlockAll,
+		ephemeral: c.Ephemeral, allowList: strings.TrimSpace(c.NetworkAllowList),
+		maxSandboxes: c.MaxSandboxes, maxStarting: c.MaxStarting, createRate: c.CreateRate,
+		maxRetries: c.MaxRetries, stateDir: c.StateDir, runID: runID,
+	}
+	if s.apiKey == "" {
+		s.apiKey = getenv(apiKeyEnv)
+	}
+	if s.apiKey == "" {
+		errf([]string{"api_key"}, "no Daytona API key", "set %s in the environment or api_key in the sandbox block", apiKeyEnv)
+	}
+	if s.apiURL == "" {
+		s.apiURL = getenv(apiURLEnv)
+	}
+	if s.apiURL == "" {
+		s.apiURL = defaultAPIURL
+	}
+	if !strings.HasPrefix(s.apiURL, "http://") && !strings.HasPrefix(s.apiURL, "https://") {
+		errf([]string{"api_url"}, "invalid api_url", "%q is not an http(s) URL", s.apiURL)
+	}
+	if s.target == "" {
+		s.target = getenv(targetEnv)
+	}
+
+	dur := func(name, v string, def time.Duration) time.Duration {
+		if v == "" {
+			return def
+		}
+		x, err := time.ParseDuration(v)
+		if err != nil || x <= 0 {
+			errf([]string{name}, "invalid duration", "%q: want a positive Go duration such as 30s or 5m", v)
+			return def
+		}
+		return x
+	}
+	s.apiTimeout = dur("api_timeout", c.APITimeout, defaultAPITimeout)
+	s.startTimeout = dur("start_timeout", c.StartTimeout, defaultStartTimeout)
+	s.execTimeout = dur("exec_timeout", c.ExecTimeout, defaultExecTimeout)
+
+	// Dead-man's switch: Daytona stops a sandbox after auto_stop minutes
+	// without activity and deletes it auto_delete minutes later. When rlhost
+	// dies the activity stops, so the sandbox is gone within about ttl.
+	s.autoStop = defaultAutoStop
+	if c.AutoStopInterval != "" {
+		s.autoStop = ceilMinutes(dur("auto_stop_interval", c.AutoStopInterval, time.Hour))
+		s.autoStopFixed = true
+	}
+	switch v := strings.TrimSpace(c.AutoDeleteInterval); v {
+	case "", "0", "0s":
+		s.autoDelete = 0
+	case "never":
+		s.autoDelete = autoDeleteDisabled
+	default:
+		s.autoDelete = ceilMinutes(dur("auto_delete_interval", v, 0))
+	}
+	if s.ephemeral && s.autoDelete != 0 {
+		errf([]string{"ephemeral"}, "ephemeral contradicts auto_delete_interval", "an ephemeral sandbox is deleted as soon as it stops; drop auto_delete_interval")
+	}
+
+	if s.maxSandboxes < 0 {
+		errf([]string{"max_sandboxes"}, "invalid max_sandboxes", "want 0 (no cap) or a positive number")
+	}
+	if s.maxStarting == 0 {
+		s.maxStarting = defaultMaxStarting
+	}
+	if s.maxStarting < 0 {
+		errf([]string{"max_starting"}, "invalid max_starting", "want a positive number")
+	}
+	if s.createRate == 0 {
+		s.createRate = defaultCreateRate
+	}
+	if s.createRate < 0 || math.IsInf(s.createRate, 0) || math.IsNaN(s.createRate) {
+		errf([]string{"create_rate"}, "invalid create_rate", "want a positive number of creates per second")
+	}
+	if s.maxRetries < 0 {
+		errf([]string{"max_retries"}, "invalid max_retries", "want 0 or more")
+	}
+	return s, x.d
+}
+
+// withSpec adds what the block's common settings ask for; the host calls
+// Configure with the block's spec and Create with per-sandbox specs.
+func (s settings) withSpec(spec core.SandboxSpec, d schema.Diagnostics) (settings, schema.Diagnostics) {
+	x := &diagnoser{d: d}
+	errf, warnf := x.errf, x.warnf
+	s.image, s.outputBytes, s.workdir = spec.Image, spec.Limits.OutputBytes, spec.Workdir
+	s.cpus, s.memGiB, s.diskGiB = 0, 0, 0
+	if !s.autoStopFixed {
+		s.autoStop = defaultAutoStop
+		if spec.TTL > 0 {
+			s.autoStop = ceilMinutes(spec.TTL)
+		}
+	}
+	// What Daytona cannot honour.
+	if spec.Rootfs != "" {
+		errf([]string{"rootfs"}, "rootfs is not supported by the daytona backend", "Daytona sandboxes start from an image or a snapshot; use image or snapshot")
+	}
+	if s.snapshot != "" && s.image != "" {
+		errf([]string{"snapshot"}, "both image and snapshot are set", "set one: image builds a Daytona snapshot from a Docker image, snapshot starts from an existing one")
+	}
+	lim := spec.Limits
+	unsupported := []struct {
+		name string
+		set  bool
+	}{
+		{"cpu_time", lim.CPUTime != 0}, {"pids", lim.Pids != 0}, {"file_size_bytes", lim.FileSizeBytes != 0},
+		{"open_files", lim.OpenFiles != 0}, {"tmp_bytes", lim.TmpBytes != 0},
+	}
+	for _, u := range unsupported {
+		if u.set {
+			errf([]string{"limits", u.name}, "limit not supported by the daytona backend", "Daytona sizes a whole sandbox (cpus, memory_bytes, disk_bytes); it cannot enforce %s", u.name)
+		}
+	}
+	if lim.CPUs < 0 || lim.MemoryBytes < 0 || lim.DiskBytes < 0 || lim.OutputBytes < 0 {
+		errf([]string{"limits"}, "negative limit", "limits must be zero (backend default) or positive")
+	}
+	if lim.CPUs > 0 {
+		s.cpus = int(math.Ceil(lim.CPUs))
+		if float64(s.cpus) != lim.CPUs {
+			warnf([]string{"limits", "cpus"}, "cpus rounded up", "Daytona allocates whole vCPUs: %g becomes %d", lim.CPUs, s.cpus)
+		}
+	}
+	s.memGiB = ceilGiB(lim.MemoryBytes)
+	if lim.MemoryBytes > 0 && int64(s.memGiB)*gib != lim.MemoryBytes {
+		warnf([]string{"limits", "memory_bytes"}, "memory rounded up", "Daytona allocates whole GiB: %d bytes becomes %d GiB", lim.MemoryBytes, s.memGiB)
+	}
+	s.diskGiB = ceilGiB(lim.DiskBytes)
+	if lim.DiskBytes > 0 && int64(s.diskGiB)*gib != lim.DiskBytes {
+		warnf([]string{"limits", "disk_bytes"}, "disk rounded up", "Daytona allocates whole GiB: %d bytes becomes %d GiB", lim.DiskBytes, s.diskGiB)
+	}
+	if s.snapshot != "" {
+		for _, r := range []struct {
+			name string
+			set  bool
+		}{{"cpus", s.cpus > 0}, {"memory_bytes", s.memGiB > 0}, {"disk_bytes", s.diskGiB > 0}} {
+			if r.set {
+				errf([]string{"limits", r.name}, "resources cannot be set with a snapshot", "a Daytona snapshot fixes cpu, memory and disk; size them when building the snapshot, or use image")
+			}
+		}
+	}
+	if s.outputBytes == 0 {
+		s.outputBytes = defaultOutputBytes
+	}
+
+	// Network: the block's network flag is authoritative; the allow-list
+	// narrows an enabled network, network_block_all forbids it.
+	switch {
+	case s.cfgBlockAll && spec.Network:
+		errf([]string{"network_block_all"}, "network_block_all contradicts network = true", "drop one of them")
+	case s.allowList != "" && !spec.Network:
+		errf([]string{"network_allow_list"}, "network_allow_list needs network = true", "the block disables the network, so there is nothing to allow")
+	case s.cfgBlockAll && s.allowList != "":
+		errf([]string{"network_allow_list"}, "network_allow_list contradicts network_block_all", "drop one of them")
+	}
+	s.blockAll = s.cfgBlockAll || !spec.Network
+
+	if s.workdir == "" {
+		s.workdir = core.DefaultWorkdir
+	}
+	if !path.IsAbs(s.workdir) || path.Clean(s.workdir) == "/" {
+		errf([]string{"workdir"}, "invalid workdir", "%q must be an absolute directory other than /", s.workdir)
+	}
+	s.workdir = path.Clean(s.workdir)
+
+	s.env = map[string]string{}
+	for k, v := range spec.Env {
+		if !envName.MatchString(k) {
+			errf([]string{"env", k}, "invalid environment variable name", "%q is not a shell identifier", k)
+		}
+		s.env[k] = v
+	}
+
+	s.labels = map[string]string{}
+	for k, v := range spec.Labels {
+		s.labels[k] = v
+	}
+	for k, v := range s.cfgLabels {
+		s.labels[k] = v
+	}
+
+	return s, x.d
+}
+
+func ceilGiB(b int64) int {
+	if b <= 0 {
+		return 0
+	}
+	return int((b + gib - 1) / gib)
+}
+
+func ceilMinutes(d time.Duration) int {
+	m := int(math.Ceil(d.Minutes()))
+	if m < 1 {
+		m = 1
+	}
+	return m
+}
+
+// defaultStateDir is the per-user directory of the crash record.
+func defaultStateDir() (string, error) {
+	if x := os.Getenv("XDG_STATE_HOME"); x != "" {
+		return path.Join(x, "rlhost", "daytona"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("locate the state directory: %w", err)
+	}
+	return path.Join(home, ".local", "state", "rlhost", "daytona"), nil
+}

@@ -1,0 +1,642 @@
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/pluginbase"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/schema"
+)
+
+var _ sandboxplugin.Backend = (*Backend)(nil)
+
+const maxListEntries = 100000
+
+// Backend is the local sandbox backend. Create it with New and call
+// Configure before anything else.
+type Backend struct {
+	mu         sync.Mutex
+	configured bool
+	closed     bool
+	set        settings
+	spec       core.SandboxSpec // the block's spec, what the pool is warmed with
+	cg         *cgroupRoot
+	state      *stateDir
+	boxes      map[string]*sandbox
+	live       int // sandboxes existing or being created, for max_sandboxes
+	pool       []*sandbox
+	poolWant   int
+	poolWake   chan struct{}
+	poolStop   chan struct{}
+	poolDone   chan struct{}
+	nextCreate time.Time // create_rate limiter
+}
+
+// boxImpl is one sandbox's running machinery.
+type boxImpl interface {
+	exec(ctx context.Context, s execSpec) (core.ExecResult, error)
+	readFile(ctx context.Context, p string, max int64) ([]byte, error)
+	writeFile(ctx context.Context, p string, data []byte, mode uint32, max int64) error
+	list(ctx context.Context, p string) ([]core.FileInfo, error)
+	alive() bool
+	stop() error
+}
+
+type sandbox struct {
+	meta  meta
+	spec  core.SandboxSpec
+	entry *entry
+	impl  boxImpl
+	ttl   *time.Timer
+
+	once sync.Once
+	err  error
+}
+
+// New returns an unconfigured local backend.
+func New() *Backend {
+	return &Backend{boxes: map[string]*sandbox{}}
+}
+
+// Info describes the backend and its config schema.
+func (b *Backend) Info() pluginbase.Info {
+	return pluginbase.Info{
+		Name:        "local",
+		Version:     "0.1.0",
+		Kind:        pluginbase.KindSandbox,
+		Description: "sandboxes on this machine: Linux namespaces + cgroups, or no isolation for trusted code",
+		Config:      configSpec(),
+	}
+}
+
+// Configure validates the config, detects what the kernel offers, reaps
+// sandboxes of dead processes from the state dir and warms the pool.
+func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.SandboxSpec) schema.Diagnostics {
+	c := defaultConfig()
+	if err := cfg.Decode(&c); err != nil {
+		return schema.Diagnostics{schema.Errorf(nil, "invalid local backend config", "%v", err)}
+	}
+	set, diags := c.validate(cfg)
+	if diags.HasErrors() {
+		return diags
+	}
+	cg := &cgroupRoot{kind: cgroupOff}
+	if set.Isolation == "namespaces" {
+		if err := checkNamespaces(); err != nil {
+			return append(diags, schema.Errorf([]string{"isolation"}, "namespaces unavailable", "%v", err))
+		}
+		var err error
+		if cg, err = detectCgroups(set.Cgroup); err != nil {
+			return append(diags, schema.Errorf([]string{"cgroup"}, "cgroups unavailable", "%v", err))
+		}
+	}
+	diags = append(diags, set.checkSpec(spec, cg.kind)...)
+	if diags.HasErrors() {
+		return diags
+	}
+	st, err := openStateDir(set.stateDir)
+	if err != nil {
+		return append(diags, schema.Errorf([]string{"state_dir"}, "state dir unusable", "%v", err))
+	}
+
+	b.mu.Lock()
+	if b.configured && (b.live > 0 || b.closed) {
+		b.mu.Unlock()
+		return append(diags, schema.Errorf(nil, "already configured", "Configure may not run while sandboxes exist"))
+	}
+	b.set, b.spec, b.cg, b.state, b.configured = set, spec, cg, st, true
+	b.mu.Unlock()
+
+	if _, err := b.ReapOrphans(ctx); err != nil {
+		diags = append(diags, schema.Diagnostic{Severity: schema.Warning, Summary: "reaping orphaned sandboxes failed", Detail: err.Error()})
+	}
+	if set.Isolation == "namespaces" {
+		// Prove the whole path works now, not at the first episode.
+		probe, err := b.Create(ctx, spec)
+		if err != nil {
+			return append(diags, schema.Errorf([]string{"isolation"}, "cannot start a namespaced sandbox", "%v", err))
+		}
+		if err := b.Destroy(ctx, probe.ID); err != nil {
+			return append(diags, schema.Errorf([]string{"isolation"}, "cannot destroy a namespaced sandbox", "%v", err))
+		}
+	}
+	if set.PoolSize > 0 {
+		b.startPool(set.PoolSize)
+	}
+	return diags
+}
+
+func (b *Backend) settings() (settings, *stateDir, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.configured {
+		return settings{}, nil, fmt.Errorf("local backend: Configure was not called: %w", core.ErrUnavailable)
+	}
+	if b.closed {
+		return settings{}, nil, fmt.Errorf("local backend: shut down: %w", core.ErrUnavailable)
+	}
+	return b.set, b.state, nil
+}
+
+func newID() string {
+	var r [8]byte
+	rand.Read(r[:])
+	return hex.EncodeToString(r[:])
+}
+
+// Create makes a sandbox, from the pool when the spec matches the block's.
+func (b *Backend) Create(ctx context.Context, spec core.SandboxSpec) (core.SandboxInfo, error) {
+	set, _, err := b.settings()
+	if err != nil {
+		return core.SandboxInfo{}, err
+	}
+	if d := set.checkSpec(spec, b.cg.kind); d.HasErrors() {
+		return core.SandboxInfo{}, fmt.Errorf("local backend: create: %w", d.Err())
+	}
+	if sb := b.takePooled(spec); sb != nil {
+		return b.adopt(sb, spec)
+	}
+	if err := b.waitRate(ctx); err != nil {
+		return core.SandboxInfo{}, err
+	}
+	if err := b.admit(); err != nil {
+		return core.SandboxInfo{}, err
+	}
+	sb, err := b.build(ctx, spec)
+	if err != nil {
+		b.mu.Lock()
+		b.live--
+		b.mu.Unlock()
+		return core.SandboxInfo{}, err
+	}
+	return b.adopt(sb, spec)
+}
+
+// admit counts a sandbox against max_sandboxes from the start of its creation.
+func (b *Backend) admit() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.set.MaxSandboxes > 0 && b.live >= b.set.MaxSandboxes {
+		return fmt.Errorf("local backend: %d sandboxes exist (max_sandboxes = %d): %w", b.live, b.set.MaxSandboxes, core.ErrLimitReached)
+	}
+	b.live++
+	return nil
+}
+
+func (b *Backend) waitRate(ctx context.Context) error {
+	b.mu.Lock()
+	rate := b.set.CreateRate
+	if rate <= 0 {
+		b.mu.Unlock()
+		return nil
+	}
+	now := time.Now()
+	at := b.nextCreate
+	if at.Before(now) {
+		at = now
+	}
+	b.nextCreate = at.Add(time.Duration(float64(time.Second) / rate))
+	b.mu.Unlock()
+	if d := time.Until(at); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return fmt.Errorf("local backend: waiting for create_rate: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
+// build creates and registers a sandbox; the caller has admitted it.
+func (b *Backend) build(ctx context.Context, spec core.SandboxSpec) (*sandbox, error) {
+	set, st, err := b.settings()
+	if err != nil {
+		return nil, err
+	}
+	id := newID()
+	e, err := st.reserve(id)
+	if err != nil {
+		return nil, err
+	}
+	m := meta{ID: id, Labels: maps.Clone(spec.Labels), CreatedAt: time.Now().UTC(), Isolation: set.Isolation, OwnerPID: os.Getpid()}
+	if spec.TTL > 0 {
+		m.Expires = m.CreatedAt.Add(spec.TTL)
+	}
+	sb := &sandbox{meta: m, spec: spec, entry: e}
+	switch set.Isolation {
+	case "none":
+		sb.impl, err = newNoneBox(e)
+	default:
+		var nb *nsBox
+		nb, err = startNSBox(ctx, &set, b.cg, spec, id, e.dir)
+		if err == nil {
+			sb.impl = nb
+			sb.meta.InitPID, sb.meta.InitStart, sb.meta.Cgroup = nb.pid, procStart(nb.pid), nb.cg
+		}
+	}
+	if err == nil {
+		err = st.publish(e, sb.meta)
+	}
+	if err != nil {
+		if sb.impl != nil {
+			sb.impl.stop()
+		}
+		e.release()
+		return nil, fmt.Errorf("local backend: create sandbox: %w", err)
+	}
+	return sb, nil
+}
+
+// adopt gives a built sandbox its labels and TTL and makes it visible.
+func (b *Backend) adopt(sb *sandbox, spec core.SandboxSpec) (core.SandboxInfo, error) {
+	if !maps.Equal(sb.meta.Labels, spec.Labels) || spec.TTL > 0 {
+		sb.meta.Labels = maps.Clone(spec.Labels)
+		if spec.TTL > 0 {
+			sb.meta.Expires = time.Now().UTC().Add(spec.TTL)
+		}
+		if err := writeMeta(sb.entry.dir, sb.meta); err != nil {
+			b.destroyOwned(sb)
+			return core.SandboxInfo{}, err
+		}
+	}
+	sb.spec = spec
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		b.destroyOwned(sb)
+		return core.SandboxInfo{}, fmt.Errorf("local backend: shut down: %w", core.ErrUnavailable)
+	}
+	b.boxes[sb.meta.ID] = sb
+	b.mu.Unlock()
+	if spec.TTL > 0 {
+		id := sb.meta.ID
+		sb.ttl = time.AfterFunc(spec.TTL, func() { b.Destroy(context.Background(), id) })
+	}
+	return sb.meta.info("running"), nil
+}
+
+func (b *Backend) get(id string) (*sandbox, error) {
+	b.mu.Lock()
+	sb, ok := b.boxes[id]
+	b.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("local backend: sandbox %q: %w", id, core.ErrNotFound)
+	}
+	return sb, nil
+}
+
+// Exec runs a command in the sandbox with the sandbox's environment and limits.
+func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (core.ExecResult, error) {
+	sb, err := b.get(id)
+	if err != nil {
+		return core.ExecResult{}, err
+	}
+	b.mu.Lock()
+	set := b.set
+	b.mu.Unlock()
+	s := execSpecFor(&set, sb.spec, req, b.cg.kind)
+	res, err := sb.impl.exec(ctx, s)
+	if err != nil && !sb.impl.alive() {
+		return res, fmt.Errorf("local backend: sandbox %s died: %w", id, err)
+	}
+	return res, err
+}
+
+// execSpecFor merges the sandbox's defaults with one request. The command
+// sees only the spec's and the request's variables, plus PATH and HOME
+// defaults: nothing from the host environment.
+func execSpecFor(set *settings, spec core.SandboxSpec, req core.ExecRequest, cg cgroupKind) execSpec {
+	env := map[string]string{"PATH": defaultPath, "HOME": core.DefaultWorkdir}
+	maps.Copy(env, spec.Env)
+	maps.Copy(env, req.Env)
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	s := execSpec{Argv: req.Command, Stdin: req.Stdin, Dir: req.Dir, Timeout: req.Timeout, MaxOutput: req.MaxOutputBytes}
+	for _, k := range keys {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(env[k], 0) {
+			continue
+		}
+		s.Env = append(s.Env, k+"="+env[k])
+	}
+	if s.Dir == "" {
+		s.Dir = spec.Workdir
+	}
+	if s.Dir == "" {
+		s.Dir = core.DefaultWorkdir
+	} else if !strings.HasPrefix(s.Dir, "/") {
+		s.Dir = core.DefaultWorkdir + "/" + s.Dir
+	}
+	if s.Timeout <= 0 {
+		s.Timeout = set.execTimeout
+	}
+	if s.MaxOutput <= 0 {
+		s.MaxOutput = spec.Limits.OutputBytes
+	}
+	if s.MaxOutput <= 0 {
+		s.MaxOutput = defaultOutputBytes
+	}
+	s.CPUTime = spec.Limits.CPUTime
+	s.FileSize = orDefault(spec.Limits.FileSizeBytes, defaultFileSize)
+	s.OpenFiles = int(orDefault(int64(spec.Limits.OpenFiles), defaultOpenFiles))
+	if set.Isolation == "namespaces" && cg == cgroupOff {
+		s.AddressSpace = orDefault(spec.Limits.MemoryBytes, defaultMemory)
+		s.Nproc = int(orDefault(int64(spec.Limits.Pids), defaultPids))
+	}
+	return s
+}
+
+func orDefault(v, def int64) int64 {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+func (b *Backend) fileCap(sb *sandbox) int64 {
+	return orDefault(sb.spec.Limits.FileSizeBytes, defaultReadMax)
+}
+
+// ReadFile reads a file of the sandbox, confined to its workspace.
+func (b *Backend) ReadFile(ctx context.Context, id, path string, maxBytes int64) ([]byte, error) {
+	sb, err := b.get(id)
+	if err != nil {
+		return nil, err
+	}
+	limit := b.fileCap(sb)
+	if maxBytes <= 0 || maxBytes > limit {
+		maxBytes = limit
+	}
+	return sb.impl.readFile(ctx, path, maxBytes)
+}
+
+// WriteFile writes a file of the sandbox, confined to its workspace.
+func (b *Backend) WriteFile(ctx context.Context, id, path string, data []byte, mode uint32) error {
+	sb, err := b.get(id)
+	if err != nil {
+		return err
+	}
+	return sb.impl.writeFile(ctx, path, data, mode, b.fileCap(sb))
+}
+
+// ListFiles lists a directory of the sandbox's workspace.
+func (b *Backend) ListFiles(ctx context.Context, id, path string) ([]core.FileInfo, error) {
+	sb, err := b.get(id)
+	if err != nil {
+		return nil, err
+	}
+	return sb.impl.list(ctx, path)
+}
+
+// Destroy removes a sandbox, whichever process owns it.
+func (b *Backend) Destroy(ctx context.Context, id string) error {
+	b.mu.Lock()
+	sb, ok := b.boxes[id]
+	b.mu.Unlock()
+	if ok {
+		return b.destroyOwned(sb)
+	}
+	_, st, err := b.settings()
+	if err != nil {
+		return err
+	}
+	recs, err := st.scan()
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if r.meta.ID == id {
+			return destroyRecord(r)
+		}
+	}
+	return fmt.Errorf("local backend: destroy %q: %w", id, core.ErrNotFound)
+}
+
+func (b *Backend) destroyOwned(sb *sandbox) error {
+	sb.once.Do(func() {
+		if sb.ttl != nil {
+			sb.ttl.Stop()
+		}
+		err := sb.impl.stop()
+		if rerr := sb.entry.release(); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		b.mu.Lock()
+		if b.boxes[sb.meta.ID] == sb {
+			delete(b.boxes, sb.meta.ID)
+		}
+		b.live--
+		b.mu.Unlock()
+		b.kickPool()
+		if err != nil {
+			sb.err = fmt.Errorf("local backend: destroy %s: %w", sb.meta.ID, err)
+		}
+	})
+	return sb.err
+}
+
+// List returns the sandboxes in the state dir (any process's) whose labels
+// include all of labels. State is "running" while the owner lives, else
+// "orphaned".
+func (b *Backend) List(ctx context.Context, labels map[string]string) ([]core.SandboxInfo, error) {
+	_, st, err := b.settings()
+	if err != nil {
+		return nil, err
+	}
+	recs, err := st.scan()
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	pooled := map[string]bool{}
+	for _, p := range b.pool {
+		pooled[p.meta.ID] = true
+	}
+	b.mu.Unlock()
+	var out []core.SandboxInfo
+	for _, r := range recs {
+		if pooled[r.meta.ID] || r.meta.CreatedAt.IsZero() || !hasLabels(r.meta.Labels, labels) {
+			continue
+		}
+		state := "running"
+		if !r.owned {
+			state = "orphaned"
+		}
+		out = append(out, r.meta.info(state))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out, nil
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// ReapOrphans destroys sandboxes whose owner is gone or whose TTL passed.
+func (b *Backend) ReapOrphans(ctx context.Context) ([]core.SandboxInfo, error) {
+	_, st, err := b.settings()
+	if err != nil {
+		return nil, err
+	}
+	recs, err := st.scan()
+	if err != nil {
+		return nil, err
+	}
+	var out []core.SandboxInfo
+	var errs []error
+	now := time.Now()
+	for _, r := range recs {
+		expired := !r.meta.Expires.IsZero() && now.After(r.meta.Expires)
+		if r.owned && !expired {
+			continue
+		}
+		if expired && r.owned {
+			if err := b.Destroy(ctx, r.meta.ID); err != nil && !errors.Is(err, core.ErrNotFound) {
+				errs = append(errs, err)
+				continue
+			}
+		} else if err := destroyRecord(r); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, r.meta.info("orphaned"))
+	}
+	return out, errors.Join(errs...)
+}
+
+// Shutdown destroys every sandbox of this process, pooled ones included.
+func (b *Backend) Shutdown(ctx context.Context) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	stop, done := b.poolStop, b.poolDone
+	b.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+	b.mu.Lock()
+	all := make([]*sandbox, 0, len(b.boxes)+len(b.pool))
+	for _, sb := range b.boxes {
+		all = append(all, sb)
+	}
+	all = append(all, b.pool...)
+	b.pool = nil
+	b.mu.Unlock()
+	var errs []error
+	for _, sb := range all {
+		if err := b.destroyOwned(sb); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// --- pool ---
+
+func (b *Backend) startPool(n int) {
+	b.mu.Lock()
+	b.poolWant = n
+	b.poolWake = make(chan struct{}, 1)
+	b.poolStop = make(chan struct{})
+	b.poolDone = make(chan struct{})
+	b.mu.Unlock()
+	go b.poolLoop()
+	b.kickPool()
+}
+
+func (b *Backend) kickPool() {
+	b.mu.Lock()
+	wake := b.poolWake
+	b.mu.Unlock()
+	if wake != nil {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// poolLoop keeps pool_size sandboxes warm, within max_sandboxes.
+func (b *Backend) poolLoop() {
+	defer close(b.poolDone)
+	for {
+		select {
+		case <-b.poolStop:
+			return
+		case <-b.poolWake:
+		}
+		for {
+			b.mu.Lock()
+			need := len(b.pool) < b.poolWant && !b.closed
+			b.mu.Unlock()
+			if !need || b.admit() != nil {
+				break
+			}
+			sb, err := b.build(context.Background(), b.spec)
+			b.mu.Lock()
+			if err != nil || b.closed {
+				b.live--
+				b.mu.Unlock()
+				if sb != nil {
+					sb.impl.stop()
+					sb.entry.release()
+				}
+				break // retried on the next kick
+			}
+			b.pool = append(b.pool, sb)
+			b.mu.Unlock()
+		}
+	}
+}
+
+// takePooled returns a warm sandbox if spec matches the pool's (labels and
+// TTL aside, which adopt sets).
+func (b *Backend) takePooled(spec core.SandboxSpec) *sandbox {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.pool) == 0 {
+		return nil
+	}
+	a, c := spec, b.spec
+	a.Labels, c.Labels, a.TTL, c.TTL = nil, nil, 0, 0
+	if !reflect.DeepEqual(a, c) {
+		return nil
+	}
+	for len(b.pool) > 0 {
+		sb := b.pool[0]
+		b.pool = b.pool[1:]
+		if sb.impl.alive() {
+			go b.kickPool()
+			return sb
+		}
+		b.mu.Unlock()
+		b.destroyOwned(sb)
+		b.mu.Lock()
+	}
+	return nil
+}

@@ -1,0 +1,360 @@
+package local
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rlhost/rlhost/core"
+)
+
+type cgroupKind int
+
+const (
+	cgroupOff cgroupKind = iota
+	cgroupV1
+	cgroupV2
+)
+
+func (k cgroupKind) String() string {
+	return [...]string{"off", "v1", "v2"}[k]
+}
+
+// cgroupRoot is where this process may create per-sandbox cgroups: below
+// its own cgroup, in the v2 hierarchy or in each needed v1 hierarchy.
+type cgroupRoot struct {
+	kind   cgroupKind
+	v2Base string
+	v1Base map[string]string // controller -> directory; "memory" and "pids" always, "cpu" if mounted
+}
+
+type cgMount struct {
+	dir   string
+	ctrls []string // v1 controllers of the mount; nil for v2
+}
+
+// readCgroupMounts lists cgroup mounts from mountinfo, and this process's
+// path in each hierarchy from /proc/self/cgroup.
+func readCgroupMounts() (mounts []cgMount, v2 string, paths map[string]string, err error) {
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("read mountinfo: %w", err)
+	}
+	for _, line := range strings.Split(string(mi), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok {
+			continue
+		}
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if len(f) < 5 || len(g) < 3 {
+			continue
+		}
+		switch g[0] {
+		case "cgroup2":
+			if v2 == "" {
+				v2 = unescapeMount(f[4])
+			}
+		case "cgroup":
+			var ctrls []string
+			for _, o := range strings.Split(g[2], ",") {
+				switch o {
+				case "memory", "pids", "cpu":
+					ctrls = append(ctrls, o)
+				}
+			}
+			if len(ctrls) > 0 {
+				mounts = append(mounts, cgMount{dir: unescapeMount(f[4]), ctrls: ctrls})
+			}
+		}
+	}
+	paths = map[string]string{}
+	pc, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("read /proc/self/cgroup: %w", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(pc)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[0] == "0" && parts[1] == "" {
+			paths[""] = parts[2]
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			paths[c] = parts[2]
+		}
+	}
+	return mounts, v2, paths, nil
+}
+
+func unescapeMount(s string) string {
+	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
+	return r.Replace(s)
+}
+
+// detectCgroups finds usable cgroups for mode ("auto", "v2", "v1", "off").
+// The error names the missing kernel feature and the setting to change.
+func detectCgroups(mode string) (*cgroupRoot, error) {
+	if mode == "off" {
+		return &cgroupRoot{kind: cgroupOff}, nil
+	}
+	mounts, v2mnt, paths, err := readCgroupMounts()
+	if err != nil {
+		return nil, err
+	}
+	var why []string
+	if mode == "auto" || mode == "v2" {
+		root, err := tryV2(v2mnt, paths[""])
+		if err == nil {
+			return root, nil
+		}
+		why = append(why, err.Error())
+	}
+	if mode == "auto" || mode == "v1" {
+		root, err := tryV1(mounts, paths)
+		if err == nil {
+			return root, nil
+		}
+		why = append(why, err.Error())
+	}
+	return nil, fmt.Errorf("no usable cgroups for sandbox memory and pid limits (%s); "+
+		"fix the cgroup setup, or set cgroup = \"off\" in the local sandbox block to fall back to per-process RLIMIT_AS/RLIMIT_NPROC: %w",
+		strings.Join(why, "; "), core.ErrUnavailable)
+}
+
+func tryV2(mnt, own string) (*cgroupRoot, error) {
+	if mnt == "" {
+		return nil, errors.New("cgroup v2: not mounted")
+	}
+	base := filepath.Join(mnt, own)
+	ctrls, err := os.ReadFile(filepath.Join(base, "cgroup.controllers"))
+	if err != nil {
+		return nil, fmt.Errorf("cgroup v2: %w", err)
+	}
+	have := strings.Fields(string(ctrls))
+	for _, need := range []string{"memory", "pids"} {
+		if !contains(have, need) {
+			return nil, fmt.Errorf("cgroup v2 at %s: controller %q not available (controllers: %q)", base, need, strings.TrimSpace(string(ctrls)))
+		}
+	}
+	enable := "+memory +pids"
+	if contains(have, "cpu") {
+		enable += " +cpu"
+	}
+	if err := os.WriteFile(filepath.Join(base, "cgroup.subtree_control"), []byte(enable), 0); err != nil {
+		if errors.Is(err, syscall.EBUSY) {
+			return nil, fmt.Errorf("cgroup v2 at %s holds processes, so it cannot enable controllers for children (run rlhost in its own delegated cgroup, e.g. systemd-run --scope -p Delegate=yes): %w", base, err)
+		}
+		return nil, fmt.Errorf("cgroup v2 at %s: enable %s: %w", base, enable, err)
+	}
+	if err := probeMkdir(base); err != nil {
+		return nil, fmt.Errorf("cgroup v2: %w", err)
+	}
+	return &cgroupRoot{kind: cgroupV2, v2Base: base}, nil
+}
+
+func tryV1(mounts []cgMount, paths map[string]string) (*cgroupRoot, error) {
+	root := &cgroupRoot{kind: cgroupV1, v1Base: map[string]string{}}
+	for _, m := range mounts {
+		for _, c := range m.ctrls {
+			if _, dup := root.v1Base[c]; !dup {
+				root.v1Base[c] = filepath.Join(m.dir, paths[c])
+			}
+		}
+	}
+	for _, need := range []string{"memory", "pids"} {
+		base, ok := root.v1Base[need]
+		if !ok {
+			return nil, fmt.Errorf("cgroup v1: %q hierarchy not mounted", need)
+		}
+		if err := probeMkdir(base); err != nil {
+			return nil, fmt.Errorf("cgroup v1 %s: %w", need, err)
+		}
+	}
+	if base, ok := root.v1Base["cpu"]; ok && probeMkdir(base) != nil {
+		delete(root.v1Base, "cpu")
+	}
+	return root, nil
+}
+
+func probeMkdir(base string) error {
+	p := filepath.Join(base, fmt.Sprintf("rlhost-probe-%d", os.Getpid()))
+	if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("cannot create a child cgroup in %s: %w", base, err)
+	}
+	return os.Remove(p)
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// sandboxCgroup is one sandbox's cgroup (one directory per v1 hierarchy).
+type sandboxCgroup struct {
+	Kind cgroupKind        `json:"kind"`
+	Dirs map[string]string `json:"dirs"` // v2: {"": dir}; v1: controller -> dir
+}
+
+// create makes the cgroup of sandbox id with the given limits.
+func (r *cgroupRoot) create(id string, lim core.Limits, pids int) (*sandboxCgroup, error) {
+	name := "rlhost-" + id
+	cg := &sandboxCgroup{Kind: r.kind, Dirs: map[string]string{}}
+	mk := func(key, base string) error {
+		d := filepath.Join(base, name)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return fmt.Errorf("create cgroup %s: %w", d, err)
+		}
+		cg.Dirs[key] = d
+		return nil
+	}
+	write := func(dir, file, val string) error {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(val), 0); err != nil {
+			return fmt.Errorf("cgroup %s/%s = %s: %w", dir, file, val, err)
+		}
+		return nil
+	}
+	fail := func(err error) (*sandboxCgroup, error) {
+		cg.destroy()
+		return nil, err
+	}
+	mem := strconv.FormatInt(lim.MemoryBytes, 10)
+	switch r.kind {
+	case cgroupV2:
+		if err := mk("", r.v2Base); err != nil {
+			return fail(err)
+		}
+		d := cg.Dirs[""]
+		for _, kv := range [][2]string{{"memory.max", mem}, {"memory.swap.max", "0"}, {"pids.max", strconv.Itoa(pids)}} {
+			if err := write(d, kv[0], kv[1]); err != nil && kv[0] != "memory.swap.max" {
+				return fail(err)
+			}
+		}
+		if lim.CPUs > 0 {
+			if err := write(d, "cpu.max", fmt.Sprintf("%d 100000", int64(lim.CPUs*100000))); err != nil {
+				return fail(err)
+			}
+		}
+	case cgroupV1:
+		for _, c := range []string{"memory", "pids", "cpu"} {
+			if base, ok := r.v1Base[c]; ok {
+				if err := mk(c, base); err != nil {
+					return fail(err)
+				}
+			}
+		}
+		if err := write(cg.Dirs["memory"], "memory.limit_in_bytes", mem); err != nil {
+			return fail(err)
+		}
+		// Absent without swap accounting; then there is no swap to escape to.
+		write(cg.Dirs["memory"], "memory.memsw.limit_in_bytes", mem)
+		if err := write(cg.Dirs["pids"], "pids.max", strconv.Itoa(pids)); err != nil {
+			return fail(err)
+		}
+		if lim.CPUs > 0 {
+			d, ok := cg.Dirs["cpu"]
+			if !ok {
+				return fail(errors.New("limits.cpus: cgroup v1 cpu hierarchy not usable"))
+			}
+			if err := write(d, "cpu.cfs_period_us", "100000"); err != nil {
+				return fail(err)
+			}
+			if err := write(d, "cpu.cfs_quota_us", strconv.FormatInt(int64(lim.CPUs*100000), 10)); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	return cg, nil
+}
+
+// addProc moves a process (and, for v1, the hierarchies it is in) into the cgroup.
+func (c *sandboxCgroup) addProc(pid int) error {
+	for _, d := range c.Dirs {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			return fmt.Errorf("move pid %d into %s: %w", pid, d, err)
+		}
+	}
+	return nil
+}
+
+// counters returns cumulative OOM kills and pids.max hits.
+func (c *sandboxCgroup) counters() (oom, pids uint64) {
+	switch c.Kind {
+	case cgroupV2:
+		oom = readKey(filepath.Join(c.Dirs[""], "memory.events"), "oom_kill")
+		pids = readKey(filepath.Join(c.Dirs[""], "pids.events"), "max")
+	case cgroupV1:
+		oom = readKey(filepath.Join(c.Dirs["memory"], "memory.oom_control"), "oom_kill")
+		pids = readKey(filepath.Join(c.Dirs["pids"], "pids.events"), "max")
+	}
+	return oom, pids
+}
+
+func readKey(file, key string) uint64 {
+	f, err := os.Open(file)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if ok && k == key {
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// destroy kills every process left in the cgroup and removes it.
+func (c *sandboxCgroup) destroy() error {
+	if c == nil {
+		return nil
+	}
+	var errs []error
+	for _, d := range c.Dirs {
+		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if c.Kind == cgroupV2 {
+			os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0)
+		}
+		var err error
+		for try := 0; try < 200; try++ {
+			killProcs(d)
+			if err = os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
+				err = nil
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func killProcs(dir string) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}

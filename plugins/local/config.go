@@ -1,0 +1,217 @@
+package local
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/schema"
+)
+
+// Config is the backend-specific part of a `sandbox "x" { backend = "local" }`
+// block. The common settings (rootfs, env, limits, network, ...) arrive as a
+// core.SandboxSpec instead.
+type Config struct {
+	Isolation    string  `json:"isolation"`     // "namespaces" | "none"
+	Cgroup       string  `json:"cgroup"`        // "auto" | "v2" | "v1" | "off"
+	Workspace    string  `json:"workspace"`     // "tmpfs" | "host"
+	StateDir     string  `json:"state_dir"`     // "" = per-user default
+	PoolSize     int     `json:"pool_size"`     // pre-warmed sandboxes
+	MaxSandboxes int     `json:"max_sandboxes"` // hard cap; 0 = unlimited
+	CreateRate   float64 `json:"create_rate"`   // creates per second; 0 = unlimited
+	ExecTimeout  string  `json:"exec_timeout"`  // default per-exec wall clock
+	Helper       string  `json:"helper"`        // re-exec binary; "" = os.Executable()
+	UIDBase      int64   `json:"uid_base"`      // host uid range for sandbox root (when run as root)
+}
+
+// Defaults for limits the spec leaves at zero. Documented in docs/local-sandbox.md.
+const (
+	defaultMemory      = 2 << 30
+	defaultPids        = 512
+	defaultFileSize    = 1 << 30
+	defaultOpenFiles   = 1024
+	defaultTmpBytes    = 256 << 20
+	defaultDiskBytes   = 1 << 30
+	defaultOutputBytes = 1 << 20
+	defaultReadMax     = 64 << 20
+	defaultUIDBase     = 0x70000000
+	defaultExecTimeout = 60 * time.Second
+	uidRange           = 1 << 20
+)
+
+func configSpec() schema.Spec {
+	str := func(name, def, desc string) schema.Attribute {
+		return schema.Attribute{Name: name, Type: cty.String, Default: schema.DefaultJSON(def), Description: desc}
+	}
+	num := func(name string, def any, desc string) schema.Attribute {
+		return schema.Attribute{Name: name, Type: cty.Number, Default: schema.DefaultJSON(def), Description: desc}
+	}
+	return schema.Spec{Attributes: []schema.Attribute{
+		str("isolation", "namespaces", `"namespaces" (user, mount, PID, network, IPC, UTS namespaces + cgroup limits) or "none" (trusted code only: no isolation at all)`),
+		str("cgroup", "auto", `"auto", "v2", "v1" or "off" (memory then falls back to per-process RLIMIT_AS and pids to RLIMIT_NPROC)`),
+		str("workspace", "tmpfs", `"tmpfs" (size-capped by limits.disk_bytes, charged to the sandbox's memory) or "host" (a directory in state_dir, no size cap)`),
+		str("state_dir", "", "where sandboxes are recorded; default /var/lib/rlhost/local for root, else $XDG_STATE_HOME/rlhost/local"),
+		num("pool_size", 0, "sandboxes kept pre-warmed"),
+		num("max_sandboxes", 256, "hard cap on sandboxes alive at once in this process, counted from creation start; 0 = no cap"),
+		num("create_rate", 0, "maximum sandbox creations per second; 0 = unlimited"),
+		str("exec_timeout", "60s", "default wall-clock timeout of one exec"),
+		str("helper", "", "binary re-executed as the sandbox init (must call local.Reexec first); default: this executable"),
+		num("uid_base", defaultUIDBase, "when rlhost runs as root, sandbox root maps to a host uid in [uid_base, uid_base+2^20)"),
+	}}
+}
+
+func defaultConfig() Config {
+	return Config{Isolation: "namespaces", Cgroup: "auto", Workspace: "tmpfs", MaxSandboxes: 256,
+		ExecTimeout: "60s", UIDBase: defaultUIDBase}
+}
+
+// settings is Config after validation, plus the values derived from it.
+type settings struct {
+	Config
+	execTimeout time.Duration
+	stateDir    string
+	helper      string
+}
+
+func defaultStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/rlhost/local"
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "rlhost", "local")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), fmt.Sprintf("rlhost-%d", os.Geteuid()), "local")
+	}
+	return filepath.Join(home, ".local", "state", "rlhost", "local")
+}
+
+// validate checks the backend config; paths are attribute names.
+func (c Config) validate(cfgBase schema.Config) (settings, schema.Diagnostics) {
+	var diags schema.Diagnostics
+	s := settings{Config: c}
+	switch c.Isolation {
+	case "namespaces", "none":
+	default:
+		diags = append(diags, schema.Errorf([]string{"isolation"}, "unknown isolation", `%q: want "namespaces" or "none"`, c.Isolation))
+	}
+	switch c.Cgroup {
+	case "auto", "v1", "v2", "off":
+	default:
+		diags = append(diags, schema.Errorf([]string{"cgroup"}, "unknown cgroup mode", `%q: want "auto", "v2", "v1" or "off"`, c.Cgroup))
+	}
+	switch c.Workspace {
+	case "tmpfs", "host":
+	default:
+		diags = append(diags, schema.Errorf([]string{"workspace"}, "unknown workspace kind", `%q: want "tmpfs" or "host"`, c.Workspace))
+	}
+	if c.Isolation == "none" && c.Workspace == "tmpfs" {
+		// Without a mount namespace there is nowhere private to mount a tmpfs.
+		s.Workspace = "host"
+	}
+	if c.PoolSize < 0 || c.PoolSize > 4096 {
+		diags = append(diags, schema.Errorf([]string{"pool_size"}, "pool_size out of range", "%d: want 0..4096", c.PoolSize))
+	}
+	if c.MaxSandboxes < 0 {
+		diags = append(diags, schema.Errorf([]string{"max_sandboxes"}, "max_sandboxes must be >= 0", "got %d", c.MaxSandboxes))
+	}
+	if c.MaxSandboxes > 0 && c.PoolSize > c.MaxSandboxes {
+		diags = append(diags, schema.Errorf([]string{"pool_size"}, "pool_size exceeds max_sandboxes", "%d > %d", c.PoolSize, c.MaxSandboxes))
+	}
+	if c.CreateRate < 0 {
+		diags = append(diags, schema.Errorf([]string{"create_rate"}, "create_rate must be >= 0", "got %g", c.CreateRate))
+	}
+	s.execTimeout = defaultExecTimeout
+	if c.ExecTimeout != "" {
+		d, err := time.ParseDuration(c.ExecTimeout)
+		if err != nil || d <= 0 {
+			diags = append(diags, schema.Errorf([]string{"exec_timeout"}, "invalid duration", "%q: want e.g. \"30s\"", c.ExecTimeout))
+		} else {
+			s.execTimeout = d
+		}
+	}
+	if c.UIDBase < 1 || c.UIDBase+uidRange > 1<<32-2 {
+		diags = append(diags, schema.Errorf([]string{"uid_base"}, "uid_base out of range", "%d", c.UIDBase))
+	}
+	s.stateDir = c.StateDir
+	if s.stateDir == "" {
+		s.stateDir = defaultStateDir()
+	} else {
+		s.stateDir = cfgBase.Path(s.stateDir)
+	}
+	s.helper = c.Helper
+	if s.helper == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			diags = append(diags, schema.Errorf([]string{"helper"}, "cannot find own executable", "%v", err))
+		}
+		s.helper = exe
+	} else {
+		s.helper = cfgBase.Path(s.helper)
+	}
+	return s, diags
+}
+
+// checkSpec rejects spec fields this backend cannot honour under s.
+func (s *settings) checkSpec(spec core.SandboxSpec, cg cgroupKind) schema.Diagnostics {
+	var diags schema.Diagnostics
+	lim := func(name string) []string { return []string{"limits", name} }
+	if spec.Image != "" {
+		diags = append(diags, schema.Errorf([]string{"image"}, "the local backend has no images",
+			"image %q: use rootfs = \"/path/to/root\" (a directory) instead", spec.Image))
+	}
+	if spec.Rootfs != "" {
+		if s.Isolation == "none" {
+			diags = append(diags, schema.Errorf([]string{"rootfs"}, "rootfs needs isolation = \"namespaces\"", "with isolation = \"none\" commands see the host's root"))
+		} else if st, err := os.Stat(spec.Rootfs); err != nil || !st.IsDir() {
+			diags = append(diags, schema.Errorf([]string{"rootfs"}, "rootfs is not a directory", "%q: %v", spec.Rootfs, err))
+		}
+	}
+	if spec.Workdir != "" && spec.Workdir[0] != '/' {
+		diags = append(diags, schema.Errorf([]string{"workdir"}, "workdir must be absolute", "%q", spec.Workdir))
+	}
+	l := spec.Limits
+	neg := func(name string, v int64) {
+		if v < 0 {
+			diags = append(diags, schema.Errorf(lim(name), "limit must be >= 0", "%d", v))
+		}
+	}
+	neg("memory_bytes", l.MemoryBytes)
+	neg("pids", int64(l.Pids))
+	neg("file_size_bytes", l.FileSizeBytes)
+	neg("open_files", int64(l.OpenFiles))
+	neg("tmp_bytes", l.TmpBytes)
+	neg("output_bytes", l.OutputBytes)
+	neg("disk_bytes", l.DiskBytes)
+	if s.Isolation == "none" {
+		for name, set := range map[string]bool{"memory_bytes": l.MemoryBytes != 0, "pids": l.Pids != 0,
+			"tmp_bytes": l.TmpBytes != 0, "disk_bytes": l.DiskBytes != 0, "cpus": l.CPUs != 0} {
+			if set {
+				diags = append(diags, schema.Errorf(lim(name), "limit needs isolation = \"namespaces\"",
+					"isolation = \"none\" only enforces the exec timeout, cpu_time, file_size_bytes, open_files and output_bytes"))
+			}
+		}
+		return diags
+	}
+	if l.DiskBytes != 0 && s.Workspace != "tmpfs" {
+		diags = append(diags, schema.Errorf(lim("disk_bytes"), "disk_bytes needs workspace = \"tmpfs\"",
+			"a host-directory workspace has no size cap"))
+	}
+	if l.CPUs < 0 {
+		diags = append(diags, schema.Errorf(lim("cpus"), "limit must be >= 0", "%g", l.CPUs))
+	}
+	if cg == cgroupOff {
+		if l.CPUs != 0 {
+			diags = append(diags, schema.Errorf(lim("cpus"), "cpus needs cgroups", "cgroup = \"off\" cannot limit CPU share"))
+		}
+		diags = append(diags, schema.Diagnostic{Severity: schema.Warning, Path: []string{"cgroup"},
+			Summary: "cgroup = \"off\": memory is limited per process with RLIMIT_AS and pids with RLIMIT_NPROC",
+			Detail:  "this is a last resort: a sandbox can use memory_bytes in every process it starts"})
+	}
+	return diags
+}

@@ -1,0 +1,15 @@
+// Package local is rlhost's embedded sandbox backend: sandboxes on this
+// machine, isolated with Linux namespaces, cgroups and rlimits, or (when
+// configured explicitly) run without any isolation.
+//
+// A namespaced sandbox is a long-lived init process (this same binary,
+// re-executed through Reexec) inside fresh user, mount, PID, network, IPC
+// and UTS namespaces. The backend talks to it over a socketpair; the init
+// runs commands and file operations inside the sandbox's own root view, so
+// nothing a request names can resolve on the host. Sandboxes are recorded in
+// a per-user state directory with lock files, so other processes can list,
+// destroy and reap them.
+//
+// It deliberately does not pull images, emulate a VM, or apply seccomp
+// filters; see docs/local-sandbox.md for the isolation model and its limits.
+package local

@@ -1,0 +1,329 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rlhost/rlhost/plugins/local/confine"
+)
+
+// initMain is the sandbox init: PID 1 of the sandbox's PID namespace. It
+// builds the root view, then serves requests from the backend until the
+// control socket closes, and exits; its death kills every process left in
+// the namespace.
+func initMain() error {
+	// Commands must not inherit the control socket.
+	unix.CloseOnExec(3)
+	unix.Close(4) // the fd this binary was executed through
+	ctl := os.NewFile(3, "ctl")
+	var setup initSetup
+	if err := readFrame(ctl, &setup); err != nil {
+		return fmt.Errorf("read setup: %w", err)
+	}
+	srv, err := newInitServer(setup)
+	if err != nil {
+		writeFrame(ctl, response{Err: err.Error()})
+		return err
+	}
+	if err := writeFrame(ctl, response{}); err != nil {
+		return fmt.Errorf("send ready: %w", err)
+	}
+	srv.serve(ctl)
+	return nil
+}
+
+type initServer struct {
+	setup  initSetup
+	ws     *confine.Root
+	spawns chan spawnReq
+	reap   *reaper
+
+	wmu     sync.Mutex
+	mu      sync.Mutex
+	cancels map[uint64]context.CancelFunc
+}
+
+func newInitServer(s initSetup) (*initServer, error) {
+	// Catch every asynchronous signal: PID 1 gets only signals it handles,
+	// so this makes `kill -TERM 1` from inside harmless, and handlers (unlike
+	// SIG_IGN) are reset for the commands we start.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGABRT, syscall.SIGTERM,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGXCPU, syscall.SIGXFSZ,
+		syscall.SIGVTALRM, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGWINCH, syscall.SIGIO,
+		syscall.SIGPWR, syscall.SIGSYS, syscall.SIGTRAP, syscall.SIGSTKFLT)
+	go func() {
+		for range sigs {
+		}
+	}()
+	if err := buildRoot(s); err != nil {
+		return nil, err
+	}
+	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
+		return nil, fmt.Errorf("sethostname: %w", err)
+	}
+	if !s.Network {
+		if err := loopbackUp(); err != nil {
+			return nil, err
+		}
+	}
+	// Inherited by every command: no core dumps, and the file-size and
+	// open-file caps race-free (exec re-applies its own per process).
+	for _, l := range []struct {
+		res int
+		v   uint64
+	}{{unix.RLIMIT_CORE, 0}, {unix.RLIMIT_FSIZE, uint64(s.FileSize)}, {unix.RLIMIT_NOFILE, uint64(max(s.OpenFiles, 64))}} {
+		if err := unix.Setrlimit(l.res, &unix.Rlimit{Cur: l.v, Max: l.v}); err != nil {
+			return nil, fmt.Errorf("setrlimit %d: %w", l.res, err)
+		}
+	}
+	ws, err := confine.Open("/workspace", "/workspace")
+	if err != nil {
+		return nil, err
+	}
+	srv := &initServer{setup: s, ws: ws, spawns: make(chan spawnReq), reap: newReaper(), cancels: map[uint64]context.CancelFunc{}}
+	ready := make(chan error)
+	go spawner(srv.spawns, ready)
+	if err := <-ready; err != nil {
+		return nil, err
+	}
+	prewarmThreads()
+	return srv, nil
+}
+
+// loopbackUp brings up lo in the sandbox's private network namespace.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("loopback: socket: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback: get flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback: up: %w", err)
+	}
+	return nil
+}
+
+// prewarmThreads makes the runtime create spare OS threads now, so the init
+// never needs a new one while a fork bomb holds every pid of the cgroup.
+func prewarmThreads() {
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ts := unix.Timespec{Nsec: 2e6}
+			unix.Nanosleep(&ts, nil)
+		}()
+	}
+	wg.Wait()
+}
+
+type spawnReq struct {
+	argv0 string
+	argv  []string
+	attr  *syscall.ProcAttr
+	reply chan spawnRes
+}
+
+type spawnRes struct {
+	pid int
+	err error
+}
+
+// spawner owns one OS thread that has no_new_privs set and every
+// capability dropped (bounding, ambient, inheritable, permitted). Children
+// forked from it inherit that, so commands run as the sandbox's root user
+// with no capabilities, and setuid bits cannot give any back.
+func spawner(reqs chan spawnReq, ready chan error) {
+	runtime.LockOSThread() // never unlocked: the thread dies with the init
+	if err := dropPrivileges(); err != nil {
+		ready <- err
+		return
+	}
+	ready <- nil
+	for r := range reqs {
+		pid, err := syscall.ForkExec(r.argv0, r.argv, r.attr)
+		r.reply <- spawnRes{pid, err}
+	}
+}
+
+func dropPrivileges() error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	last := 40
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		fmt.Sscanf(string(b), "%d", &last)
+	}
+	for c := 0; c <= last; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("drop capability %d from bounding set: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && err != unix.EINVAL {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("clear capabilities: %w", err)
+	}
+	return nil
+}
+
+// reaper is PID 1's child reaper: it waits for every child (orphans
+// reparented to the init included) and hands exit statuses of the
+// commands it started to their waiters.
+type reaper struct {
+	mu      sync.Mutex
+	waiters map[int]chan waitRes
+}
+
+type waitRes struct {
+	ws syscall.WaitStatus
+	ru syscall.Rusage
+}
+
+func newReaper() *reaper {
+	r := &reaper{waiters: map[int]chan waitRes{}}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGCHLD)
+	go func() {
+		for range sig {
+			r.reapAll()
+		}
+	}()
+	return r
+}
+
+func (r *reaper) reapAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		var ws syscall.WaitStatus
+		var ru syscall.Rusage
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG|unix.WALL, &ru)
+		if err == syscall.EINTR {
+			continue
+		}
+		if pid <= 0 || err != nil {
+			return
+		}
+		if ch, ok := r.waiters[pid]; ok {
+			delete(r.waiters, pid)
+			ch <- waitRes{ws, ru}
+		}
+	}
+}
+
+// initStarter starts commands on the spawner thread. It holds the reaper's
+// lock across the fork so the pid is registered before it can be reaped.
+type initStarter struct{ srv *initServer }
+
+func (s initStarter) start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, error) {
+	r := s.srv.reap
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	reply := make(chan spawnRes, 1)
+	s.srv.spawns <- spawnReq{argv0, argv, attr, reply}
+	res := <-reply
+	if res.err == nil {
+		r.waiters[res.pid] = make(chan waitRes, 1)
+	}
+	return res.pid, res.err
+}
+
+func (s initStarter) wait(pid int) (syscall.WaitStatus, syscall.Rusage, error) {
+	r := s.srv.reap
+	r.mu.Lock()
+	ch, ok := r.waiters[pid]
+	r.mu.Unlock()
+	if !ok {
+		return 0, syscall.Rusage{}, fmt.Errorf("pid %d is not a child", pid)
+	}
+	w := <-ch
+	return w.ws, w.ru, nil
+}
+
+func (srv *initServer) serve(ctl *os.File) {
+	for {
+		var req request
+		if err := readFrame(ctl, &req); err != nil {
+			return // the backend is gone: exiting kills the sandbox
+		}
+		if req.Op == "cancel" {
+			srv.mu.Lock()
+			if c := srv.cancels[req.ID]; c != nil {
+				c()
+			}
+			srv.mu.Unlock()
+			continue
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		srv.mu.Lock()
+		srv.cancels[req.ID] = cancel
+		srv.mu.Unlock()
+		go func() {
+			resp := srv.handle(ctx, req)
+			resp.ID = req.ID
+			srv.mu.Lock()
+			delete(srv.cancels, req.ID)
+			srv.mu.Unlock()
+			cancel()
+			srv.wmu.Lock()
+			if err := writeFrame(ctl, resp); err != nil && !errors.Is(err, syscall.EPIPE) {
+				// An unsendable answer (too large) becomes an error answer.
+				writeFrame(ctl, response{ID: req.ID, Err: err.Error(), ErrKind: errKind(err)})
+			}
+			srv.wmu.Unlock()
+		}()
+	}
+}
+
+func (srv *initServer) handle(ctx context.Context, req request) response {
+	var resp response
+	var err error
+	switch req.Op {
+	case "exec":
+		if req.Exec == nil {
+			err = errors.New("exec without a command")
+			break
+		}
+		var res = req.Exec
+		r, e := run(ctx, *res, initStarter{srv}, "namespaces", nil)
+		resp.Exec, err = &r, e
+		if errors.Is(err, context.Canceled) {
+			err = nil // the backend reports its own context error
+		}
+	case "read":
+		resp.Data, err = srv.ws.ReadFile(req.Path, req.Max)
+	case "write":
+		err = srv.ws.WriteFile(req.Path, req.Data, req.Mode, req.Max)
+	case "list":
+		resp.Files, err = srv.ws.List(req.Path, maxListEntries)
+	case "ping":
+	default:
+		err = fmt.Errorf("unknown op %q", req.Op)
+	}
+	if err != nil {
+		resp.Err, resp.ErrKind = err.Error(), errKind(err)
+	}
+	return resp
+}

@@ -1,0 +1,370 @@
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rlhost/rlhost/core"
+)
+
+// roleEnv tells a re-executed binary to become a sandbox init (see Reexec).
+const roleEnv = "RLHOST_LOCAL_SANDBOX_ROLE"
+
+// initThreadAllowance is added to pids.max: the init (a Go program) lives in
+// the sandbox's cgroup and needs a few threads of its own even while a fork
+// bomb holds every other pid.
+const initThreadAllowance = 32
+
+// initSetup is the first frame the backend sends a new init.
+type initSetup struct {
+	Rootfs         string   `json:"rootfs"`
+	Hide           []string `json:"hide,omitempty"` // host paths to cover with an empty tmpfs
+	TmpBytes       int64    `json:"tmp_bytes"`
+	WorkspaceBytes int64    `json:"workspace_bytes"` // >0: tmpfs workspace; 0: bind fd 5
+	Network        bool     `json:"network"`
+	Hostname       string   `json:"hostname"`
+	FileSize       int64    `json:"file_size"`
+	OpenFiles      int      `json:"open_files"`
+}
+
+// nsBox is the backend's handle on a namespaced sandbox: its init process
+// and the socket to it.
+type nsBox struct {
+	pid  int
+	cmd  *exec.Cmd
+	conn net.Conn
+	cg   *sandboxCgroup
+
+	wmu     sync.Mutex
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[uint64]chan response
+	dead    chan struct{}
+	deadErr error
+	exited  chan struct{} // closed once the init is reaped
+}
+
+func hostIDs(base int64) (uid, gid int) {
+	if os.Geteuid() != 0 {
+		return os.Geteuid(), os.Getegid()
+	}
+	var r [4]byte
+	rand.Read(r[:])
+	id := int(base) + int(binary.LittleEndian.Uint32(r[:])%uidRange)
+	return id, id
+}
+
+// startNSBox starts a sandbox init in fresh namespaces and waits until it
+// has built its root and is ready to serve requests.
+func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.SandboxSpec, id, entryDir string) (nb *nsBox, err error) {
+	lim := spec.Limits
+	setup := initSetup{
+		Rootfs:    spec.Rootfs,
+		Hide:      []string{filepath.Dir(filepath.Dir(filepath.Join(entryDir, "x")))},
+		TmpBytes:  orDefault(lim.TmpBytes, defaultTmpBytes),
+		Network:   spec.Network,
+		Hostname:  "sandbox",
+		FileSize:  orDefault(lim.FileSizeBytes, defaultFileSize),
+		OpenFiles: int(orDefault(int64(lim.OpenFiles), defaultOpenFiles)),
+	}
+	if setup.Rootfs == "" {
+		setup.Rootfs = "/"
+	}
+	if sd, err := filepath.Abs(set.stateDir); err == nil {
+		setup.Hide = append(setup.Hide, sd)
+	}
+	uid, gid := hostIDs(set.UIDBase)
+
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: socketpair: %w", id, err)
+	}
+	parent, child := os.NewFile(uintptr(fds[0]), "sandbox-ctl"), os.NewFile(uintptr(fds[1]), "sandbox-ctl-child")
+	defer child.Close()
+	conn, err := net.FileConn(parent)
+	parent.Close()
+	if err != nil {
+		child.Close()
+		return nil, fmt.Errorf("sandbox %s: control socket: %w", id, err)
+	}
+	// The init is executed through an fd: after switching to the sandbox's
+	// uid it may not be able to reach the binary's directory by path.
+	exefd, err := unix.Open(set.helper, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("sandbox %s: open helper %s: %w", id, set.helper, err)
+	}
+	exe := os.NewFile(uintptr(exefd), set.helper)
+	defer exe.Close()
+	extra := []*os.File{child, exe}
+	if set.Workspace == "tmpfs" {
+		setup.WorkspaceBytes = orDefault(lim.DiskBytes, defaultDiskBytes)
+	} else {
+		ws := filepath.Join(entryDir, "workspace")
+		if err := os.Mkdir(ws, 0o700); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("sandbox %s: workspace: %w", id, err)
+		}
+		if err := os.Chown(ws, uid, gid); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("sandbox %s: workspace: %w", id, err)
+		}
+		wsf, err := os.Open(ws)
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("sandbox %s: workspace: %w", id, err)
+		}
+		defer wsf.Close()
+		extra = append(extra, wsf)
+	}
+
+	var cg *sandboxCgroup
+	if cgr.kind != cgroupOff {
+		l := lim
+		l.MemoryBytes = orDefault(l.MemoryBytes, defaultMemory)
+		pids := int(orDefault(int64(l.Pids), defaultPids)) + initThreadAllowance
+		if cg, err = cgr.create(id, l, pids); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("sandbox %s: %w", id, err)
+		}
+	}
+	defer func() {
+		if err != nil {
+			cg.destroy()
+		}
+	}()
+
+	flags := uintptr(syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS)
+	if !spec.Network {
+		flags |= syscall.CLONE_NEWNET
+	}
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/fd/4",
+		Args:       []string{set.helper, "rlhost-sandbox-init", id},
+		Env:        []string{roleEnv + "=init"},
+		Dir:        "/",
+		Stderr:     os.Stderr,
+		ExtraFiles: extra,
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags:                 flags,
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
+			GidMappingsEnableSetgroups: false,
+			Credential:                 &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
+			// If this process dies, so does the init, and with it its PID namespace.
+			Pdeathsig: syscall.SIGKILL,
+			Setsid:    true,
+		},
+	}
+	if cg != nil && cg.Kind == cgroupV2 {
+		d, err := os.Open(cg.Dirs[""])
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("sandbox %s: open cgroup: %w", id, err)
+		}
+		defer d.Close()
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(d.Fd())
+	}
+	if err := cmd.Start(); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("sandbox %s: start init %s: %w (%s)", id, set.helper, err, nsHint(err))
+	}
+	nb = &nsBox{pid: cmd.Process.Pid, cmd: cmd, conn: conn, cg: cg, pending: map[uint64]chan response{}, dead: make(chan struct{}), exited: make(chan struct{})}
+	go func() { cmd.Wait(); close(nb.exited) }()
+	defer func() {
+		if err != nil {
+			nb.stop()
+		}
+	}()
+	if cg != nil && cg.Kind == cgroupV1 {
+		if err := cg.addProc(nb.pid); err != nil {
+			return nb, fmt.Errorf("sandbox %s: %w", id, err)
+		}
+	}
+
+	// The handshake: setup out, one response back.
+	deadline := time.Now().Add(30 * time.Second)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	conn.SetDeadline(deadline)
+	if err := writeFrame(conn, setup); err != nil {
+		return nb, fmt.Errorf("sandbox %s: send setup: %w", id, err)
+	}
+	var ready response
+	if err := readFrame(conn, &ready); err != nil {
+		return nb, fmt.Errorf("sandbox %s: init did not come up: %w", id, err)
+	}
+	conn.SetDeadline(time.Time{})
+	if ready.Err != "" {
+		return nb, fmt.Errorf("sandbox %s: init setup: %s", id, ready.Err)
+	}
+	go nb.readLoop()
+	return nb, nil
+}
+
+func nsHint(err error) string {
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSPC) {
+		return "user namespaces look unavailable: check user.max_user_namespaces, kernel.unprivileged_userns_clone and AppArmor's restrict_unprivileged_userns, or set isolation = \"none\" for trusted code"
+	}
+	return "see docs/local-sandbox.md"
+}
+
+// checkNamespaces fails early, naming the kernel feature, where user
+// namespaces are switched off.
+func checkNamespaces() error {
+	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && string(b) == "0\n" {
+		return fmt.Errorf("user namespaces are disabled (user.max_user_namespaces = 0); enable them, or set isolation = \"none\" to run trusted code without isolation: %w", core.ErrUnavailable)
+	}
+	if os.Geteuid() != 0 {
+		if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && string(b) == "0\n" {
+			return fmt.Errorf("unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0); enable them, run as root, or set isolation = \"none\" for trusted code: %w", core.ErrUnavailable)
+		}
+	}
+	if _, err := os.Stat("/proc/self/ns/user"); err != nil {
+		return fmt.Errorf("kernel lacks user namespaces (CONFIG_USER_NS): %w", core.ErrUnavailable)
+	}
+	return nil
+}
+
+func (nb *nsBox) readLoop() {
+	var err error
+	for {
+		var r response
+		if err = readFrame(nb.conn, &r); err != nil {
+			break
+		}
+		nb.mu.Lock()
+		ch := nb.pending[r.ID]
+		delete(nb.pending, r.ID)
+		nb.mu.Unlock()
+		if ch != nil {
+			ch <- r
+		}
+	}
+	nb.mu.Lock()
+	nb.deadErr = fmt.Errorf("sandbox init exited: %v: %w", err, core.ErrUnavailable)
+	close(nb.dead)
+	nb.mu.Unlock()
+}
+
+func (nb *nsBox) alive() bool {
+	select {
+	case <-nb.dead:
+		return false
+	default:
+		return true
+	}
+}
+
+// call sends one request and waits for its response. When ctx ends first,
+// the init is told to cancel, and the (prompt) response is still awaited.
+func (nb *nsBox) call(ctx context.Context, req request) (response, error) {
+	nb.mu.Lock()
+	select {
+	case <-nb.dead:
+		err := nb.deadErr
+		nb.mu.Unlock()
+		return response{}, err
+	default:
+	}
+	nb.nextID++
+	req.ID = nb.nextID
+	ch := make(chan response, 1)
+	nb.pending[req.ID] = ch
+	nb.mu.Unlock()
+
+	nb.wmu.Lock()
+	err := writeFrame(nb.conn, req)
+	nb.wmu.Unlock()
+	if err != nil {
+		nb.mu.Lock()
+		delete(nb.pending, req.ID)
+		nb.mu.Unlock()
+		return response{}, fmt.Errorf("send %s: %w", req.Op, err)
+	}
+	done := ctx.Done()
+	for {
+		select {
+		case r := <-ch:
+			if r.Err != "" {
+				return r, kindErr(r.ErrKind, r.Err)
+			}
+			return r, nil
+		case <-nb.dead:
+			return response{}, nb.deadErr
+		case <-done:
+			done = nil
+			nb.wmu.Lock()
+			writeFrame(nb.conn, request{ID: req.ID, Op: "cancel"})
+			nb.wmu.Unlock()
+		}
+	}
+}
+
+func (nb *nsBox) exec(ctx context.Context, s execSpec) (core.ExecResult, error) {
+	var oom0, pids0 uint64
+	if nb.cg != nil {
+		oom0, pids0 = nb.cg.counters()
+	}
+	r, err := nb.call(ctx, request{Op: "exec", Exec: &s})
+	if err != nil {
+		return core.ExecResult{Isolation: "namespaces"}, err
+	}
+	res := *r.Exec
+	if nb.cg != nil {
+		oom1, pids1 := nb.cg.counters()
+		res.OOMKilled = oom1 > oom0
+		res.PidsExceeded = pids1 > pids0
+	}
+	res.Duration = time.Duration(res.DurationMS * float64(time.Millisecond))
+	if ctx.Err() != nil && !res.TimedOut {
+		return res, fmt.Errorf("exec: %w", ctx.Err())
+	}
+	return res, nil
+}
+
+func (nb *nsBox) readFile(ctx context.Context, p string, max int64) ([]byte, error) {
+	r, err := nb.call(ctx, request{Op: "read", Path: p, Max: max})
+	return r.Data, err
+}
+
+func (nb *nsBox) writeFile(ctx context.Context, p string, data []byte, mode uint32, max int64) error {
+	_, err := nb.call(ctx, request{Op: "write", Path: p, Data: data, Mode: mode, Max: max})
+	return err
+}
+
+func (nb *nsBox) list(ctx context.Context, p string) ([]core.FileInfo, error) {
+	r, err := nb.call(ctx, request{Op: "list", Path: p})
+	return r.Files, err
+}
+
+// stop kills the init (its PID namespace dies with it, and with that every
+// mount of the sandbox), then empties and removes the cgroup.
+func (nb *nsBox) stop() error {
+	syscall.Kill(nb.pid, syscall.SIGKILL)
+	nb.conn.Close()
+	var err error
+	if nb.cg != nil {
+		err = nb.cg.destroy()
+	}
+	// Wait until the init is reaped so no zombie or namespace outlives stop.
+	select {
+	case <-nb.exited:
+	case <-time.After(5 * time.Second):
+		err = errors.Join(err, fmt.Errorf("sandbox init %d did not exit", nb.pid))
+	}
+	return err
+}

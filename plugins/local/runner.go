@@ -1,0 +1,311 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rlhost/rlhost/core"
+)
+
+// execSpec is one command as the runner sees it: everything already merged
+// and resolved against the sandbox's defaults.
+type execSpec struct {
+	Argv      []string      `json:"argv"`
+	Env       []string      `json:"env"`
+	Dir       string        `json:"dir"`
+	Stdin     []byte        `json:"stdin,omitempty"`
+	Timeout   time.Duration `json:"timeout"`
+	MaxOutput int64         `json:"max_output"`
+	// Per-process rlimits applied right after the fork (prlimit). Zero = unset.
+	CPUTime      time.Duration `json:"cpu_time,omitempty"`
+	AddressSpace int64         `json:"address_space,omitempty"`
+	FileSize     int64         `json:"file_size,omitempty"`
+	OpenFiles    int           `json:"open_files,omitempty"`
+	Nproc        int           `json:"nproc,omitempty"`
+}
+
+// starter forks and reaps. The none backend forks from any thread and
+// waits on the pid; a sandbox init forks from its capability-less spawner
+// thread and waits through its PID-1 reaper.
+type starter interface {
+	start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, error)
+	wait(pid int) (syscall.WaitStatus, syscall.Rusage, error)
+}
+
+// limitCounters reads cumulative cgroup event counters (OOM kills, pids.max
+// hits) so a run can tell which sandbox-wide limit fired during it.
+type limitCounters func() (oomKills, pidsMax uint64)
+
+// drainGrace is how long output is still collected after the command exits,
+// for background children that inherited its stdout/stderr.
+const drainGrace = 50 * time.Millisecond
+
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// run executes one command to completion and reports which limit fired.
+func run(ctx context.Context, s execSpec, st starter, isolation string, counters limitCounters) (core.ExecResult, error) {
+	res := core.ExecResult{Isolation: isolation}
+	if len(s.Argv) == 0 {
+		return res, errors.New("exec: empty command")
+	}
+	begin := time.Now()
+	finish := func() core.ExecResult {
+		res.Duration = time.Since(begin)
+		res.DurationMS = float64(res.Duration.Microseconds()) / 1000
+		return res
+	}
+	argv0, err := lookPath(s.Argv[0], s.Env, s.Dir)
+	if err != nil {
+		res.ExitCode = 127
+		res.Stderr = fmt.Sprintf("rlhost: %s: %v\n", s.Argv[0], err)
+		return finish(), nil
+	}
+
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return res, fmt.Errorf("exec: stdin pipe: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		stdinR.Close()
+		stdinW.Close()
+		return res, fmt.Errorf("exec: stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		stdinR.Close()
+		stdinW.Close()
+		outR.Close()
+		outW.Close()
+		return res, fmt.Errorf("exec: stderr pipe: %w", err)
+	}
+
+	var oom0, pids0 uint64
+	if counters != nil {
+		oom0, pids0 = counters()
+	}
+	attr := &syscall.ProcAttr{
+		Dir:   s.Dir,
+		Env:   s.Env,
+		Files: []uintptr{stdinR.Fd(), outW.Fd(), errW.Fd()},
+		// Its own process group, so a timeout can kill the whole tree at once.
+		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	}
+	pid, err := st.start(argv0, s.Argv, attr)
+	stdinR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		stdinW.Close()
+		outR.Close()
+		errR.Close()
+		res.ExitCode = 126
+		if errors.Is(err, syscall.ENOENT) {
+			res.ExitCode = 127
+		}
+		res.Stderr = fmt.Sprintf("rlhost: %s: %v\n", s.Argv[0], err)
+		return finish(), nil
+	}
+	applyRlimits(pid, s)
+
+	stdout := &capBuf{max: s.MaxOutput}
+	stderr := &capBuf{max: s.MaxOutput}
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go func() { defer readers.Done(); stdout.drain(outR) }()
+	go func() { defer readers.Done(); stderr.drain(errR) }()
+	go func() {
+		if len(s.Stdin) > 0 {
+			stdinW.Write(s.Stdin) // EPIPE when the command ignores stdin is fine
+		}
+		stdinW.Close()
+	}()
+
+	var mu sync.Mutex
+	timedOut := false
+	killGroup := func(timeout bool) {
+		mu.Lock()
+		if timeout {
+			timedOut = true
+		}
+		mu.Unlock()
+		syscall.Kill(-pid, syscall.SIGKILL)
+		syscall.Kill(pid, syscall.SIGKILL) // in case it left its group already
+	}
+	var timer *time.Timer
+	if s.Timeout > 0 {
+		timer = time.AfterFunc(s.Timeout, func() { killGroup(true) })
+	}
+	stopWatch := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			killGroup(false)
+		case <-stopWatch:
+		}
+	}()
+
+	ws, ru, werr := st.wait(pid)
+	close(stopWatch)
+	if timer != nil {
+		timer.Stop()
+	}
+	if werr != nil {
+		killGroup(false)
+	}
+
+	drained := make(chan struct{})
+	go func() { readers.Wait(); close(drained) }()
+	grace := time.NewTimer(drainGrace)
+	select {
+	case <-drained:
+	case <-grace.C:
+		outR.Close()
+		errR.Close()
+		<-drained
+	}
+	grace.Stop()
+	outR.Close()
+	errR.Close()
+	if werr != nil {
+		return finish(), fmt.Errorf("exec: wait for pid %d: %w", pid, werr)
+	}
+
+	res.Stdout = string(stdout.buf)
+	res.Stderr = string(stderr.buf)
+	res.OutputTruncated = stdout.truncated || stderr.truncated
+	mu.Lock()
+	res.TimedOut = timedOut
+	mu.Unlock()
+	switch {
+	case ws.Exited():
+		res.ExitCode = ws.ExitStatus()
+	case ws.Signaled():
+		sig := ws.Signal()
+		res.ExitCode = 128 + int(sig)
+		res.Signal = unix.SignalName(sig)
+		cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		if s.CPUTime > 0 && (sig == syscall.SIGXCPU || (sig == syscall.SIGKILL && cpu >= s.CPUTime)) {
+			res.CPUTimeExceeded = true
+		}
+	}
+	if counters != nil {
+		oom1, pids1 := counters()
+		res.OOMKilled = oom1 > oom0
+		res.PidsExceeded = pids1 > pids0
+	}
+	if ctx.Err() != nil && !res.TimedOut {
+		return finish(), fmt.Errorf("exec: %w", ctx.Err())
+	}
+	return finish(), nil
+}
+
+func applyRlimits(pid int, s execSpec) {
+	set := func(res int, v uint64, hard uint64) {
+		lim := unix.Rlimit{Cur: v, Max: hard}
+		unix.Prlimit(pid, res, &lim, nil)
+	}
+	if s.CPUTime > 0 {
+		sec := uint64((s.CPUTime + time.Second - 1) / time.Second)
+		set(unix.RLIMIT_CPU, sec, sec+1)
+	}
+	if s.AddressSpace > 0 {
+		set(unix.RLIMIT_AS, uint64(s.AddressSpace), uint64(s.AddressSpace))
+	}
+	if s.FileSize > 0 {
+		set(unix.RLIMIT_FSIZE, uint64(s.FileSize), uint64(s.FileSize))
+	}
+	if s.OpenFiles > 0 {
+		set(unix.RLIMIT_NOFILE, uint64(s.OpenFiles), uint64(s.OpenFiles))
+	}
+	if s.Nproc > 0 {
+		set(unix.RLIMIT_NPROC, uint64(s.Nproc), uint64(s.Nproc))
+	}
+	set(unix.RLIMIT_CORE, 0, 0)
+}
+
+// capBuf keeps the first max bytes written and counts the rest, so a
+// flooding writer never blocks on a full pipe.
+type capBuf struct {
+	max       int64
+	buf       []byte
+	truncated bool
+}
+
+func (c *capBuf) drain(f *os.File) {
+	chunk := make([]byte, 64<<10)
+	for {
+		n, err := f.Read(chunk)
+		if n > 0 {
+			room := c.max - int64(len(c.buf))
+			switch {
+			case room >= int64(n):
+				c.buf = append(c.buf, chunk[:n]...)
+			case room > 0:
+				c.buf = append(c.buf, chunk[:room]...)
+				c.truncated = true
+			default:
+				c.truncated = true
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// lookPath finds argv0 in the PATH of env (not the caller's PATH: the
+// command runs in the sandbox's environment and file system).
+func lookPath(file string, env []string, dir string) (string, error) {
+	if strings.Contains(file, "/") {
+		return file, nil
+	}
+	pathVar := defaultPath
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathVar = v
+		}
+	}
+	for _, d := range strings.Split(pathVar, ":") {
+		if d == "" {
+			d = "."
+		}
+		p := d + "/" + file
+		if !strings.HasPrefix(p, "/") {
+			p = dir + "/" + p
+		}
+		var st unix.Stat_t
+		if unix.Stat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Mode&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", errors.New("command not found")
+}
+
+// directStarter forks from whatever thread runs it and waits on the pid;
+// used where no PID-1 reaper owns the children (isolation = "none").
+type directStarter struct{}
+
+func (directStarter) start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, error) {
+	return syscall.ForkExec(argv0, argv, attr)
+}
+
+func (directStarter) wait(pid int) (syscall.WaitStatus, syscall.Rusage, error) {
+	var ws syscall.WaitStatus
+	var ru syscall.Rusage
+	for {
+		_, err := syscall.Wait4(pid, &ws, 0, &ru)
+		if err == syscall.EINTR {
+			continue
+		}
+		return ws, ru, err
+	}
+}

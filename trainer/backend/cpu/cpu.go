@@ -1,0 +1,705 @@
+// Package cpu is the pure-Go (no cgo) implementation of backend.Backend.
+// Ops run on a worker pool sized from runtime.GOMAXPROCS, parallel over
+// rows, heads or output tiles. The element type is a type parameter: the
+// trainer uses float32, gradient checks use float64 with the same code.
+//
+// It deliberately does no autograd and no shape tracking; callers pass
+// dimensions to every op. Scratch memory is grown on first use and then
+// reused, so steady-state steps do not allocate tensors.
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+
+	"github.com/rlhost/rlhost/trainer/backend"
+)
+
+// Float is the element type of a CPU backend.
+type Float interface{ ~float32 | ~float64 }
+
+type tensor[T Float] struct{ d []T }
+
+func (t *tensor[T]) Len() int { return len(t.d) }
+
+type ints struct{ d []int32 }
+
+func (t *ints) Len() int { return len(t.d) }
+
+// Backend is the CPU backend with element type T.
+type Backend[T Float] struct {
+	pool     *pool
+	useGonum bool
+
+	packA, packB [][]T // per-worker matmul packing buffers
+	dkh, dvh     []T   // per-query-head attention gradients
+	rows         []T   // per-task score rows
+	invFreq      []float64
+}
+
+// Options configure a CPU backend.
+type Options struct {
+	// Workers is the pool size; 0 means runtime.GOMAXPROCS(0).
+	Workers int
+	// Matmul selects "gonum" (gonum's sgemm/dgemm) or "blocked" (the
+	// hand-written kernel). Empty picks the default, gonum, which measured
+	// faster on amd64 (see docs/trainer.md).
+	Matmul string
+}
+
+// New returns a float32 CPU backend.
+func New(o Options) (*Backend[float32], error) { return NewT[float32](o) }
+
+// New64 returns a float64 CPU backend (for gradient checks).
+func New64(o Options) (*Backend[float64], error) { return NewT[float64](o) }
+
+// NewT returns a CPU backend with element type T.
+func NewT[T Float](o Options) (*Backend[T], error) {
+	w := o.Workers
+	if w <= 0 {
+		w = runtime.GOMAXPROCS(0)
+	}
+	b := &Backend[T]{pool: newPool(w)}
+	switch o.Matmul {
+	case "", "gonum":
+		b.useGonum = true
+	case "blocked":
+	default:
+		b.pool.close()
+		return nil, fmt.Errorf("cpu backend: unknown matmul %q (want gonum or blocked)", o.Matmul)
+	}
+	return b, nil
+}
+
+var (
+	_ backend.Backend   = (*Backend[float32])(nil)
+	_ backend.Float64IO = (*Backend[float64])(nil)
+)
+
+// Name implements backend.Backend.
+func (b *Backend[T]) Name() string {
+	var z T
+	mm := "blocked"
+	if b.useGonum {
+		mm = "gonum"
+	}
+	if any(z) == any(float32(0)) {
+		return "cpu-f32-" + mm
+	}
+	return "cpu-f64-" + mm
+}
+
+// Workers is the pool size.
+func (b *Backend[T]) Workers() int { return b.pool.n }
+
+// Close stops the worker goroutines.
+func (b *Backend[T]) Close() { b.pool.close() }
+
+func (b *Backend[T]) ensurePack() {
+	if b.packA != nil {
+		return
+	}
+	b.packA = make([][]T, b.pool.n)
+	b.packB = make([][]T, b.pool.n)
+	for i := range b.pool.n {
+		b.packA[i] = make([]T, ((mc+mr-1)/mr)*mr*kc)
+		b.packB[i] = make([]T, ((nc+nr-1)/nr)*nr*kc)
+	}
+}
+
+// grow returns s resized to n elements, reallocating only when it must.
+func grow[T any](s *[]T, n int) []T {
+	if cap(*s) < n {
+		*s = make([]T, n)
+	}
+	*s = (*s)[:n]
+	return *s
+}
+
+func d[T Float](t backend.Tensor) []T { return t.(*tensor[T]).d }
+func di(t backend.Ints) []int32       { return t.(*ints).d }
+
+// Alloc implements backend.Backend.
+func (b *Backend[T]) Alloc(n int) backend.Tensor { return &tensor[T]{d: make([]T, n)} }
+
+// View implements backend.Backend.
+func (b *Backend[T]) View(t backend.Tensor, off, n int) backend.Tensor {
+	return &tensor[T]{d: d[T](t)[off : off+n : off+n]}
+}
+
+// AllocInts implements backend.Backend.
+func (b *Backend[T]) AllocInts(n int) backend.Ints { return &ints{d: make([]int32, n)} }
+
+// ViewInts implements backend.Backend.
+func (b *Backend[T]) ViewInts(t backend.Ints, off, n int) backend.Ints {
+	return &ints{d: di(t)[off : off+n : off+n]}
+}
+
+// Upload implements backend.Backend.
+func (b *Backend[T]) Upload(dst backend.Tensor, src []float32) {
+	x := d[T](dst)
+	if len(src) != len(x) {
+		panic(fmt.Sprintf("cpu: upload of %d floats into tensor of %d", len(src), len(x)))
+	}
+	for i, v := range src {
+		x[i] = T(v)
+	}
+}
+
+// Download implements backend.Backend.
+func (b *Backend[T]) Download(dst []float32, src backend.Tensor) {
+	x := d[T](src)
+	if len(dst) != len(x) {
+		panic(fmt.Sprintf("cpu: download of tensor of %d into %d floats", len(x), len(dst)))
+	}
+	for i, v := range x {
+		dst[i] = float32(v)
+	}
+}
+
+// Upload64 implements backend.Float64IO.
+func (b *Backend[T]) Upload64(dst backend.Tensor, src []float64) {
+	x := d[T](dst)
+	if len(src) != len(x) {
+		panic(fmt.Sprintf("cpu: upload of %d floats into tensor of %d", len(src), len(x)))
+	}
+	for i, v := range src {
+		x[i] = T(v)
+	}
+}
+
+// Download64 implements backend.Float64IO.
+func (b *Backend[T]) Download64(dst []float64, src backend.Tensor) {
+	x := d[T](src)
+	if len(dst) != len(x) {
+		panic(fmt.Sprintf("cpu: download of tensor of %d into %d floats", len(x), len(dst)))
+	}
+	for i, v := range x {
+		dst[i] = float64(v)
+	}
+}
+
+// UploadInts implements backend.Backend.
+func (b *Backend[T]) UploadInts(dst backend.Ints, src []int32) {
+	x := di(dst)
+	if len(src) != len(x) {
+		panic(fmt.Sprintf("cpu: upload of %d ints into array of %d", len(src), len(x)))
+	}
+	copy(x, src)
+}
+
+// elementwise runs fn over [0,n) in parallel chunks of at least 16k.
+func (b *Backend[T]) elementwise(n int, fn func(lo, hi int)) {
+	b.pool.run(n, 1<<14, func(_, lo, hi int) { fn(lo, hi) })
+}
+
+// Zero implements backend.Backend.
+func (b *Backend[T]) Zero(t backend.Tensor) {
+	x := d[T](t)
+	b.elementwise(len(x), func(lo, hi int) { clear(x[lo:hi]) })
+}
+
+// Fill implements backend.Backend.
+func (b *Backend[T]) Fill(t backend.Tensor, v float32) {
+	x := d[T](t)
+	b.elementwise(len(x), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			x[i] = T(v)
+		}
+	})
+}
+
+// Copy implements backend.Backend.
+func (b *Backend[T]) Copy(dst, src backend.Tensor) {
+	x, y := d[T](dst), d[T](src)
+	if len(x) != len(y) {
+		panic(fmt.Sprintf("cpu: copy of %d into %d", len(y), len(x)))
+	}
+	b.elementwise(len(x), func(lo, hi int) { copy(x[lo:hi], y[lo:hi]) })
+}
+
+// Add implements backend.Backend.
+func (b *Backend[T]) Add(out, a, c backend.Tensor) {
+	o, x, y := d[T](out), d[T](a), d[T](c)
+	b.elementwise(len(o), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			o[i] = x[i] + y[i]
+		}
+	})
+}
+
+// Accumulate implements backend.Backend.
+func (b *Backend[T]) Accumulate(dst, src backend.Tensor) {
+	o, x := d[T](dst), d[T](src)
+	b.elementwise(len(o), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			o[i] += x[i]
+		}
+	})
+}
+
+// Scale implements backend.Backend.
+func (b *Backend[T]) Scale(t backend.Tensor, s float32) {
+	x := d[T](t)
+	b.elementwise(len(x), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			x[i] *= T(s)
+		}
+	})
+}
+
+// SumSquares implements backend.Backend. Partial sums are kept per chunk
+// and added in a fixed order so the result does not depend on scheduling.
+func (b *Backend[T]) SumSquares(t backend.Tensor) float64 {
+	x := d[T](t)
+	const chunk = 1 << 14
+	parts := (len(x) + chunk - 1) / chunk
+	sums := make([]float64, parts)
+	b.pool.run(parts, 1, func(_, lo, hi int) {
+		for p := lo; p < hi; p++ {
+			var s float64
+			for _, v := range x[p*chunk : min(len(x), (p+1)*chunk)] {
+				s += float64(v) * float64(v)
+			}
+			sums[p] = s
+		}
+	})
+	var s float64
+	for _, v := range sums {
+		s += v
+	}
+	return s
+}
+
+// MatMul implements backend.Backend.
+func (b *Backend[T]) MatMul(c, a, bb backend.Tensor, m, n, k int, transA, transB, acc bool) {
+	cd, ad, bd := d[T](c), d[T](a), d[T](bb)
+	if len(cd) < m*n || len(ad) < m*k || len(bd) < k*n {
+		panic(fmt.Sprintf("cpu: matmul %dx%dx%d on tensors of %d, %d, %d", m, n, k, len(cd), len(ad), len(bd)))
+	}
+	b.matmul(cd[:m*n], ad[:m*k], bd[:k*n], m, n, k, transA, transB, acc)
+}
+
+// AddBias implements backend.Backend.
+func (b *Backend[T]) AddBias(x, bias backend.Tensor, rows, cols int) {
+	xd, bd := d[T](x), d[T](bias)
+	b.pool.run(rows, 16, func(_, lo, hi int) {
+		for r := lo; r < hi; r++ {
+			row := xd[r*cols : (r+1)*cols]
+			for j := range row {
+				row[j] += bd[j]
+			}
+		}
+	})
+}
+
+// BiasBackward implements backend.Backend (parallel over columns, so
+// workers never write the same element).
+func (b *Backend[T]) BiasBackward(dbias, dy backend.Tensor, rows, cols int) {
+	db, g := d[T](dbias), d[T](dy)
+	b.pool.run(cols, 64, func(_, lo, hi int) {
+		for r := range rows {
+			row := g[r*cols : (r+1)*cols]
+			for j := lo; j < hi; j++ {
+				db[j] += row[j]
+			}
+		}
+	})
+}
+
+// RMSNorm implements backend.Backend. The mean square is accumulated in
+// float64; transformers computes it in float32, which agrees to ~1e-7.
+func (b *Backend[T]) RMSNorm(out, rstd, x, w backend.Tensor, rows, dim int, eps float32) {
+	o, rs, xd, wd := d[T](out), d[T](rstd), d[T](x), d[T](w)
+	b.pool.run(rows, 4, func(_, lo, hi int) {
+		for r := lo; r < hi; r++ {
+			xr := xd[r*dim : (r+1)*dim]
+			var ss float64
+			for _, v := range xr {
+				ss += float64(v) * float64(v)
+			}
+			s := T(1 / math.Sqrt(ss/float64(dim)+float64(eps)))
+			rs[r] = s
+			or := o[r*dim : (r+1)*dim]
+			for i, v := range xr {
+				or[i] = wd[i] * (v * s)
+			}
+		}
+	})
+}
+
+// RMSNormBackward implements backend.Backend. With y_i = w_i x_i s and
+// s = (mean(x²)+eps)^-1/2:
+// dx_i = s w_i dy_i − s³/dim · x_i · Σ_j w_j dy_j x_j, dw_i = Σ_rows dy_i x_i s.
+func (b *Backend[T]) RMSNormBackward(dx, dw, dout, x, w, rstd backend.Tensor, rows, dim int) {
+	dxd, dwd, g, xd, wd, rs := d[T](dx), d[T](dw), d[T](dout), d[T](x), d[T](w), d[T](rstd)
+	b.pool.run(rows, 4, func(_, lo, hi int) {
+		for r := lo; r < hi; r++ {
+			xr, gr, dr := xd[r*dim:(r+1)*dim], g[r*dim:(r+1)*dim], dxd[r*dim:(r+1)*dim]
+			s := rs[r]
+			var dot T
+			for i := range xr {
+				dot += wd[i] * gr[i] * xr[i]
+			}
+			c := s * s * s * dot / T(dim)
+			for i := range xr {
+				dr[i] += s*wd[i]*gr[i] - c*xr[i]
+			}
+		}
+	})
+	b.pool.run(dim, 64, func(_, lo, hi int) {
+		for r := range rows {
+			xr, gr, s := xd[r*dim:(r+1)*dim], g[r*dim:(r+1)*dim], rs[r]
+			for i := lo; i < hi; i++ {
+				dwd[i] += gr[i] * xr[i] * s
+			}
+		}
+	})
+}
+
+// ropeFreqs fills b.invFreq the way transformers computes inv_freq in
+// float32: 1 / theta^(2i/headDim), each step rounded to float32.
+func (b *Backend[T]) ropeFreqs(headDim int, theta float64) []float64 {
+	half := headDim / 2
+	f := grow(&b.invFreq, half)
+	for i := range half {
+		e := float32(2*i) / float32(headDim)
+		p := float32(math.Pow(theta, float64(e)))
+		f[i] = float64(float32(1 / p))
+	}
+	return f
+}
+
+func (b *Backend[T]) rope(x backend.Tensor, pos backend.Ints, rows, heads, headDim int, theta float64, sign T) {
+	xd, pd := d[T](x), di(pos)
+	half := headDim / 2
+	f := b.ropeFreqs(headDim, theta)
+	b.pool.run(rows, 4, func(_, lo, hi int) {
+		for r := lo; r < hi; r++ {
+			p := float32(pd[r])
+			for i := range half {
+				// Angle in float32 as transformers does, cos/sin rounded to float32.
+				ang := float64(p * float32(f[i]))
+				c, s := T(float32(math.Cos(ang))), sign*T(float32(math.Sin(ang)))
+				for h := range heads {
+					v := xd[(r*heads+h)*headDim:]
+					x1, x2 := v[i], v[i+half]
+					v[i] = x1*c - x2*s
+					v[i+half] = x2*c + x1*s
+				}
+			}
+		}
+	})
+}
+
+// RoPE implements backend.Backend.
+func (b *Backend[T]) RoPE(x backend.Tensor, pos backend.Ints, rows, heads, headDim int, theta float64) {
+	b.rope(x, pos, rows, heads, headDim, theta, 1)
+}
+
+// RoPEBackward implements backend.Backend: the rotation is orthogonal, so
+// its transpose is the rotation by the negative angle.
+func (b *Backend[T]) RoPEBackward(dx backend.Tensor, pos backend.Ints, rows, heads, headDim int, theta float64) {
+	b.rope(dx, pos, rows, heads, headDim, theta, -1)
+}
+
+// Attention implements backend.Backend, parallel over (sequence, head).
+func (b *Backend[T]) Attention(out, att, q, k, v backend.Tensor, lens backend.Ints, B, T_, hq, hkv, dd int) {
+	o, a, qd, kd, vd, ld := d[T](out), d[T](att), d[T](q), d[T](k), d[T](v), di(lens)
+	scale := T(1 / math.Sqrt(float64(dd)))
+	grp := hq / hkv
+	b.pool.run(B*hq, 1, func(_, lo, hi int) {
+		for task := lo; task < hi; task++ {
+			bi, h := task/hq, task%hq
+			g := h / grp
+			n := int(ld[bi])
+			for i := range T_ {
+				arow := a[((bi*hq+h)*T_+i)*T_ : ((bi*hq+h)*T_+i+1)*T_]
+				orow := o[((bi*T_+i)*hq+h)*dd : ((bi*T_+i)*hq+h+1)*dd]
+				clear(arow)
+				clear(orow)
+				if i >= n {
+					continue
+				}
+				qi := qd[((bi*T_+i)*hq+h)*dd : ((bi*T_+i)*hq+h+1)*dd]
+				mx := T(math.Inf(-1))
+				for j := 0; j <= i; j++ {
+					kj := kd[((bi*T_+j)*hkv+g)*dd : ((bi*T_+j)*hkv+g+1)*dd]
+					var s T
+					for e := range qi {
+						s += qi[e] * kj[e]
+					}
+					s *= scale
+					arow[j] = s
+					mx = max(mx, s)
+				}
+				var sum T
+				for j := 0; j <= i; j++ {
+					e := T(math.Exp(float64(arow[j] - mx)))
+					arow[j] = e
+					sum += e
+				}
+				inv := 1 / sum
+				for j := 0; j <= i; j++ {
+					p := arow[j] * inv
+					arow[j] = p
+					vj := vd[((bi*T_+j)*hkv+g)*dd : ((bi*T_+j)*hkv+g+1)*dd]
+					for e := range orow {
+						orow[e] += p * vj[e]
+					}
+				}
+			}
+		}
+	})
+}
+
+// AttentionBackward implements backend.Backend. Tasks are (sequence, query
+// head); the query heads of one group would race on dk/dv, so each task
+// writes its own per-query-head slice, summed into dk/dv per group after.
+func (b *Backend[T]) AttentionBackward(dq, dk, dv, dout, q, k, v, att backend.Tensor, lens backend.Ints, B, T_, hq, hkv, dd int) {
+	dqd, dkd, dvd, g := d[T](dq), d[T](dk), d[T](dv), d[T](dout)
+	qd, kd, vd, a, ld := d[T](q), d[T](k), d[T](v), d[T](att), di(lens)
+	scale := T(1 / math.Sqrt(float64(dd)))
+	grp := hq / hkv
+	dkh := grow(&b.dkh, B*T_*hq*dd)
+	dvh := grow(&b.dvh, B*T_*hq*dd)
+	tmp := grow(&b.rows, B*hq*T_)
+	b.pool.run(B*hq, 1, func(_, lo, hi int) {
+		for task := lo; task < hi; task++ {
+			bi, h := task/hq, task%hq
+			gi := h / grp
+			n := int(ld[bi])
+			da := tmp[task*T_ : (task+1)*T_]
+			for j := range T_ {
+				clear(dkh[((bi*T_+j)*hq+h)*dd : ((bi*T_+j)*hq+h+1)*dd])
+				clear(dvh[((bi*T_+j)*hq+h)*dd : ((bi*T_+j)*hq+h+1)*dd])
+			}
+			for i := range min(n, T_) {
+				arow := a[((bi*hq+h)*T_+i)*T_:]
+				gi_ := g[((bi*T_+i)*hq+h)*dd : ((bi*T_+i)*hq+h+1)*dd]
+				qi := qd[((bi*T_+i)*hq+h)*dd : ((bi*T_+i)*hq+h+1)*dd]
+				dqi := dqd[((bi*T_+i)*hq+h)*dd : ((bi*T_+i)*hq+h+1)*dd]
+				var dot T
+				for j := 0; j <= i; j++ {
+					vj := vd[((bi*T_+j)*hkv+gi)*dd : ((bi*T_+j)*hkv+gi+1)*dd]
+					dvj := dvh[((bi*T_+j)*hq+h)*dd : ((bi*T_+j)*hq+h+1)*dd]
+					p := arow[j]
+					var s T
+					for e := range gi_ {
+						s += gi_[e] * vj[e]
+						dvj[e] += p * gi_[e]
+					}
+					da[j] = s
+					dot += p * s
+				}
+				for j := 0; j <= i; j++ {
+					ds := arow[j] * (da[j] - dot) * scale
+					kj := kd[((bi*T_+j)*hkv+gi)*dd : ((bi*T_+j)*hkv+gi+1)*dd]
+					dkj := dkh[((bi*T_+j)*hq+h)*dd : ((bi*T_+j)*hq+h+1)*dd]
+					for e := range qi {
+						dqi[e] += ds * kj[e]
+						dkj[e] += ds * qi[e]
+					}
+				}
+			}
+		}
+	})
+	b.pool.run(B*T_, 4, func(_, lo, hi int) {
+		for r := lo; r < hi; r++ {
+			for h := range hq {
+				gi := h / grp
+				src := dkh[(r*hq+h)*dd : (r*hq+h+1)*dd]
+				srv := dvh[(r*hq+h)*dd : (r*hq+h+1)*dd]
+				dst := dkd[(r*hkv+gi)*dd : (r*hkv+gi+1)*dd]
+				dsv := dvd[(r*hkv+gi)*dd : (r*hkv+gi+1)*dd]
+				for e := range dst {
+					dst[e] += src[e]
+					dsv[e] += srv[e]
+				}
+			}
+		}
+	})
+}
+
+// AttentionCached implements backend.Backend.
+func (b *Backend[T]) AttentionCached(out, q, kc, vc backend.Tensor, start backend.Ints, B, tq, maxT, hq, hkv, dd int) {
+	o, qd, kd, vd, sd := d[T](out), d[T](q), d[T](kc), d[T](vc), di(start)
+	scale := T(1 / math.Sqrt(float64(dd)))
+	grp := hq / hkv
+	tmp := grow(&b.rows, B*hq*maxT)
+	b.pool.run(B*hq, 1, func(_, lo, hi int) {
+		for task := lo; task < hi; task++ {
+			bi, h := task/hq, task%hq
+			g := h / grp
+			sc := tmp[task*maxT : (task+1)*maxT]
+			for i := range tq {
+				n := int(sd[bi]) + i + 1 // positions 0..start+i
+				qi := qd[((bi*tq+i)*hq+h)*dd : ((bi*tq+i)*hq+h+1)*dd]
+				orow := o[((bi*tq+i)*hq+h)*dd : ((bi*tq+i)*hq+h+1)*dd]
+				clear(orow)
+				mx := T(math.Inf(-1))
+				for j := range n {
+					kj := kd[((bi*maxT+j)*hkv+g)*dd : ((bi*maxT+j)*hkv+g+1)*dd]
+					var s T
+					for e := range qi {
+						s += qi[e] * kj[e]
+					}
+					s *= scale
+					sc[j] = s
+					mx = max(mx, s)
+				}
+				var sum T
+				for j := range n {
+					e := T(math.Exp(float64(sc[j] - mx)))
+					sc[j] = e
+					sum += e
+				}
+				inv := 1 / sum
+				for j := range n {
+					p := sc[j] * inv
+					vj := vd[((bi*maxT+j)*hkv+g)*dd : ((bi*maxT+j)*hkv+g+1)*dd]
+					for e := range orow {
+						orow[e] += p * vj[e]
+					}
+				}
+			}
+		}
+	})
+}
+
+// WriteCache implements backend.Backend.
+func (b *Backend[T]) WriteCache(cache, x backend.Tensor, start backend.Ints, B, tq, maxT, width int) {
+	cd, xd, sd := d[T](cache), d[T](x), di(start)
+	for bi := range B {
+		s := int(sd[bi])
+		if s < 0 || s+tq > maxT {
+			panic(fmt.Sprintf("cpu: cache write at %d+%d past %d", s, tq, maxT))
+		}
+		copy(cd[(bi*maxT+s)*width:(bi*maxT+s+tq)*width], xd[bi*tq*width:(bi+1)*tq*width])
+	}
+}
+
+func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+
+// SwiGLU implements backend.Backend.
+func (b *Backend[T]) SwiGLU(out, gate, up backend.Tensor, n int) {
+	o, g, u := d[T](out), d[T](gate), d[T](up)
+	b.elementwise(n, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			x := float64(g[i])
+			o[i] = T(x*sigmoid(x)) * u[i]
+		}
+	})
+}
+
+// SwiGLUBackward implements backend.Backend. silu'(x) = σ(x)(1 + x(1−σ(x))).
+func (b *Backend[T]) SwiGLUBackward(dgate, dup, dout, gate, up backend.Tensor, n int) {
+	dg, du, g, gt, u := d[T](dgate), d[T](dup), d[T](dout), d[T](gate), d[T](up)
+	b.elementwise(n, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			x := float64(gt[i])
+			s := sigmoid(x)
+			du[i] += g[i] * T(x*s)
+			dg[i] += g[i] * u[i] * T(s*(1+x*(1-s)))
+		}
+	})
+}
+
+// Embed implements backend.Backend.
+func (b *Backend[T]) Embed(out, table backend.Tensor, ids backend.Ints, rows, dim int) {
+	o, tb, id := d[T](out), d[T](table), di(ids)
+	b.pool.run(rows, 16, func(_, lo, hi int) {
+		for r := lo; r < hi; r++ {
+			t := int(id[r])
+			copy(o[r*dim:(r+1)*dim], tb[t*dim:(t+1)*dim])
+		}
+	})
+}
+
+// EmbedBackward implements backend.Backend, parallel over columns so that
+// repeated ids never race.
+func (b *Backend[T]) EmbedBackward(dtable, dout backend.Tensor, ids backend.Ints, rows, dim int) {
+	dt, g, id := d[T](dtable), d[T](dout), di(ids)
+	b.pool.run(dim, 64, func(_, lo, hi int) {
+		for r := range rows {
+			t := int(id[r])
+			dst, src := dt[t*dim+lo:t*dim+hi], g[r*dim+lo:r*dim+hi]
+			for i := range dst {
+				dst[i] += src[i]
+			}
+		}
+	})
+}
+
+// LogProbs implements backend.Backend. Sums run in float64: a vocabulary
+// of 150k terms loses ~3 digits in a float32 running sum.
+func (b *Backend[T]) LogProbs(logp, lse, logits backend.Tensor, targets backend.Ints, rows, vocab int, invTemp float32) {
+	lp, ls, z, tg := d[T](logp), d[T](lse), d[T](logits), di(targets)
+	it := float64(invTemp)
+	b.pool.run(rows, 1, func(_, lo, hi int) {
+		for r := lo; r < hi; r++ {
+			t := int(tg[r])
+			if t < 0 {
+				lp[r], ls[r] = 0, 0
+				continue
+			}
+			zr := z[r*vocab : (r+1)*vocab]
+			mx := math.Inf(-1)
+			for _, v := range zr {
+				mx = max(mx, float64(v)*it)
+			}
+			var s float64
+			for _, v := range zr {
+				s += math.Exp(float64(v)*it - mx)
+			}
+			l := mx + math.Log(s)
+			ls[r] = T(l)
+			lp[r] = T(float64(zr[t])*it - l)
+		}
+	})
+}
+
+// LogProbsBackward implements backend.Backend:
+// dz_j = dlogp · invTemp · (1[j=t] − softmax(z·invTemp)_j).
+func (b *Backend[T]) LogProbsBackward(dlogits, dlogp, logits, lse backend.Tensor, targets backend.Ints, rows, vocab int, invTemp float32) {
+	dz, g, z, ls, tg := d[T](dlogits), d[T](dlogp), d[T](logits), d[T](lse), di(targets)
+	it := float64(invTemp)
+	b.pool.run(rows, 1, func(_, lo, hi int) {
+		for r := lo; r < hi; r++ {
+			t := int(tg[r])
+			dr, zr := dz[r*vocab:(r+1)*vocab], z[r*vocab:(r+1)*vocab]
+			if t < 0 || g[r] == 0 {
+				clear(dr)
+				continue
+			}
+			gr, l := float64(g[r])*it, float64(ls[r])
+			for j, v := range zr {
+				dr[j] = T(-gr * math.Exp(float64(v)*it-l))
+			}
+			dr[t] += T(gr)
+		}
+	})
+}
+
+// AdamW implements backend.Backend with torch.optim.AdamW's update:
+// p -= lr·wd·p; m = β1 m + (1−β1) g; v = β2 v + (1−β2) g²;
+// p -= (lr/(1−β1^t)) · m / (sqrt(v)/sqrt(1−β2^t) + eps).
+func (b *Backend[T]) AdamW(param, grad, m, v backend.Tensor, h backend.AdamWParams) {
+	p, g, md, vd := d[T](param), d[T](grad), d[T](m), d[T](v)
+	bc1 := 1 - math.Pow(float64(h.Beta1), float64(h.Step))
+	bc2 := 1 - math.Pow(float64(h.Beta2), float64(h.Step))
+	step := T(float64(h.LR) / bc1)
+	sq := T(math.Sqrt(bc2))
+	decay := T(1 - float64(h.LR)*float64(h.WeightDecay))
+	b1, b2, eps := T(h.Beta1), T(h.Beta2), T(h.Eps)
+	b.elementwise(len(p), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			pi := p[i] * decay
+			mi := b1*md[i] + (1-b1)*g[i]
+			vi := b2*vd[i] + (1-b2)*g[i]*g[i]
+			md[i], vd[i] = mi, vi
+			p[i] = pi - step*mi/(T(math.Sqrt(float64(vi)))/sq+eps)
+		}
+	})
+}

@@ -1,0 +1,225 @@
+package generate
+
+import (
+	"context"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/rlhost/rlhost/trainer/backend/cpu"
+	"github.com/rlhost/rlhost/trainer/hfconfig"
+	"github.com/rlhost/rlhost/trainer/model"
+)
+
+func tinyModel(t *testing.T) *model.Model {
+	t.Helper()
+	be, err := cpu.New(cpu.Options{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(be.Close)
+	cfg, _ := hfconfig.Preset("tiny")
+	m, err := model.New(be, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A large init std gives peaked, prompt-dependent distributions.
+	m.Init(1, 0.5)
+	return m
+}
+
+// fullForward recomputes the logits of the last position of seq from
+// scratch (no cache) and returns them with the log-softmax at temperature T.
+func fullForward(t *testing.T, m *model.Model, seq []int, temp float64) ([]float32, []float64) {
+	t.Helper()
+	r, err := m.NewRun(1, len(seq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int32, len(seq))
+	for i, v := range seq {
+		ids[i] = int32(v)
+	}
+	if err := r.Forward(ids, []int{len(seq)}); err != nil {
+		t.Fatal(err)
+	}
+	V := m.Cfg.VocabSize
+	all := make([]float32, len(seq)*V)
+	m.Backend().Download(all, r.Logits())
+	z := all[(len(seq)-1)*V:]
+	mx := math.Inf(-1)
+	for _, v := range z {
+		mx = math.Max(mx, float64(v)/temp)
+	}
+	var s float64
+	for _, v := range z {
+		s += math.Exp(float64(v)/temp - mx)
+	}
+	lp := make([]float64, V)
+	for i, v := range z {
+		lp[i] = float64(v)/temp - mx - math.Log(s)
+	}
+	return z, lp
+}
+
+func argmax(z []float32) int {
+	best := 0
+	for i, v := range z {
+		if v > z[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+func TestGreedyEqualsFullRecomputeArgmax(t *testing.T) {
+	m := tinyModel(t)
+	prompts := [][]int{{1, 2, 3}, {40, 41}, {7}}
+	o := Options{MaxTokens: 8, Temperature: 0}
+	res, err := Generate(context.Background(), m, prompts, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Generate(context.Background(), m, prompts, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b, p := range prompts {
+		if !slices.Equal(res[b].Tokens, again[b].Tokens) {
+			t.Fatalf("greedy not deterministic: %v vs %v", res[b].Tokens, again[b].Tokens)
+		}
+		if len(res[b].Tokens) != 8 || res[b].Finish != FinishLength {
+			t.Fatalf("seq %d: %d tokens, finish %q", b, len(res[b].Tokens), res[b].Finish)
+		}
+		seq := slices.Clone(p)
+		for i, tok := range res[b].Tokens {
+			z, lp := fullForward(t, m, seq, 1)
+			if want := argmax(z); tok != want {
+				t.Fatalf("seq %d step %d: greedy %d, full-forward argmax %d", b, i, tok, want)
+			}
+			if math.Abs(float64(res[b].LogProbs[i])-lp[tok]) > 1e-4 {
+				t.Fatalf("seq %d step %d: logprob %g, full forward %g", b, i, res[b].LogProbs[i], lp[tok])
+			}
+			seq = append(seq, tok)
+		}
+	}
+	// The batch holds distinct continuations, so the test is not vacuous.
+	if slices.Equal(res[0].Tokens, res[1].Tokens) {
+		t.Fatalf("different prompts gave identical continuations %v", res[0].Tokens)
+	}
+}
+
+func TestSamplingSeededAndLogProbs(t *testing.T) {
+	m := tinyModel(t)
+	prompts := [][]int{{1, 2, 3}, {1, 2, 3}}
+	o := Options{MaxTokens: 10, Temperature: 1.3, TopP: 0.95, TopK: 20, Seed: 99}
+	a, err := Generate(context.Background(), m, prompts, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Generate(context.Background(), m, prompts, o)
+	for i := range a {
+		if !slices.Equal(a[i].Tokens, b[i].Tokens) {
+			t.Fatal("same seed gave different samples")
+		}
+	}
+	// Sequences draw from their own streams, so equal prompts diverge.
+	if slices.Equal(a[0].Tokens, a[1].Tokens) {
+		t.Fatalf("two streams sampled the same 10 tokens %v", a[0].Tokens)
+	}
+	// Sequence 0 does not depend on the rest of the batch.
+	solo, _ := Generate(context.Background(), m, prompts[:1], o)
+	if !slices.Equal(solo[0].Tokens, a[0].Tokens) {
+		t.Fatal("sequence 0 changed with batch composition")
+	}
+	seq := slices.Clone(prompts[0])
+	for i, tok := range a[0].Tokens {
+		_, lp := fullForward(t, m, seq, 1.3)
+		if math.Abs(float64(a[0].LogProbs[i])-lp[tok]) > 1e-4 {
+			t.Fatalf("step %d: logprob %g, full forward %g", i, a[0].LogProbs[i], lp[tok])
+		}
+		seq = append(seq, tok)
+	}
+}
+
+func TestStopIDs(t *testing.T) {
+	m := tinyModel(t)
+	g, err := Generate(context.Background(), m, [][]int{{5, 6}}, Options{MaxTokens: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAt := g[0].Tokens[2]
+	want := slices.Index(g[0].Tokens, stopAt) + 1
+	r, err := Generate(context.Background(), m, [][]int{{5, 6}, {9}}, Options{MaxTokens: 6, StopIDs: []int{stopAt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r[0].Finish != FinishStop || len(r[0].Tokens) != want || r[0].Tokens[want-1] != stopAt {
+		t.Fatalf("got %v finish %q, want stop after %d tokens at id %d", r[0].Tokens, r[0].Finish, want, stopAt)
+	}
+}
+
+func TestSamplerTruncation(t *testing.T) {
+	// probabilities ∝ exp(logits): ids 0..4 with logits 3,2,1,0,-1.
+	logits := []float32{3, 2, 1, 0, -1}
+	count := func(o Options) []int {
+		s := NewSampler(5, o, 0)
+		c := make([]int, 5)
+		for range 4000 {
+			tok, lp := s.Sample(logits)
+			c[tok]++
+			// log-prob over the full tempered distribution
+			var z float64
+			for _, v := range logits {
+				z += math.Exp(float64(v) / o.Temperature)
+			}
+			if want := float64(logits[tok])/o.Temperature - math.Log(z); math.Abs(float64(lp)-want) > 1e-6 {
+				t.Fatalf("logprob %g want %g", lp, want)
+			}
+		}
+		return c
+	}
+	if c := count(Options{Temperature: 1, TopK: 2, Seed: 1}); c[2]+c[3]+c[4] != 0 || c[0] < c[1] || c[1] == 0 {
+		t.Fatalf("top-k=2 counts %v", c)
+	}
+	// p(0) = 0.636, p(0)+p(1) = 0.870: top-p 0.8 keeps ids 0 and 1 only.
+	if c := count(Options{Temperature: 1, TopP: 0.8, Seed: 2}); c[2]+c[3]+c[4] != 0 || c[1] == 0 {
+		t.Fatalf("top-p=0.8 counts %v", c)
+	}
+	if c := count(Options{Temperature: 1, TopP: 0.5, Seed: 3}); c[0] != 4000 {
+		t.Fatalf("top-p=0.5 counts %v", c)
+	}
+	// Untruncated: frequencies within 4 standard deviations of p·n.
+	c := count(Options{Temperature: 1, Seed: 4})
+	var z float64
+	for _, v := range logits {
+		z += math.Exp(float64(v))
+	}
+	for i, v := range logits {
+		p := math.Exp(float64(v)) / z
+		if sd := math.Sqrt(4000 * p * (1 - p)); math.Abs(float64(c[i])-4000*p) > 4*sd+1 {
+			t.Fatalf("id %d sampled %d times, expected %.0f±%.0f", i, c[i], 4000*p, sd)
+		}
+	}
+}
+
+func TestGenerateValidation(t *testing.T) {
+	m := tinyModel(t)
+	ctx := context.Background()
+	for _, o := range []Options{{MaxTokens: 0}, {MaxTokens: 2, Temperature: -1}, {MaxTokens: 2, TopP: 2}, {MaxTokens: 500}} {
+		if _, err := Generate(ctx, m, [][]int{{1}}, o); err == nil {
+			t.Fatalf("want error for %+v", o)
+		}
+	}
+	if _, err := Generate(ctx, m, [][]int{{}}, Options{MaxTokens: 2}); err == nil {
+		t.Fatal("want error for empty prompt")
+	}
+	if _, err := Generate(ctx, m, [][]int{{99}}, Options{MaxTokens: 2}); err == nil {
+		t.Fatal("want error for id outside the vocabulary")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := Generate(cctx, m, [][]int{{1}}, Options{MaxTokens: 3}); err == nil {
+		t.Fatal("want error for cancelled context")
+	}
+}
