@@ -5,6 +5,7 @@ package rlhostpb
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/rlhost/rlhost/core"
@@ -60,11 +61,37 @@ func ToDiagnostics(r *ConfigureResponse) schema.Diagnostics {
 	return out
 }
 
-// FromMessage encodes a chat message.
+// FromMessage encodes a chat message. Chat text is destined for a model
+// and proto3 strings must be UTF-8, so invalid bytes (raw program output an
+// environment forwarded) become U+FFFD here instead of failing the call.
 func FromMessage(m core.Message) *ChatMessage {
-	out := &ChatMessage{Role: string(m.Role), Content: m.Content, Name: m.Name, ToolCallId: m.ToolCallID}
+	out := &ChatMessage{Role: utf8(string(m.Role)), Content: utf8(m.Content), Name: utf8(m.Name), ToolCallId: utf8(m.ToolCallID)}
 	for _, tc := range m.ToolCalls {
-		out.ToolCalls = append(out.ToolCalls, &ToolCall{Id: tc.ID, Type: tc.Type, Function: &FunctionCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
+		out.ToolCalls = append(out.ToolCalls, &ToolCall{Id: utf8(tc.ID), Type: utf8(tc.Type), Function: &FunctionCall{Name: utf8(tc.Function.Name), Arguments: utf8(tc.Function.Arguments)}})
+	}
+	return out
+}
+
+func utf8(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+func utf8Map(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[utf8(k)] = utf8(v)
+	}
+	return out
+}
+
+func utf8Keys(m map[string]float64) map[string]float64 {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]float64, len(m))
+	for k, v := range m {
+		out[utf8(k)] = v
 	}
 	return out
 }
@@ -103,7 +130,7 @@ func ToMessages(ms []*ChatMessage) []core.Message {
 func FromTools(ts []core.ToolSpec) []*ToolSpec {
 	var out []*ToolSpec
 	for _, t := range ts {
-		out = append(out, &ToolSpec{Type: t.Type, Name: t.Function.Name, Description: t.Function.Description, ParametersJson: t.Function.Parameters})
+		out = append(out, &ToolSpec{Type: utf8(t.Type), Name: utf8(t.Function.Name), Description: utf8(t.Function.Description), ParametersJson: t.Function.Parameters})
 	}
 	return out
 }
@@ -119,7 +146,7 @@ func ToTools(ts []*ToolSpec) []core.ToolSpec {
 
 // FromTask encodes a task.
 func FromTask(t core.Task) *Task {
-	return &Task{Id: t.ID, Prompt: t.Prompt, DataJson: t.Data}
+	return &Task{Id: utf8(t.ID), Prompt: utf8(t.Prompt), DataJson: t.Data}
 }
 
 // ToTask decodes a task.
@@ -131,7 +158,7 @@ func ToTask(t *Task) core.Task {
 func FromObservation(o ObservationFields) *Observation {
 	return &Observation{
 		Messages: FromMessages(o.Messages), Tools: FromTools(o.Tools), Done: o.Done, Reward: o.Reward,
-		Metrics: o.Metrics, Info: o.Info, FinishReason: o.FinishReason,
+		Metrics: utf8Keys(o.Metrics), Info: utf8Map(o.Info), FinishReason: utf8(o.FinishReason),
 	}
 }
 

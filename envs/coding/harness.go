@@ -62,6 +62,7 @@ const (
 	statusTimeout  = "timeout"
 	statusCrash    = "crash"
 	statusTooLarge = "too_large"
+	statusBadReply = "bad_reply" // the candidate garbled its own reply pipe
 	statusNotRun   = "not_run"
 )
 

@@ -251,6 +251,8 @@ func applyVerdict(o *outcome, s settings, want []value, v verdict) {
 			firstErr = cmp.Or(firstErr, fmt.Sprintf("test %d: %s", i, r.Error))
 		case statusTooLarge:
 			firstErr = cmp.Or(firstErr, fmt.Sprintf("test %d: return value too large", i))
+		case statusBadReply:
+			firstErr = cmp.Or(firstErr, fmt.Sprintf("test %d: unreadable reply from the candidate process", i))
 		}
 		if r.Status == statusNotRun {
 			continue

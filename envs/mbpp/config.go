@@ -51,7 +51,7 @@ var allTools = []string{ToolBash, ToolReadFile, ToolWriteFile}
 
 func defaultConfig() config {
 	return config{
-		Format: FormatAuto, Tools: allTools, MaxAttempts: 3, AttemptDiscount: 1,
+		Format: FormatAuto, Tools: slices.Clone(allTools), MaxAttempts: 3, AttemptDiscount: 1,
 		ShowTests: true, ToolOutputCap: 16 << 10, FeedbackCap: 4 << 10,
 		BashTimeout: "30s", TestTimeout: "10s", SolutionPath: "/workspace/solution.py",
 		Workspace: core.DefaultWorkdir, Python: "python3",

@@ -164,8 +164,26 @@ func ReadParquet(path string) ([]Problem, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read parquet %s: %w", path, err)
 	}
+	// A column the file lacks reads back as [""]; look at the file's own
+	// schema to tell "absent" from "present".
+	has, err := parquetColumns(path)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]Problem, 0, len(rows))
 	for i, r := range rows {
+		if !has["challenge_test_list"] {
+			r.ChallengeTestList = nil
+		}
+		if !has["test_imports"] {
+			r.TestImports = nil
+		}
+		if !has["text"] {
+			r.Text = nil
+		}
+		if !has["prompt"] {
+			r.Prompt = nil
+		}
 		p := Problem{
 			TaskID: int(r.TaskID), Code: r.Code, TestList: r.TestList, TestSetupCode: r.TestSetupCode,
 			ChallengeTestList: r.ChallengeTestList, TestImports: r.TestImports,
@@ -180,6 +198,28 @@ func ReadParquet(path string) ([]Problem, error) {
 			return nil, fmt.Errorf("read parquet %s: row %d: %w", path, i, err)
 		}
 		out = append(out, p)
+	}
+	return out, nil
+}
+
+// parquetColumns returns the top-level column names of a Parquet file.
+func parquetColumns(path string) (map[string]bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read parquet: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read parquet: %w", err)
+	}
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("read parquet %s: %w", path, err)
+	}
+	out := map[string]bool{}
+	for _, field := range pf.Schema().Fields() {
+		out[field.Name()] = true
 	}
 	return out, nil
 }

@@ -44,7 +44,7 @@ func runGrader(t *testing.T, solution string, tests []string, setup string, file
 			t.Fatal(err)
 		}
 	}
-	req, nonce, err := gradeRequest(testPython, sol, "/workspace/solution.py", tests, setup, 5*time.Second)
+	req, nonce, err := gradeRequest(testPython, sol, "/workspace/solution.py", tests, setup, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestGraderVerdicts(t *testing.T) {
 		{name: "raises", solution: "def square(x):\n    return 1 // 0\n", tests: square, detail: "ZeroDivisionError"},
 		{name: "syntax error", solution: "def square(x) return x\n", tests: square, detail: "SyntaxError"},
 		{name: "missing solution", solution: "", tests: square, detail: "no solution file at /workspace/solution.py"},
-		{name: "timeout", solution: "def square(x):\n    while True:\n        pass\n", tests: square[:1], detail: "timed out after 5s"},
+		{name: "timeout", solution: "def square(x):\n    while True:\n        pass\n", tests: square[:1], detail: "timed out after 2s"},
 		{name: "helper module in workspace", solution: "from helper import sq as square\n",
 			files: map[string]string{"helper.py": "def sq(x):\n    return x * x\n"}, tests: square, passed: 2},
 		{name: "prints are harmless", solution: "print('noise')\ndef square(x):\n    print('{\"holes\": []}')\n    return x * x\n", tests: square, passed: 2},
@@ -111,7 +111,7 @@ func TestGraderVerdicts(t *testing.T) {
 		{name: "always-equal object", solution: "class A:\n    def __eq__(self, o):\n        return True\ndef square(x):\n    return A()\n", tests: square, detail: "cannot compare"},
 		{name: "int subclass with rigged eq", solution: "class I(int):\n    def __eq__(self, o):\n        return True\n    __hash__ = int.__hash__\ndef square(x):\n    return I(0)\n", tests: square, detail: "cannot compare"},
 		{name: "monkeypatched builtins", solution: "import builtins\nbuiltins.set = lambda *a: frozenset()\nset = builtins.set\ndef common(a):\n    return []\n",
-			tests: []string{"assert set(common('ab')) == set(['a', 'b'])"}, detail: "where set(common('ab')) = {'a', 'b'}"},
+			tests: []string{"assert set(common('ab')) == set(['a', 'b'])"}, detail: "where set(common('ab')) = set()"},
 		{name: "monkeypatched math", solution: "import math\nmath.isclose = lambda *a, **k: True\ndef area(r):\n    return 0.0\n",
 			tests: []string{"assert math.isclose(area(1), 3.14)"}, detail: "where area(1) = 0.0"},
 		{name: "monkeypatched AssertionError", solution: "import builtins\nbuiltins.AssertionError = type('X', (BaseException,), {})\ndef square(x):\n    return 0\n", tests: square, detail: "where square(3) = 0"},
@@ -180,24 +180,5 @@ func TestParseGrade(t *testing.T) {
 				t.Fatalf("got broken=%q passed=%d, want broken=%v passed=%d", g.Broken, g.NumPassed(), tc.broken, tc.passed)
 			}
 		})
-	}
-}
-
-// TestSampleReferenceSolutionsLocal checks every sample problem's reference
-// code against its tests (challenge tests included) with the real grader.
-func TestSampleReferenceSolutionsLocal(t *testing.T) {
-	ps, err := LoadDataset(DatasetOptions{Path: "../../examples/mbpp/sample.jsonl"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ps) < 20 {
-		t.Fatalf("sample has %d problems, want >= 20", len(ps))
-	}
-	for _, p := range ps {
-		tests := append(append([]string(nil), p.TestList...), p.ChallengeTestList...)
-		g := runGrader(t, p.Code, tests, p.TestSetupCode, nil)
-		if !g.Passed() {
-			t.Errorf("task %d: reference code fails: broken=%q %+v", p.TaskID, g.Broken, g.Tests)
-		}
 	}
 }

@@ -93,13 +93,14 @@ var toolParams = map[string][]string{
 func parseArgs(tool, raw string) (map[string]string, error) {
 	want := toolParams[tool]
 	usage := fmt.Sprintf("%s expects a JSON object with string fields %s", tool, strings.Join(want, ", "))
-	dec := json.NewDecoder(strings.NewReader(raw))
-	var obj map[string]json.RawMessage
-	if err := dec.Decode(&obj); err != nil {
+	if !json.Valid([]byte(raw)) {
+		var probe any
+		err := json.Unmarshal([]byte(raw), &probe)
 		return nil, fmt.Errorf("the arguments of %s are not valid JSON (%v); %s", tool, err, usage)
 	}
-	if dec.More() || obj == nil {
-		return nil, fmt.Errorf("the arguments of %s must be a single JSON object; %s", tool, usage)
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &obj); err != nil || obj == nil {
+		return nil, fmt.Errorf("the arguments of %s must be a JSON object; %s", tool, usage)
 	}
 	out := make(map[string]string, len(want))
 	for _, k := range want {

@@ -7,11 +7,13 @@ package job
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/rlhost/rlhost/core/envplugin"
 	"github.com/rlhost/rlhost/core/pluginbase"
@@ -187,7 +189,16 @@ func NewPolicy(f *config.File, opts []policy.Option) (policy.Policy, hcl.Diagnos
 	cfg.Name = pb.Name
 	p, err := policy.New(cfg, f.Dir, opts...)
 	if err != nil {
-		return nil, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid policy", Detail: err.Error(), Subject: pb.DefRange.Ptr()})
+		rng := pb.DefRange
+		var ce *policy.ConfigError
+		if errors.As(err, &ce) {
+			if sb, ok := pb.Body.(*hclsyntax.Body); ok {
+				if a, ok := sb.Attributes[ce.Attribute]; ok {
+					rng = a.Expr.Range()
+				}
+			}
+		}
+		return nil, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid policy", Detail: err.Error(), Subject: rng.Ptr()})
 	}
 	return p, diags
 }

@@ -47,14 +47,15 @@ func (s *Summary) AddStep(m core.StepMetrics) {
 //
 //	step   3/10  episodes 64  reward 0.412 ± 0.210 [0.000, 1.000]  pass 37.5%  errors 0  timeouts 1  12.3s
 //
-// totalSteps <= 0 means unknown and prints the step alone.
+// totalSteps <= 0 means unknown and prints the step alone. Steps count from
+// 1 on the terminal (m.Step is 0-based on disk), so the last line reads N/N.
 func ProgressLine(m core.StepMetrics, totalSteps int) string {
 	var b strings.Builder
 	if totalSteps > 0 {
 		w := len(fmt.Sprint(totalSteps))
-		fmt.Fprintf(&b, "step %*d/%d", w, m.Step, totalSteps)
+		fmt.Fprintf(&b, "step %*d/%d", w, m.Step+1, totalSteps)
 	} else {
-		fmt.Fprintf(&b, "step %d", m.Step)
+		fmt.Fprintf(&b, "step %d", m.Step+1)
 	}
 	fmt.Fprintf(&b, "  episodes %d  reward %.3f ± %.3f [%.3f, %.3f]  pass %.1f%%  errors %d  timeouts %d  %s",
 		m.Episodes, m.RewardMean, m.RewardStd, m.RewardMin, m.RewardMax,

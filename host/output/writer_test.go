@@ -142,7 +142,7 @@ func TestConcurrentWritesStayValidJSONL(t *testing.T) {
 		wg.Go(func() {
 			for i := range perWriter {
 				// Lines of varied size, some far above a pipe or page size.
-				content := strings.Repeat(string(rune('a'+g)), (i%5)*20000+1)
+				content := strings.Repeat(string(rune('a'+g)), (i%4)*8000+1)
 				if err := w.WriteTrajectory(traj(g, i, content)); err != nil {
 					errs <- err
 				}

@@ -248,7 +248,17 @@ func (in *Instance) Crashed(err error) error {
 	if err == nil {
 		return nil
 	}
-	if in.Exited() || errors.Is(err, core.ErrUnavailable) && in.Exited() {
+	exited := in.Exited()
+	if !exited && errors.Is(err, core.ErrUnavailable) {
+		// The connection can break a moment before go-plugin has reaped the
+		// process; give it that moment before calling it a transport error.
+		deadline := time.Now().Add(2 * time.Second)
+		for !exited && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			exited = in.Exited()
+		}
+	}
+	if exited {
 		return fmt.Errorf("%s: %w: %v", in.src, ErrPluginExited, err)
 	}
 	return err

@@ -37,6 +37,29 @@ func (c Config) label() string {
 	return fmt.Sprintf("policy %q", c.Name)
 }
 
+// ConfigError is a policy block that New refuses. Attribute names the
+// offending attribute ("" when the block as a whole is wrong), so a caller
+// holding the HCL body can point the diagnostic at that attribute's range.
+type ConfigError struct {
+	Policy    string
+	Attribute string
+	Err       error
+}
+
+func (e *ConfigError) Error() string {
+	if e.Attribute == "" {
+		return fmt.Sprintf("policy %q: %v", e.Policy, e.Err)
+	}
+	return fmt.Sprintf("policy %q: attribute %q: %v", e.Policy, e.Attribute, e.Err)
+}
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// attrErr builds a ConfigError for attribute attr of c.
+func (c Config) attrErr(attr, format string, args ...any) error {
+	return &ConfigError{Policy: c.Name, Attribute: attr, Err: fmt.Errorf(format, args...)}
+}
+
 // setAttributes names the optional attributes present in c, from its hcl tags.
 func (c Config) setAttributes() []string {
 	var names []string
@@ -59,7 +82,7 @@ func (c Config) setAttributes() []string {
 func (c Config) rejectUnused(used ...string) error {
 	for _, name := range c.setAttributes() {
 		if !slices.Contains(used, name) {
-			return fmt.Errorf("%s: attribute %q is not used by provider %q", c.label(), name, c.Provider)
+			return c.attrErr(name, "not used by provider %q", c.Provider)
 		}
 	}
 	return nil
@@ -72,10 +95,10 @@ func (c Config) duration(attr string, v *string, def time.Duration) (time.Durati
 	}
 	d, err := time.ParseDuration(*v)
 	if err != nil {
-		return 0, fmt.Errorf("%s: attribute %q: %w", c.label(), attr, err)
+		return 0, c.attrErr(attr, "%w", err)
 	}
 	if d <= 0 {
-		return 0, fmt.Errorf("%s: attribute %q: %s is not positive", c.label(), attr, *v)
+		return 0, c.attrErr(attr, "%s is not positive", *v)
 	}
 	return d, nil
 }

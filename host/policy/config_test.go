@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,22 +81,22 @@ func TestNewValidation(t *testing.T) {
 		{"replay ok, file relative to base dir", Config{Name: "p", Provider: "replay", File: ptr("ok.jsonl")}, ""},
 		{"openai ok", openai(nil), ""},
 		{"openai with empty key variable", openai(func(c *Config) { c.APIKeyEnv = ptr("RLHOST_SET_KEY") }), ""},
-		{"no provider", Config{Name: "p"}, `policy "p": attribute "provider" is required`},
+		{"no provider", Config{Name: "p"}, `policy "p": attribute "provider": required`},
 		{"unknown provider", Config{Name: "p", Provider: "anthropic"}, `attribute "provider": unknown provider "anthropic" (known: openai, replay)`},
-		{"replay without file", Config{Name: "p", Provider: "replay"}, `attribute "file" is required`},
+		{"replay without file", Config{Name: "p", Provider: "replay"}, `attribute "file": required`},
 		{"replay file missing", Config{Name: "p", Provider: "replay", File: ptr("nope.jsonl")}, `attribute "file": open ` + filepath.Join(dir, "nope.jsonl")},
-		{"replay with openai attribute", Config{Name: "p", Provider: "replay", File: ptr("ok.jsonl"), Model: ptr("m")}, `attribute "model" is not used by provider "replay"`},
-		{"openai with file", openai(func(c *Config) { c.File = ptr("x") }), `attribute "file" is not used by provider "openai"`},
-		{"openai without model", Config{Name: "p", Provider: "openai"}, `attribute "model" is required`},
-		{"empty base_url", openai(func(c *Config) { c.BaseURL = ptr("") }), `attribute "base_url" is empty`},
-		{"key variable unset", openai(func(c *Config) { c.APIKeyEnv = ptr("RLHOST_SURELY_UNSET_VAR") }), `environment variable RLHOST_SURELY_UNSET_VAR is not set`},
+		{"replay with openai attribute", Config{Name: "p", Provider: "replay", File: ptr("ok.jsonl"), Model: ptr("m")}, `attribute "model": not used by provider "replay"`},
+		{"openai with file", openai(func(c *Config) { c.File = ptr("x") }), `attribute "file": not used by provider "openai"`},
+		{"openai without model", Config{Name: "p", Provider: "openai"}, `attribute "model": required`},
+		{"empty base_url", openai(func(c *Config) { c.BaseURL = ptr("") }), `attribute "base_url": empty`},
+		{"key variable unset", openai(func(c *Config) { c.APIKeyEnv = ptr("RLHOST_SURELY_UNSET_VAR") }), `attribute "api_key_env": environment variable RLHOST_SURELY_UNSET_VAR is not set`},
 		{"bad timeout", openai(func(c *Config) { c.Timeout = ptr("soon") }), `attribute "timeout": time: invalid duration`},
 		{"zero timeout", openai(func(c *Config) { c.Timeout = ptr("0s") }), `attribute "timeout": 0s is not positive`},
 		{"negative retries", openai(func(c *Config) { c.MaxRetries = ptr(-1) }), `attribute "max_retries": -1`},
 		{"temperature too high", openai(func(c *Config) { c.Temperature = ptr(2.5) }), `attribute "temperature": 2.5 is outside [0, 2]`},
 		{"top_p zero", openai(func(c *Config) { c.TopP = ptr(0.0) }), `attribute "top_p": 0 is outside (0, 1]`},
 		{"max_tokens zero", openai(func(c *Config) { c.MaxTokens = ptr(0) }), `attribute "max_tokens": 0, want >= 1`},
-		{"backoff max below base", openai(func(c *Config) { c.BackoffBase, c.BackoffMax = ptr("2s"), ptr("1s") }), `attribute "backoff_max" (1s) is below backoff_base (2s)`},
+		{"backoff max below base", openai(func(c *Config) { c.BackoffBase, c.BackoffMax = ptr("2s"), ptr("1s") }), `attribute "backoff_max": 1s is below backoff_base (2s)`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,6 +110,11 @@ func TestNewValidation(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("error %v, want it to contain %q", err, tc.wantErr)
+			}
+			// The attribute is machine-readable too, for diagnostics with ranges.
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Policy != "p" || !strings.Contains(tc.wantErr, fmt.Sprintf("attribute %q", ce.Attribute)) {
+				t.Fatalf("error %#v does not name the attribute in %q", err, tc.wantErr)
 			}
 		})
 	}

@@ -1,8 +1,11 @@
 package policy
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -62,13 +65,13 @@ func newOpenAI(cfg Config, _ string) (Policy, error) {
 		jitter:     rand.Int64N,
 	}
 	if cfg.Model == nil || *cfg.Model == "" {
-		return nil, fmt.Errorf("%s: attribute \"model\" is required for provider \"openai\"", p.label)
+		return nil, cfg.attrErr("model", "required for provider \"openai\"")
 	}
 	p.model = *cfg.Model
 	baseURL := DefaultBaseURL
 	if cfg.BaseURL != nil {
 		if *cfg.BaseURL == "" {
-			return nil, fmt.Errorf("%s: attribute \"base_url\" is empty", p.label)
+			return nil, cfg.attrErr("base_url", "empty")
 		}
 		baseURL = *cfg.BaseURL
 	}
@@ -77,13 +80,13 @@ func newOpenAI(cfg Config, _ string) (Policy, error) {
 		v, ok := os.LookupEnv(*cfg.APIKeyEnv)
 		if !ok {
 			// Set but empty is fine (local servers); unset is a forgotten export.
-			return nil, fmt.Errorf("%s: attribute \"api_key_env\": environment variable %s is not set", p.label, *cfg.APIKeyEnv)
+			return nil, cfg.attrErr("api_key_env", "environment variable %s is not set", *cfg.APIKeyEnv)
 		}
 		key = v
 	}
 	if t := cfg.Temperature; t != nil {
 		if *t < 0 || *t > 2 || math.IsNaN(*t) {
-			return nil, fmt.Errorf("%s: attribute \"temperature\": %v is outside [0, 2]", p.label, *t)
+			return nil, cfg.attrErr("temperature", "%v is outside [0, 2]", *t)
 		}
 		// go-openai omits a zero temperature, which servers read as 1;
 		// the smallest positive float32 goes out instead and means greedy.
@@ -91,19 +94,19 @@ func newOpenAI(cfg Config, _ string) (Policy, error) {
 	}
 	if v := cfg.TopP; v != nil {
 		if !(*v > 0 && *v <= 1) {
-			return nil, fmt.Errorf("%s: attribute \"top_p\": %v is outside (0, 1]", p.label, *v)
+			return nil, cfg.attrErr("top_p", "%v is outside (0, 1]", *v)
 		}
 		p.topP = float32(*v)
 	}
 	if v := cfg.MaxTokens; v != nil {
 		if *v < 1 {
-			return nil, fmt.Errorf("%s: attribute \"max_tokens\": %d, want >= 1", p.label, *v)
+			return nil, cfg.attrErr("max_tokens", "%d, want >= 1", *v)
 		}
 		p.maxTokens = *v
 	}
 	if v := cfg.MaxRetries; v != nil {
 		if *v < 0 {
-			return nil, fmt.Errorf("%s: attribute \"max_retries\": %d, want >= 0", p.label, *v)
+			return nil, cfg.attrErr("max_retries", "%d, want >= 0", *v)
 		}
 		p.maxRetries = *v
 	}
@@ -118,7 +121,7 @@ func newOpenAI(cfg Config, _ string) (Policy, error) {
 		return nil, err
 	}
 	if p.backoffMax < p.backoffBase {
-		return nil, fmt.Errorf("%s: attribute \"backoff_max\" (%s) is below backoff_base (%s)", p.label, p.backoffMax, p.backoffBase)
+		return nil, cfg.attrErr("backoff_max", "%s is below backoff_base (%s)", p.backoffMax, p.backoffBase)
 	}
 
 	tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -137,9 +140,29 @@ func newOpenAI(cfg Config, _ string) (Policy, error) {
 // through the request context, since go-openai's errors drop headers.
 type retryAfterSlot struct{}
 
+// contentPatch marks a request whose body needs `"content": ""` put back.
+type contentPatch struct{}
+
+// headerCapture is the HTTP layer under go-openai: it records Retry-After
+// and restores empty message content (see restoreEmptyContent).
 type headerCapture struct{ c *http.Client }
 
 func (h headerCapture) Do(req *http.Request) (*http.Response, error) {
+	if req.Context().Value(contentPatch{}) != nil && req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read request body: %w", err)
+		}
+		body, err = restoreEmptyContent(body)
+		if err != nil {
+			return nil, fmt.Errorf("restore empty message content: %w", err)
+		}
+		req = req.Clone(req.Context())
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		req.ContentLength = int64(len(body))
+	}
 	resp, err := h.c.Do(req)
 	if err == nil {
 		if slot, ok := req.Context().Value(retryAfterSlot{}).(*string); ok {
@@ -149,10 +172,52 @@ func (h headerCapture) Do(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// needsContentPatch reports whether go-openai would drop a "content" that
+// the API requires: it omits empty content, but only an assistant message
+// with tool calls may go without one (an empty tool output or an empty
+// earlier reply would be refused).
+func needsContentPatch(msgs []core.Message) bool {
+	for _, m := range msgs {
+		if m.Content == "" && len(m.ToolCalls) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// restoreEmptyContent adds "content": "" to every message of a request body
+// that has neither content nor tool calls. Other bytes keep their meaning.
+func restoreEmptyContent(body []byte) ([]byte, error) {
+	var req map[string]json.RawMessage
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, err
+	}
+	var msgs []map[string]json.RawMessage
+	if err := json.Unmarshal(req["messages"], &msgs); err != nil {
+		return nil, err
+	}
+	for _, m := range msgs {
+		_, hasContent := m["content"]
+		_, hasCalls := m["tool_calls"]
+		if !hasContent && !hasCalls {
+			m["content"] = json.RawMessage(`""`)
+		}
+	}
+	patched, err := json.Marshal(msgs)
+	if err != nil {
+		return nil, err
+	}
+	req["messages"] = patched
+	return json.Marshal(req)
+}
+
 func (p *openAIPolicy) Complete(ctx context.Context, req Request) (Response, error) {
 	n, err := numChoices(req)
 	if err != nil {
 		return Response{}, err
+	}
+	if needsContentPatch(req.Messages) {
+		ctx = context.WithValue(ctx, contentPatch{}, true)
 	}
 	base := openai.ChatCompletionRequest{
 		Model:       p.model,

@@ -151,6 +151,36 @@ func TestOpenAIRoundTrip(t *testing.T) {
 	}
 }
 
+func TestOpenAIEmptyContentSent(t *testing.T) {
+	// go-openai omits empty content; the API requires it on all but
+	// tool-calling assistant messages, and the fake refuses it the same way.
+	conv := []core.Message{
+		{Role: core.RoleSystem, Content: ""},
+		{Role: core.RoleUser, Content: "run it"},
+		{Role: core.RoleAssistant, ToolCalls: []core.ToolCall{{ID: "c1", Type: "function", Function: core.FunctionCall{Name: "run_python", Arguments: `{"code":"pass"}`}}}},
+		{Role: core.RoleTool, ToolCallID: "c1", Content: ""},
+		{Role: core.RoleAssistant, Content: ""}, // an empty reply the runner kept
+		{Role: core.RoleUser, Content: "your reply was empty"},
+	}
+	srv := fakeopenai.New(fakeopenai.Always(fakeopenai.Text("ok")))
+	defer srv.Close()
+	p, _ := newTestOpenAI(t, srv.URL, nil)
+	resp, err := p.Complete(context.Background(), Request{Messages: conv, Tools: []core.ToolSpec{pythonTool}, Seed: 1 << 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Choices[0].Message.Content != "ok" {
+		t.Fatalf("response %+v", resp)
+	}
+	got := srv.Log()[0]
+	if !reflect.DeepEqual(got.Messages, conv) {
+		t.Errorf("server saw\n%#v\nwant\n%#v", got.Messages, conv)
+	}
+	if got.Seed == nil || *got.Seed != 1<<60 || !bytes.Equal(got.Tools[0].Function.Parameters, pythonTool.Function.Parameters) {
+		t.Errorf("rewriting the body changed other fields: seed %v tools %+v", got.Seed, got.Tools)
+	}
+}
+
 func TestOpenAISamplingOptions(t *testing.T) {
 	srv := fakeopenai.New(fakeopenai.Always(fakeopenai.Text("ok")))
 	defer srv.Close()
@@ -303,6 +333,44 @@ func TestOpenAITransportErrorsRetried(t *testing.T) {
 	}
 }
 
+func TestOpenAITimeoutRetried(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	srv := fakeopenai.New(func(req fakeopenai.ChatRequest) fakeopenai.Reply {
+		mu.Lock()
+		calls++
+		first := calls == 1
+		mu.Unlock()
+		if first {
+			return fakeopenai.Reply{Hang: true}
+		}
+		return fakeopenai.Reply{Choices: []fakeopenai.ReplyChoice{fakeopenai.Text("ok")}}
+	})
+	defer srv.Close()
+	p, sl := newTestOpenAI(t, srv.URL, func(c *Config) { c.Timeout = ptr("50ms") })
+	resp, err := p.Complete(context.Background(), Request{Messages: conversation[:2]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Choices[0].Message.Content != "ok" || srv.Requests() != 2 || len(sl.get()) != 1 {
+		t.Fatalf("response %+v after %d requests and %d backoffs", resp, srv.Requests(), len(sl.get()))
+	}
+}
+
+func TestOpenAIClientSideValidationNotRetried(t *testing.T) {
+	srv := fakeopenai.New(fakeopenai.Always(fakeopenai.Text("ok")))
+	defer srv.Close()
+	// go-openai refuses max_tokens for reasoning models before sending.
+	p, sl := newTestOpenAI(t, srv.URL, func(c *Config) { c.Model, c.MaxTokens = ptr("o1-mini"), ptr(100) })
+	_, err := p.Complete(context.Background(), Request{Messages: conversation[:2]})
+	if !errors.Is(err, ErrRejected) {
+		t.Fatalf("error %v, want ErrRejected", err)
+	}
+	if srv.Requests() != 0 || len(sl.get()) != 0 {
+		t.Fatalf("%d requests and %d backoffs for a request that cannot succeed", srv.Requests(), len(sl.get()))
+	}
+}
+
 func TestOpenAICancelledContext(t *testing.T) {
 	srv := fakeopenai.New(fakeopenai.FailFirst(100, http.StatusTooManyRequests, nil))
 	defer srv.Close()
@@ -331,8 +399,8 @@ func TestOpenAIChoicesN(t *testing.T) {
 		name      string
 		agent     fakeopenai.Agent
 		n         int
-		calls     int   // Complete calls made with the same policy
-		requests  int   // total HTTP requests over all calls
+		calls     int // Complete calls made with the same policy
+		requests  int // total HTTP requests over all calls
 		wantSeeds []int64
 	}{
 		{name: "server honours n", n: 4, calls: 2, requests: 2,

@@ -29,7 +29,7 @@ type Request struct {
 	N int
 	// Who is asking. Replay picks its answer by TaskID, Index (+k for the
 	// k-th of N choices) and Turn; the others only use them in errors.
-	TaskID                  string
+	TaskID                   string
 	Step, Group, Index, Turn int
 	// Seed is sent to the server when non-zero.
 	Seed int64
@@ -84,11 +84,11 @@ func New(cfg Config, baseDir string, opts ...Option) (Policy, error) {
 		o(providers)
 	}
 	if cfg.Provider == "" {
-		return nil, fmt.Errorf("%s: attribute \"provider\" is required (one of %s)", cfg.label(), known(providers))
+		return nil, cfg.attrErr("provider", "required (one of %s)", known(providers))
 	}
 	f, ok := providers[cfg.Provider]
 	if !ok {
-		return nil, fmt.Errorf("%s: attribute \"provider\": unknown provider %q (known: %s)", cfg.label(), cfg.Provider, known(providers))
+		return nil, cfg.attrErr("provider", "unknown provider %q (known: %s)", cfg.Provider, known(providers))
 	}
 	return f(cfg, baseDir)
 }

@@ -39,7 +39,7 @@ func newReplay(cfg Config, baseDir string) (Policy, error) {
 		return nil, err
 	}
 	if cfg.File == nil || *cfg.File == "" {
-		return nil, fmt.Errorf("%s: attribute \"file\" is required for provider \"replay\"", cfg.label())
+		return nil, cfg.attrErr("file", "required for provider \"replay\"")
 	}
 	path := *cfg.File
 	if !filepath.IsAbs(path) {
@@ -47,11 +47,11 @@ func newReplay(cfg Config, baseDir string) (Policy, error) {
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: attribute \"file\": %w", cfg.label(), err)
+		return nil, cfg.attrErr("file", "%w", err)
 	}
 	entries, err := parseReplay(data, path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cfg.label(), err)
+		return nil, cfg.attrErr("file", "%w", err)
 	}
 	return &replayPolicy{file: path, entries: entries}, nil
 }

@@ -2,9 +2,12 @@ package policy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -44,13 +47,22 @@ func apiFailure(err error) (status int, code, msg string) {
 }
 
 // classify decides whether a failed attempt is worth repeating. Rate limits,
-// server errors and transport failures are; a context-length complaint and
-// other client errors are not.
+// server errors, transport failures and truncated replies are; a
+// context-length complaint, other client errors and go-openai's own request
+// validation (which never reaches the server) are not.
 func classify(err error) errClass {
 	status, code, msg := apiFailure(err)
+	if status == 0 {
+		var urlErr *url.Error
+		var syntaxErr *json.SyntaxError
+		if errors.As(err, &urlErr) || errors.As(err, &syntaxErr) ||
+			errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return retryable
+		}
+		return permanent
+	}
 	switch {
-	case status == 0,
-		status == http.StatusRequestTimeout,
+	case status == http.StatusRequestTimeout,
 		status == http.StatusConflict,
 		status == http.StatusTooManyRequests,
 		status >= 500:

@@ -224,7 +224,7 @@ func TestCreateFails(t *testing.T) {
 		fault func(*fakedaytona.Server)
 	}{
 		{"quota 400", func(s *fakedaytona.Server) { s.FailCreates(1, 400) }},
-		{"server 500 every time", func(s *fakedaytona.Server) { s.FailCreates(100, 500) }},
+		{"server 500 on every attempt", func(s *fakedaytona.Server) { s.FailCreates(3, 500) }},
 		{"sandbox ends in error", func(s *fakedaytona.Server) { s.FailStarts(1) }},
 	}
 	for _, tt := range tests {
@@ -492,7 +492,7 @@ func TestBadAPIKey(t *testing.T) {
 
 	// A key revoked after start: Create says so clearly.
 	e := newEnv(t, nil)
-	e.srv.APIKey = "rotated"
+	e.srv.SetAPIKey("rotated")
 	_, err := e.b.Create(context.Background(), core.SandboxSpec{})
 	if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), apiKeyEnv) {
 		t.Errorf("create with revoked key: %v", err)
@@ -501,10 +501,17 @@ func TestBadAPIKey(t *testing.T) {
 
 func TestDestroyForeign(t *testing.T) {
 	e := newEnv(t, nil)
-	mine, err := e.srv.AddSandbox("from-another-process", map[string]string{managedLabel: "true", "k": "v"})
+	// Another rlhost process made this one.
+	other, d := configure(t, e.srv, t.TempDir(), core.SandboxSpec{}, nil)
+	if d.HasErrors() {
+		t.Fatal(d.Err())
+	}
+	defer other.Shutdown(context.Background())
+	made, err := other.Create(context.Background(), core.SandboxSpec{Labels: map[string]string{"k": "v"}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	mine := made.ID
 	theirs, _ := e.srv.AddSandbox("user-sandbox", map[string]string{"k": "v"})
 	list, err := e.b.List(context.Background(), map[string]string{"k": "v"})
 	if err != nil || len(list) != 1 || list[0].ID != mine {

@@ -261,12 +261,12 @@ func (s settings) withSpec(spec core.SandboxSpec, d schema.Diagnostics) (setting
 		name string
 		set  bool
 	}{
-		{"cpu_time", lim.CPUTime != 0}, {"pids", lim.Pids != 0}, {"file_size_bytes", lim.FileSizeBytes != 0},
-		{"open_files", lim.OpenFiles != 0}, {"tmp_bytes", lim.TmpBytes != 0},
+		{"cpu_time", lim.CPUTime != 0}, {"pids", lim.Pids != 0}, {"file_size", lim.FileSizeBytes != 0},
+		{"open_files", lim.OpenFiles != 0}, {"tmp", lim.TmpBytes != 0},
 	}
 	for _, u := range unsupported {
 		if u.set {
-			errf([]string{"limits", u.name}, "limit not supported by the daytona backend", "Daytona sizes a whole sandbox (cpus, memory_bytes, disk_bytes); it cannot enforce %s", u.name)
+			errf([]string{"limits", u.name}, "limit not supported by the daytona backend", "Daytona sizes a whole sandbox (cpus, memory, disk); it cannot enforce %s", u.name)
 		}
 	}
 	if lim.CPUs < 0 || lim.MemoryBytes < 0 || lim.DiskBytes < 0 || lim.OutputBytes < 0 {
@@ -280,17 +280,17 @@ func (s settings) withSpec(spec core.SandboxSpec, d schema.Diagnostics) (setting
 	}
 	s.memGiB = ceilGiB(lim.MemoryBytes)
 	if lim.MemoryBytes > 0 && int64(s.memGiB)*gib != lim.MemoryBytes {
-		warnf([]string{"limits", "memory_bytes"}, "memory rounded up", "Daytona allocates whole GiB: %d bytes becomes %d GiB", lim.MemoryBytes, s.memGiB)
+		warnf([]string{"limits", "memory"}, "memory rounded up", "Daytona allocates whole GiB: %d bytes becomes %d GiB", lim.MemoryBytes, s.memGiB)
 	}
 	s.diskGiB = ceilGiB(lim.DiskBytes)
 	if lim.DiskBytes > 0 && int64(s.diskGiB)*gib != lim.DiskBytes {
-		warnf([]string{"limits", "disk_bytes"}, "disk rounded up", "Daytona allocates whole GiB: %d bytes becomes %d GiB", lim.DiskBytes, s.diskGiB)
+		warnf([]string{"limits", "disk"}, "disk rounded up", "Daytona allocates whole GiB: %d bytes becomes %d GiB", lim.DiskBytes, s.diskGiB)
 	}
 	if s.snapshot != "" {
 		for _, r := range []struct {
 			name string
 			set  bool
-		}{{"cpus", s.cpus > 0}, {"memory_bytes", s.memGiB > 0}, {"disk_bytes", s.diskGiB > 0}} {
+		}{{"cpus", s.cpus > 0}, {"memory", s.memGiB > 0}, {"disk", s.diskGiB > 0}} {
 			if r.set {
 				errf([]string{"limits", r.name}, "resources cannot be set with a snapshot", "a Daytona snapshot fixes cpu, memory and disk; size them when building the snapshot, or use image")
 			}

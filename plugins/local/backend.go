@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -110,6 +111,11 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 	if err != nil {
 		return append(diags, schema.Errorf([]string{"state_dir"}, "state dir unusable", "%v", err))
 	}
+	if set.Isolation == "namespaces" && set.Workspace == "host" && os.Geteuid() == 0 {
+		if err := searchableByOthers(set.stateDir); err != nil {
+			return append(diags, schema.Errorf([]string{"state_dir"}, "workspace = \"host\" needs a state_dir sandbox uids can reach", "%v", err))
+		}
+	}
 
 	b.mu.Lock()
 	if b.configured && (b.live > 0 || b.closed) {
@@ -136,6 +142,28 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 		b.startPool(set.PoolSize)
 	}
 	return diags
+}
+
+// searchableByOthers checks that every directory from / to dir has o+x:
+// a sandbox init runs as an unprivileged host uid and binds its workspace
+// by path.
+func searchableByOthers(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for p := abs; ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if st.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("%s is not searchable by other users (mode %v); chmod o+x it or pick another state_dir", p, st.Mode().Perm())
+		}
+		if p == "/" {
+			return nil
+		}
+	}
 }
 
 func (b *Backend) settings() (settings, *stateDir, error) {
@@ -245,7 +273,7 @@ func (b *Backend) build(ctx context.Context, spec core.SandboxSpec) (*sandbox, e
 		nb, err = startNSBox(ctx, &set, b.cg, spec, id, e.dir)
 		if err == nil {
 			sb.impl = nb
-			sb.meta.InitPID, sb.meta.InitStart, sb.meta.Cgroup = nb.pid, procStart(nb.pid), nb.cg
+			sb.meta.InitPID, sb.meta.InitStart, sb.meta.Cgroup, sb.meta.HostUID = nb.pid, procStart(nb.pid), nb.cg, nb.uid
 		}
 	}
 	if err == nil {
@@ -639,4 +667,12 @@ func (b *Backend) takePooled(spec core.SandboxSpec) *sandbox {
 		b.mu.Lock()
 	}
 	return nil
+}
+
+// PoolLen reports how many warm sandboxes are waiting (for benchmarks and
+// status output).
+func (b *Backend) PoolLen() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.pool)
 }

@@ -16,6 +16,10 @@ func TestMain(m *testing.M) {
 	if Reexec() {
 		return
 	}
+	if dir := os.Getenv(ownerEnv); dir != "" {
+		ownerMain(dir)
+		return
+	}
 	os.Exit(m.Run())
 }
 

@@ -21,12 +21,23 @@ import (
 //	/proc        a new proc for the sandbox's PID namespace
 //	/dev         null zero full random urandom tty, shm; read-only
 //	/tmp, /run   size-capped tmpfs
-//	/workspace   size-capped tmpfs, or the host directory passed as fd 5
+//	/workspace   size-capped tmpfs, or a host directory in the state dir
 //
 // Hidden host paths (the state dir) are covered with empty read-only tmpfs.
 func buildRoot(s initSetup) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
+	}
+	// Open the host workspace before the staging tmpfs may cover its path;
+	// the fd belongs to this namespace, so it can be bind-mounted later.
+	wsfd := -1
+	if s.WorkspaceBytes == 0 {
+		fd, err := unix.Open(s.WorkspaceDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open workspace %s: %w", s.WorkspaceDir, err)
+		}
+		wsfd = fd
+		defer unix.Close(wsfd)
 	}
 	// Any existing directory will do as the staging point: it is covered
 	// only in this mount namespace.
@@ -120,13 +131,12 @@ func buildRoot(s initSetup) error {
 			return err
 		}
 	} else {
-		if err := unix.Mount("/proc/self/fd/5", nr+"/workspace", "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("bind workspace: %w", err)
+		if err := unix.Mount(fmt.Sprintf("/proc/self/fd/%d", wsfd), nr+"/workspace", "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind workspace %s: %w", s.WorkspaceDir, err)
 		}
 		if err := unix.Mount("", nr+"/workspace", "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
 			return fmt.Errorf("remount workspace: %w", err)
 		}
-		unix.Close(5)
 	}
 
 	if err := unix.Chdir(nr); err != nil {

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -55,11 +56,16 @@ func newInitServer(s initSetup) (*initServer, error) {
 	// Catch every asynchronous signal: PID 1 gets only signals it handles,
 	// so this makes `kill -TERM 1` from inside harmless, and handlers (unlike
 	// SIG_IGN) are reset for the commands we start.
+	// That includes SIGSEGV and friends: sent with kill(2) they are not
+	// faults, and Go would otherwise crash on them.
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGABRT, syscall.SIGTERM,
-		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGXCPU, syscall.SIGXFSZ,
-		syscall.SIGVTALRM, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGWINCH, syscall.SIGIO,
-		syscall.SIGPWR, syscall.SIGSYS, syscall.SIGTRAP, syscall.SIGSTKFLT)
+	for sig := syscall.Signal(1); sig < 32; sig++ {
+		switch sig {
+		case syscall.SIGKILL, syscall.SIGSTOP, syscall.SIGCHLD, syscall.SIGURG, syscall.SIGPROF:
+			continue
+		}
+		signal.Notify(sigs, sig)
+	}
 	go func() {
 		for range sigs {
 		}
@@ -237,29 +243,22 @@ func (r *reaper) reapAll() {
 // lock across the fork so the pid is registered before it can be reaped.
 type initStarter struct{ srv *initServer }
 
-func (s initStarter) start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, error) {
+func (s initStarter) start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, waitFunc, error) {
 	r := s.srv.reap
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	reply := make(chan spawnRes, 1)
 	s.srv.spawns <- spawnReq{argv0, argv, attr, reply}
 	res := <-reply
-	if res.err == nil {
-		r.waiters[res.pid] = make(chan waitRes, 1)
+	if res.err != nil {
+		return 0, nil, res.err
 	}
-	return res.pid, res.err
-}
-
-func (s initStarter) wait(pid int) (syscall.WaitStatus, syscall.Rusage, error) {
-	r := s.srv.reap
-	r.mu.Lock()
-	ch, ok := r.waiters[pid]
-	r.mu.Unlock()
-	if !ok {
-		return 0, syscall.Rusage{}, fmt.Errorf("pid %d is not a child", pid)
-	}
-	w := <-ch
-	return w.ws, w.ru, nil
+	ch := make(chan waitRes, 1)
+	r.waiters[res.pid] = ch
+	return res.pid, func() (syscall.WaitStatus, syscall.Rusage, error) {
+		w := <-ch
+		return w.ws, w.ru, nil
+	}, nil
 }
 
 func (srv *initServer) serve(ctl *os.File) {
@@ -307,7 +306,10 @@ func (srv *initServer) handle(ctx context.Context, req request) response {
 			break
 		}
 		var res = req.Exec
-		r, e := run(ctx, *res, initStarter{srv}, "namespaces", nil)
+		r, pg, e := runPgid(ctx, *res, initStarter{srv}, "namespaces", nil)
+		resp.Pgid = pg
+		resp.Stdout, resp.Stderr = []byte(r.Stdout), []byte(r.Stderr)
+		r.Stdout, r.Stderr = "", ""
 		resp.Exec, err = &r, e
 		if errors.Is(err, context.Canceled) {
 			err = nil // the backend reports its own context error
@@ -318,6 +320,8 @@ func (srv *initServer) handle(ctx context.Context, req request) response {
 		err = srv.ws.WriteFile(req.Path, req.Data, req.Mode, req.Max)
 	case "list":
 		resp.Files, err = srv.ws.List(req.Path, maxListEntries)
+	case "killpg":
+		killGroupAndWait(req.Pgid)
 	case "ping":
 	default:
 		err = fmt.Errorf("unknown op %q", req.Op)
@@ -326,4 +330,19 @@ func (srv *initServer) handle(ctx context.Context, req request) response {
 		resp.Err, resp.ErrKind = err.Error(), errKind(err)
 	}
 	return resp
+}
+
+// killGroupAndWait kills a process group and waits (briefly) until the
+// reaper has collected all of it, so its pids are free again.
+func killGroupAndWait(pgid int) {
+	if pgid <= 1 {
+		return
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(-pgid, syscall.SIGKILL); err == syscall.ESRCH {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }

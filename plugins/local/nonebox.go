@@ -55,14 +55,14 @@ type trackingStarter struct {
 	b *noneBox
 }
 
-func (t trackingStarter) start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, error) {
-	pid, err := t.directStarter.start(argv0, argv, attr)
+func (t trackingStarter) start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, waitFunc, error) {
+	pid, wait, err := t.directStarter.start(argv0, argv, attr)
 	if err == nil {
 		t.b.mu.Lock()
 		t.b.pgids[pid] = true
 		t.b.mu.Unlock()
 	}
-	return pid, err
+	return pid, wait, err
 }
 
 func (b *noneBox) exec(ctx context.Context, s execSpec) (core.ExecResult, error) {

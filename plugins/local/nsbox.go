@@ -32,7 +32,8 @@ type initSetup struct {
 	Rootfs         string   `json:"rootfs"`
 	Hide           []string `json:"hide,omitempty"` // host paths to cover with an empty tmpfs
 	TmpBytes       int64    `json:"tmp_bytes"`
-	WorkspaceBytes int64    `json:"workspace_bytes"` // >0: tmpfs workspace; 0: bind fd 5
+	WorkspaceBytes int64    `json:"workspace_bytes"` // >0: tmpfs workspace
+	WorkspaceDir   string   `json:"workspace_dir"`   // else: this host directory
 	Network        bool     `json:"network"`
 	Hostname       string   `json:"hostname"`
 	FileSize       int64    `json:"file_size"`
@@ -43,6 +44,7 @@ type initSetup struct {
 // and the socket to it.
 type nsBox struct {
 	pid  int
+	uid  int // host uid of the sandbox's root
 	cmd  *exec.Cmd
 	conn net.Conn
 	cg   *sandboxCgroup
@@ -121,13 +123,9 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.S
 			conn.Close()
 			return nil, fmt.Errorf("sandbox %s: workspace: %w", id, err)
 		}
-		wsf, err := os.Open(ws)
-		if err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("sandbox %s: workspace: %w", id, err)
-		}
-		defer wsf.Close()
-		extra = append(extra, wsf)
+		// Bound by path from inside: a mount from the parent's namespace
+		// (an inherited fd) cannot be bind-mounted there.
+		setup.WorkspaceDir = ws
 	}
 
 	var cg *sandboxCgroup
@@ -181,7 +179,7 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.S
 		conn.Close()
 		return nil, fmt.Errorf("sandbox %s: start init %s: %w (%s)", id, set.helper, err, nsHint(err))
 	}
-	nb = &nsBox{pid: cmd.Process.Pid, cmd: cmd, conn: conn, cg: cg, pending: map[uint64]chan response{}, dead: make(chan struct{}), exited: make(chan struct{})}
+	nb = &nsBox{pid: cmd.Process.Pid, uid: uid, cmd: cmd, conn: conn, cg: cg, pending: map[uint64]chan response{}, dead: make(chan struct{}), exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(nb.exited) }()
 	defer func() {
 		if err != nil {
@@ -323,11 +321,20 @@ func (nb *nsBox) exec(ctx context.Context, s execSpec) (core.ExecResult, error) 
 	if err != nil {
 		return core.ExecResult{Isolation: "namespaces"}, err
 	}
+	if r.Exec == nil {
+		return core.ExecResult{Isolation: "namespaces"}, errors.New("exec: init sent no result")
+	}
 	res := *r.Exec
+	res.Stdout, res.Stderr = string(r.Stdout), string(r.Stderr)
 	if nb.cg != nil {
 		oom1, pids1 := nb.cg.counters()
 		res.OOMKilled = oom1 > oom0
 		res.PidsExceeded = pids1 > pids0
+	}
+	if res.PidsExceeded && r.Pgid > 0 {
+		// A command that ran the sandbox out of pids (a fork bomb) has its
+		// process group killed when it ends, or the sandbox stays unusable.
+		nb.call(context.Background(), request{Op: "killpg", Pgid: r.Pgid})
 	}
 	res.Duration = time.Duration(res.DurationMS * float64(time.Millisecond))
 	if ctx.Err() != nil && !res.TimedOut {

@@ -36,9 +36,11 @@ type execSpec struct {
 // waits on the pid; a sandbox init forks from its capability-less spawner
 // thread and waits through its PID-1 reaper.
 type starter interface {
-	start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, error)
-	wait(pid int) (syscall.WaitStatus, syscall.Rusage, error)
+	start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, waitFunc, error)
 }
+
+// waitFunc blocks until the started process exits.
+type waitFunc func() (syscall.WaitStatus, syscall.Rusage, error)
 
 // limitCounters reads cumulative cgroup event counters (OOM kills, pids.max
 // hits) so a run can tell which sandbox-wide limit fired during it.
@@ -52,9 +54,16 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 
 // run executes one command to completion and reports which limit fired.
 func run(ctx context.Context, s execSpec, st starter, isolation string, counters limitCounters) (core.ExecResult, error) {
-	res := core.ExecResult{Isolation: isolation}
+	res, _, err := runPgid(ctx, s, st, isolation, counters)
+	return res, err
+}
+
+// runPgid is run that also returns the command's process group (0 if it
+// never started).
+func runPgid(ctx context.Context, s execSpec, st starter, isolation string, counters limitCounters) (res core.ExecResult, pgid int, err error) {
+	res = core.ExecResult{Isolation: isolation}
 	if len(s.Argv) == 0 {
-		return res, errors.New("exec: empty command")
+		return res, 0, errors.New("exec: empty command")
 	}
 	begin := time.Now()
 	finish := func() core.ExecResult {
@@ -66,18 +75,18 @@ func run(ctx context.Context, s execSpec, st starter, isolation string, counters
 	if err != nil {
 		res.ExitCode = 127
 		res.Stderr = fmt.Sprintf("rlhost: %s: %v\n", s.Argv[0], err)
-		return finish(), nil
+		return finish(), pgid, nil
 	}
 
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
-		return res, fmt.Errorf("exec: stdin pipe: %w", err)
+		return res, 0, fmt.Errorf("exec: stdin pipe: %w", err)
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		stdinR.Close()
 		stdinW.Close()
-		return res, fmt.Errorf("exec: stdout pipe: %w", err)
+		return res, 0, fmt.Errorf("exec: stdout pipe: %w", err)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
@@ -85,7 +94,7 @@ func run(ctx context.Context, s execSpec, st starter, isolation string, counters
 		stdinW.Close()
 		outR.Close()
 		outW.Close()
-		return res, fmt.Errorf("exec: stderr pipe: %w", err)
+		return res, 0, fmt.Errorf("exec: stderr pipe: %w", err)
 	}
 
 	var oom0, pids0 uint64
@@ -99,7 +108,8 @@ func run(ctx context.Context, s execSpec, st starter, isolation string, counters
 		// Its own process group, so a timeout can kill the whole tree at once.
 		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	}
-	pid, err := st.start(argv0, s.Argv, attr)
+	pid, wait, err := st.start(argv0, s.Argv, attr)
+	pgid = pid
 	stdinR.Close()
 	outW.Close()
 	errW.Close()
@@ -112,7 +122,7 @@ func run(ctx context.Context, s execSpec, st starter, isolation string, counters
 			res.ExitCode = 127
 		}
 		res.Stderr = fmt.Sprintf("rlhost: %s: %v\n", s.Argv[0], err)
-		return finish(), nil
+		return finish(), pgid, nil
 	}
 	applyRlimits(pid, s)
 
@@ -153,7 +163,7 @@ func run(ctx context.Context, s execSpec, st starter, isolation string, counters
 		}
 	}()
 
-	ws, ru, werr := st.wait(pid)
+	ws, ru, werr := wait()
 	close(stopWatch)
 	if timer != nil {
 		timer.Stop()
@@ -176,7 +186,7 @@ func run(ctx context.Context, s execSpec, st starter, isolation string, counters
 	outR.Close()
 	errR.Close()
 	if werr != nil {
-		return finish(), fmt.Errorf("exec: wait for pid %d: %w", pid, werr)
+		return finish(), pgid, fmt.Errorf("exec: wait for pid %d: %w", pid, werr)
 	}
 
 	res.Stdout = string(stdout.buf)
@@ -203,9 +213,9 @@ func run(ctx context.Context, s execSpec, st starter, isolation string, counters
 		res.PidsExceeded = pids1 > pids0
 	}
 	if ctx.Err() != nil && !res.TimedOut {
-		return finish(), fmt.Errorf("exec: %w", ctx.Err())
+		return finish(), pgid, fmt.Errorf("exec: %w", ctx.Err())
 	}
-	return finish(), nil
+	return finish(), pgid, nil
 }
 
 func applyRlimits(pid int, s execSpec) {
@@ -294,18 +304,20 @@ func lookPath(file string, env []string, dir string) (string, error) {
 // used where no PID-1 reaper owns the children (isolation = "none").
 type directStarter struct{}
 
-func (directStarter) start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, error) {
-	return syscall.ForkExec(argv0, argv, attr)
-}
-
-func (directStarter) wait(pid int) (syscall.WaitStatus, syscall.Rusage, error) {
-	var ws syscall.WaitStatus
-	var ru syscall.Rusage
-	for {
-		_, err := syscall.Wait4(pid, &ws, 0, &ru)
-		if err == syscall.EINTR {
-			continue
-		}
-		return ws, ru, err
+func (directStarter) start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, waitFunc, error) {
+	pid, err := syscall.ForkExec(argv0, argv, attr)
+	if err != nil {
+		return 0, nil, err
 	}
+	return pid, func() (syscall.WaitStatus, syscall.Rusage, error) {
+		var ws syscall.WaitStatus
+		var ru syscall.Rusage
+		for {
+			_, err := syscall.Wait4(pid, &ws, 0, &ru)
+			if err == syscall.EINTR {
+				continue
+			}
+			return ws, ru, err
+		}
+	}, nil
 }

@@ -36,6 +36,7 @@ type meta struct {
 	InitPID   int               `json:"init_pid,omitempty"`   // host pid of the sandbox init
 	InitStart uint64            `json:"init_start,omitempty"` // its start time, against pid reuse
 	Cgroup    *sandboxCgroup    `json:"cgroup,omitempty"`
+	HostUID   int               `json:"host_uid,omitempty"` // uid sandbox root maps to
 	Expires   time.Time         `json:"expires,omitzero"`
 }
 
@@ -48,12 +49,16 @@ type stateDir struct{ root string }
 
 func openStateDir(dir string) (*stateDir, error) {
 	sb := filepath.Join(dir, "sandboxes")
-	if err := os.MkdirAll(sb, 0o700); err != nil {
+	if err := os.MkdirAll(sb, 0o711); err != nil {
 		return nil, fmt.Errorf("state dir %s: %w", dir, err)
 	}
-	// Sandboxes must not even traverse it (their workspaces live here).
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("state dir %s: %w", dir, err)
+	// Searchable but not listable: a sandbox init binds its host workspace
+	// (0700, its own uid) by path; sandbox ids are unguessable, and inside a
+	// sandbox the whole state dir is covered by an empty tmpfs.
+	for _, d := range []string{dir, sb} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			return nil, fmt.Errorf("state dir %s: %w", d, err)
+		}
 	}
 	return &stateDir{root: sb}, nil
 }

@@ -17,7 +17,8 @@ const maxFrame = 512 << 20 // a frame carries at most a file or two output caps
 
 type request struct {
 	ID   uint64    `json:"id"`
-	Op   string    `json:"op"` // exec, cancel, read, write, list, ping
+	Op   string    `json:"op"` // exec, cancel, killpg, read, write, list, ping
+	Pgid int       `json:"pgid,omitempty"`
 	Exec *execSpec `json:"exec,omitempty"`
 	Path string    `json:"path,omitempty"`
 	Data []byte    `json:"data,omitempty"`
@@ -30,8 +31,12 @@ type response struct {
 	Err     string           `json:"err,omitempty"`
 	ErrKind string           `json:"err_kind,omitempty"`
 	Exec    *core.ExecResult `json:"exec,omitempty"`
-	Data    []byte           `json:"data,omitempty"`
-	Files   []core.FileInfo  `json:"files,omitempty"`
+	// Output travels as bytes: JSON strings would replace invalid UTF-8.
+	Stdout []byte          `json:"stdout,omitempty"`
+	Stderr []byte          `json:"stderr,omitempty"`
+	Pgid   int             `json:"pgid,omitempty"` // process group of an exec, for killpg
+	Data   []byte          `json:"data,omitempty"`
+	Files  []core.FileInfo `json:"files,omitempty"`
 }
 
 // errKind and kindErr carry core sentinel errors across the socket.

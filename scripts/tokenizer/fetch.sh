@@ -65,4 +65,28 @@ else
   rm -rf "$cache/ref"
   mv "$cache/ref.tmp" "$cache/ref"
 fi
+# 4. Optional, stronger: the same splits computed by Oniguruma itself, the
+# regex engine Hugging Face tokenizers uses (needs a C compiler and
+# libonig-dev). The Go test compares against it when it is present.
+if command -v cc >/dev/null 2>&1 && pkg-config --exists oniguruma 2>/dev/null; then
+  if [[ -f "$cache/ref/onig_split.txt" && "$(cat "$cache/ref/.onig-stamp" 2>/dev/null)" == "$stamp" ]]; then
+    log "Oniguruma splits up to date"
+  else
+    log "computing splits with Oniguruma $(pkg-config --modversion oniguruma)"
+    # shellcheck disable=SC2046
+    cc -O2 -o "$cache/onigsplit" "$root/scripts/tokenizer/onigsplit.c" $(pkg-config --cflags --libs oniguruma)
+    pattern=$(node -e 'const t=require(process.argv[1]); process.stdout.write(t.pre_tokenizer.pretokenizers[0].pattern.Regex)' "$cache/tokenizer.json")
+    node -e '
+      const lines = require("fs").readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean);
+      for (const l of lines) {
+        const b = Buffer.from(JSON.parse(l).text, "utf8"), h = Buffer.alloc(4);
+        h.writeUInt32LE(b.length);
+        process.stdout.write(h); process.stdout.write(b);
+      }' "$cache/ref/split.jsonl" | "$cache/onigsplit" "$pattern" >"$cache/ref/onig_split.txt.tmp"
+    mv "$cache/ref/onig_split.txt.tmp" "$cache/ref/onig_split.txt"
+    echo "$stamp" >"$cache/ref/.onig-stamp"
+  fi
+else
+  log "no Oniguruma (apt-get install libonig-dev): skipping the optional Oniguruma cross-check"
+fi
 log "ok: $cache"

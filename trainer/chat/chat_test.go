@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rlhost/rlhost/core"
@@ -66,13 +67,26 @@ func TestRenderHandWritten(t *testing.T) {
 	}
 }
 
-func referenceChats(t *testing.T) (*tokenizer.Tokenizer, map[string]refChat) {
+// qwenShared is loaded once per test binary; parsing tokenizer.json is slow.
+var qwenShared struct {
+	once sync.Once
+	tok  *tokenizer.Tokenizer
+	err  error
+}
+
+func loadQwen(t *testing.T) (*tokenizer.Tokenizer, string) {
 	t.Helper()
 	dir := tokenizertest.Dir(t)
-	tok, err := tokenizer.LoadDir(dir)
-	if err != nil {
-		t.Fatal(err)
+	qwenShared.once.Do(func() { qwenShared.tok, qwenShared.err = tokenizer.LoadDir(dir) })
+	if qwenShared.err != nil {
+		t.Fatalf("LoadDir(%s): %v", dir, qwenShared.err)
 	}
+	return qwenShared.tok, dir
+}
+
+func referenceChats(t *testing.T) (*tokenizer.Tokenizer, map[string]refChat) {
+	t.Helper()
+	tok, dir := loadQwen(t)
 	refs := map[string]refChat{}
 	for _, r := range tokenizertest.ReadJSONL[refChat](t, dir, "chat.jsonl") {
 		refs[r.Name] = r
@@ -159,11 +173,7 @@ func checkMask(t *testing.T, name string, tok *tokenizer.Tokenizer, msgs []core.
 }
 
 func TestRenderTokensRefusesCrossBoundaryTokens(t *testing.T) {
-	dir := tokenizertest.Dir(t)
-	tok, err := tokenizer.LoadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok, _ := loadQwen(t)
 	msgs := []core.Message{{Role: core.RoleUser, Content: "hi"}, {Role: core.RoleAssistant, Content: "\n\nHello"}}
 	if _, _, err := RenderTokens(tok, msgs, nil, false); err == nil || !strings.Contains(err.Error(), "boundary") {
 		t.Fatalf("RenderTokens with content starting with a blank line: err = %v, want a boundary error", err)

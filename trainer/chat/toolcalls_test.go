@@ -174,7 +174,12 @@ func FuzzParseToolCalls(f *testing.F) {
 			if err != nil {
 				return // e.g. arguments that are valid JSON but not re-encodable
 			}
-			text := strings.TrimSuffix(segs[1].text, imEnd)
+			var text string
+			for _, sg := range segs {
+				if sg.assistant {
+					text = strings.TrimSuffix(sg.text, imEnd)
+				}
+			}
 			c2, calls2, p2 := ParseToolCalls(text)
 			if len(p2) > 0 || c2 != content || len(calls2) != len(calls) {
 				t.Fatalf("re-parse of %q: %q %v %v", text, c2, calls2, p2)

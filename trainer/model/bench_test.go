@@ -16,7 +16,7 @@ func benchStep(b *testing.B, preset string, B, T int, adam bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	be, err := cpu.New(cpu.Options{})
+	be, err := cpu.New(cpu.Options{Matmul: os.Getenv("RLHOST_MATMUL")})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -74,6 +74,10 @@ func benchStep(b *testing.B, preset string, B, T int, adam bool) {
 	b.ReportMetric(float64(B*T)/sec, "tokens/s")
 	b.ReportMetric(3*m.FlopsPerToken(T)*float64(B*T)/sec/1e9, "GFLOP/s")
 }
+
+// BenchmarkTrainStepTiny shows the steady-state allocations of a step
+// (allocs/op) on the tiny preset, where it runs in milliseconds.
+func BenchmarkTrainStepTiny(b *testing.B) { benchStep(b, "tiny", 2, 32, true) }
 
 // BenchmarkTrainStep10M is forward+backward of the ~10M-parameter preset.
 func BenchmarkTrainStep10M(b *testing.B) { benchStep(b, "10m", 4, 256, false) }

@@ -216,6 +216,9 @@ func (m *Model) NewRun(B, T int) (*Run, error) {
 	for l := 0; l <= c.NumLayers; l++ {
 		r.res = append(r.res, be.Alloc(N*C))
 	}
+	if m.embed.G != nil {
+		r.allocGrads() // up front when training, so the first step allocates no tensors either
+	}
 	for range c.NumLayers {
 		r.acts = append(r.acts, layerActs{
 			ln1: be.Alloc(N * C), rstd1: be.Alloc(N),

@@ -33,15 +33,15 @@ type addedTokenJSON struct {
 }
 
 type modelJSON struct {
-	Type                    string            `json:"type"`
-	Dropout                 *float64          `json:"dropout"`
-	UnkToken                *string           `json:"unk_token"`
-	ContinuingSubwordPrefix *string           `json:"continuing_subword_prefix"`
-	EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
-	ByteFallback            bool              `json:"byte_fallback"`
-	IgnoreMerges            bool              `json:"ignore_merges"`
-	Vocab                   map[string]int    `json:"vocab"`
-	Merges                  []json.RawMessage `json:"merges"`
+	Type                    string          `json:"type"`
+	Dropout                 *float64        `json:"dropout"`
+	UnkToken                *string         `json:"unk_token"`
+	ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
+	ByteFallback            bool            `json:"byte_fallback"`
+	IgnoreMerges            bool            `json:"ignore_merges"`
+	Vocab                   map[string]int  `json:"vocab"`
+	Merges                  json.RawMessage `json:"merges"`
 }
 
 type componentJSON struct {
@@ -272,30 +272,42 @@ func checkByteLevel(where string, raw json.RawMessage, nullOK bool) error {
 	return nil
 }
 
-// parseMerge accepts both encodings tokenizers has used: "left right" and
-// ["left", "right"].
-func parseMerge(raw json.RawMessage) (left, right string, err error) {
-	var pair []string
-	if err := json.Unmarshal(raw, &pair); err == nil {
-		if len(pair) != 2 {
-			return "", "", fmt.Errorf("want 2 parts, got %d", len(pair))
+// parseMerges accepts both encodings tokenizers has used: ["left right", ...]
+// and [["left", "right"], ...]. Decoding the whole list at once is much
+// faster than one json.Unmarshal per rule.
+func parseMerges(raw json.RawMessage) ([][2]string, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var pairs [][]string
+	if err := json.Unmarshal(raw, &pairs); err == nil {
+		out := make([][2]string, len(pairs))
+		for i, p := range pairs {
+			if len(p) != 2 {
+				return nil, fmt.Errorf("model.merges[%d]: want 2 parts, got %d", i, len(p))
+			}
+			out[i] = [2]string{p[0], p[1]}
 		}
-		return pair[0], pair[1], nil
+		return out, nil
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", "", fmt.Errorf("want a string or a pair of strings: %w", err)
+	var flat []string
+	if err := json.Unmarshal(raw, &flat); err != nil {
+		return nil, fmt.Errorf("model.merges: want a list of \"left right\" strings or of pairs: %w", err)
 	}
-	left, right, ok := strings.Cut(s, " ")
-	if !ok || strings.Contains(right, " ") {
-		return "", "", fmt.Errorf("%q: want two parts separated by one space", s)
+	out := make([][2]string, len(flat))
+	for i, s := range flat {
+		left, right, ok := strings.Cut(s, " ")
+		if !ok || strings.Contains(right, " ") {
+			return nil, fmt.Errorf("model.merges[%d] %q: want two parts separated by one space", i, s)
+		}
+		out[i] = [2]string{left, right}
 	}
-	return left, right, nil
+	return out, nil
 }
 
 func build(f *fileJSON) (*Tokenizer, error) {
 	t := &Tokenizer{
-		vocab:   make(map[string]int, len(f.Model.Vocab)),
+		vocab:   f.Model.Vocab, // owned from here on; decoded for us alone
 		merges:  make(map[uint64]merge, len(f.Model.Merges)),
 		added:   make(map[string]int, len(f.AddedTokens)),
 		eos:     -1,
@@ -307,7 +319,6 @@ func build(f *fileJSON) (*Tokenizer, error) {
 		if id < 0 || id >= maxVocab {
 			return nil, fmt.Errorf("model.vocab[%q] = %d: id out of range [0, %d)", tok, id, maxVocab)
 		}
-		t.vocab[tok] = id
 		size = max(size, id+1)
 	}
 	for i, a := range f.AddedTokens {
@@ -328,16 +339,24 @@ func build(f *fileJSON) (*Tokenizer, error) {
 		size = max(size, a.ID+1)
 	}
 
+	// Ids must be dense (as in every real tokenizer), so that a hostile file
+	// cannot make the id tables below huge.
+	if slack := 1 << 16; size > len(t.vocab)+len(t.added)+slack {
+		return nil, fmt.Errorf("ids reach %d for %d tokens: the id space is too sparse", size, len(t.vocab)+len(t.added))
+	}
 	// id -> bytes, for Decode and IDToken.
 	t.idBytes = make([][]byte, size)
 	t.idToken = make([]string, size)
 	table := byteLevelRunes()
-	inverse := make(map[rune]byte, 256)
+	var inverse byteLevelInverse
+	for i := range inverse {
+		inverse[i] = -1
+	}
 	for b, r := range table {
-		inverse[r] = byte(b)
+		inverse[r] = int16(b)
 	}
 	for tok, id := range t.vocab {
-		raw, ok := byteLevelDecode(tok, inverse)
+		raw, ok := byteLevelDecode(tok, &inverse)
 		if !ok {
 			return nil, fmt.Errorf("model.vocab[%q]: not a byte-level string", tok)
 		}
@@ -358,20 +377,21 @@ func build(f *fileJSON) (*Tokenizer, error) {
 		}
 		t.byteID[b] = int32(id)
 	}
-	for rank, raw := range f.Model.Merges {
-		left, right, err := parseMerge(raw)
-		if err != nil {
-			return nil, fmt.Errorf("model.merges[%d]: %w", rank, err)
-		}
+	merges, err := parseMerges(f.Model.Merges)
+	if err != nil {
+		return nil, err
+	}
+	for rank, m := range merges {
+		left, right := m[0], m[1]
 		l, okL := t.vocab[left]
 		r, okR := t.vocab[right]
-		m, okM := t.vocab[left+right]
+		id, okM := t.vocab[left+right]
 		if !okL || !okR || !okM {
 			return nil, fmt.Errorf("model.merges[%d] %q %q: part or result not in vocab", rank, left, right)
 		}
 		key := pairKey(int32(l), int32(r))
 		if _, dup := t.merges[key]; !dup { // the first (lowest-rank) rule wins
-			t.merges[key] = merge{rank: int32(rank), id: int32(m)}
+			t.merges[key] = merge{rank: int32(rank), id: int32(id)}
 		}
 	}
 

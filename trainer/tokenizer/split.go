@@ -154,7 +154,7 @@ func splitNext(s string, i int) int {
 	if end == len(s) {
 		return end
 	}
-	if _, wl := lastRune(s[i:end]); end-wl > i {
+	if _, wl := utf8.DecodeLastRuneInString(s[i:end]); end-wl > i {
 		return end - wl
 	}
 
@@ -193,12 +193,6 @@ func letterRunEnd(s string, j int) int {
 		j += w
 	}
 	return j
-}
-
-// lastRune returns the class and width of the last character of s, which
-// must be whitespace (and therefore valid UTF-8).
-func lastRune(s string) (rune, int) {
-	return utf8.DecodeLastRuneInString(s)
 }
 
 // Split returns the pre-tokens of s under QwenSplitPattern, in order; their

@@ -1,6 +1,9 @@
 package tokenizer
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -259,4 +262,57 @@ func slowSplit(s string) []string {
 
 func samePieces(a, b []string) bool {
 	return len(a) == len(b) && (len(a) == 0 || reflect.DeepEqual(a, b))
+}
+
+// TestSplitMatchesOniguruma compares the scanner with Oniguruma itself (the
+// engine Hugging Face tokenizers runs the pattern with), on the same texts as
+// TestSplitMatchesJSRegex but with the unmodified pattern. fetch.sh produces
+// its input only where libonig-dev is installed.
+func TestSplitMatchesOniguruma(t *testing.T) {
+	dir := tokenizertest.Dir(t)
+	path := filepath.Join(dir, "ref", "onig_split.txt")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		msg := fmt.Sprintf("ONIGURUMA CROSS-CHECK NOT RUN: %v (apt-get install libonig-dev, then %s)", err, tokenizertest.FetchCommand)
+		if os.Getenv("RLHOST_REQUIRE_ONIGURUMA") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	type rec struct {
+		Text string `json:"text"`
+	}
+	recs := tokenizertest.ReadJSONL[rec](t, dir, "split.jsonl")
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != len(recs) {
+		t.Fatalf("%s has %d lines for %d texts: rerun %s", path, len(lines), len(recs), tokenizertest.FetchCommand)
+	}
+	bad := 0
+	for i, r := range recs {
+		var want []string
+		prev := 0
+		for _, span := range strings.Fields(lines[i]) {
+			var s, e int
+			if _, err := fmt.Sscanf(span, "%d-%d", &s, &e); err != nil {
+				t.Fatalf("%s:%d: %q: %v", path, i+1, span, err)
+			}
+			if s > prev { // a gap: Isolated splitting keeps it as a piece
+				want = append(want, r.Text[prev:s])
+			}
+			want = append(want, r.Text[s:e])
+			prev = e
+		}
+		if prev < len(r.Text) {
+			want = append(want, r.Text[prev:])
+		}
+		if got := Split(r.Text); !samePieces(got, want) {
+			if bad++; bad <= 10 {
+				t.Errorf("Split(%q)\n got %q\nwant %q (Oniguruma)", r.Text, got, want)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d texts split differently from Oniguruma", bad, len(recs))
+	}
+	t.Logf("%d texts split identically to Oniguruma", len(recs))
 }

@@ -27,7 +27,7 @@ type Tokenizer struct {
 // contend on one lock.
 const (
 	cacheShards       = 64
-	cacheShardEntries = 1 << 14 // ~1M words in all before shards are reset
+	cacheShardEntries = 1 << 12 // 262,144 words in all (tens of MB) before shards reset
 )
 
 type cacheShard struct {

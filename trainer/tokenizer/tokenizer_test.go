@@ -244,14 +244,22 @@ func FuzzParse(f *testing.F) {
 
 // ---- against the real Qwen tokenizer ----
 
+// qwenShared is loaded once per test binary: parsing the 11 MB
+// tokenizer.json dominates these tests' run time otherwise.
+var qwenShared struct {
+	once sync.Once
+	tok  *Tokenizer
+	err  error
+}
+
 func loadQwen(t testing.TB) (*Tokenizer, string) {
 	t.Helper()
 	dir := tokenizertest.Dir(t)
-	tok, err := LoadDir(dir)
-	if err != nil {
-		t.Fatalf("LoadDir(%s): %v", dir, err)
+	qwenShared.once.Do(func() { qwenShared.tok, qwenShared.err = LoadDir(dir) })
+	if qwenShared.err != nil {
+		t.Fatalf("LoadDir(%s): %v", dir, qwenShared.err)
 	}
-	return tok, dir
+	return qwenShared.tok, dir
 }
 
 type encodeRec struct {
@@ -372,6 +380,7 @@ func TestQwenLoadDir(t *testing.T) {
 // cold cache and checks every result against a sequential run.
 func TestQwenConcurrent(t *testing.T) {
 	tok, dir := loadQwen(t)
+	tok.resetCache()
 	recs := tokenizertest.ReadJSONL[encodeRec](t, dir, "encode.jsonl")
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)

@@ -9,7 +9,6 @@
 import json
 import os
 import select
-import signal
 import subprocess
 import sys
 import threading
@@ -89,7 +88,9 @@ def run(req, deadline):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         pass_fds=(req_r, resp_w),
-        start_new_session=True,
+        # The child stays in our process group: a backend that kills the
+        # exec's group on timeout (or at sandbox destroy) then takes the
+        # candidate and anything it spawned with it.
     )
     os.close(req_r)
     os.close(resp_w)
@@ -102,10 +103,7 @@ def run(req, deadline):
     try:
         verdict = _converse(req, req_w, lines, deadline)
     finally:
-        try:
-            os.killpg(child.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        child.kill()
         child.wait()
         drainer.join(0.1)
         os.close(req_w)
@@ -152,8 +150,11 @@ def _converse(req, w, lines, deadline):
         except (_Crash, BrokenPipeError):
             results.append({"status": "crash", "error": "candidate process exited during test %d" % i})
             break
-        except (_TooLarge, ValueError):
+        except _TooLarge:
             results.append({"status": "too_large"})
+            break
+        except ValueError:
+            results.append({"status": "bad_reply"})
             break
         if reply.get("ok") is True and "value" in reply:
             results.append({"status": "ok", "value": reply["value"]})

@@ -19,6 +19,8 @@ JOB = json.loads(sys.stdin.read())
 sys.stdin = open(os.devnull)
 sys.dont_write_bytecode = True
 SAVED = dict(builtins.__dict__)  # before the solution can change builtins
+_type, _str, _repr = type, str, repr
+PLAIN_SEQ = {list: "list", tuple: "tuple", set: "set", frozenset: "frozenset"}
 
 
 class Unrepresentable(Exception):
@@ -28,13 +30,13 @@ class Unrepresentable(Exception):
 def canon(v, depth=0):
     if depth > 150:
         raise Unrepresentable("value nested too deeply")
-    t = type(v)
+    t = _type(v)
     if v is None:
         return ["none"]
     if t is bool:
         return ["bool", v]
     if t is int:
-        return ["int", str(v)]
+        return ["int", _str(v)]
     if t is float:
         return ["float", v.hex()]
     if t is complex:
@@ -43,8 +45,8 @@ def canon(v, depth=0):
         return ["str", v]
     if t is bytes:
         return ["bytes", v.hex()]
-    if t is list or t is tuple or t is set or t is frozenset:
-        return [t.__name__, [canon(x, depth + 1) for x in v]]
+    if t in PLAIN_SEQ:
+        return [PLAIN_SEQ[t], [canon(x, depth + 1) for x in v]]
     if t is dict:
         return ["dict", [[canon(k, depth + 1), canon(x, depth + 1)] for k, x in v.items()]]
     raise Unrepresentable("%s.%s" % (t.__module__, t.__qualname__))

@@ -67,6 +67,6 @@ func servePlugin(args []string, stderr io.Writer) int {
 
 // reexecHelper runs the local backend's sandbox helper when this process was
 // re-executed as one; namespace setup must happen in a fresh process.
-func reexecHelper() bool { return false } // TODO(lead): local.Reexec() once it lands
+func reexecHelper() bool { return local.Reexec() }
 
 func protocolVersion() int { return pluginbase.ProtocolVersion }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 
 	"github.com/hashicorp/hcl/v2"
@@ -9,8 +10,9 @@ import (
 	"github.com/rlhost/rlhost/host/config"
 )
 
-// printDiags renders diagnostics with source context and a caret, the way
-// users of HCL tools expect.
+// printDiags renders each diagnostic as "file:line:col: " followed by HCL's
+// own rendering (summary, the offending source line with a caret, detail),
+// so both editors and people can find the spot.
 func printDiags(w io.Writer, f *config.File, diags hcl.Diagnostics) {
 	if len(diags) == 0 {
 		return
@@ -19,7 +21,9 @@ func printDiags(w io.Writer, f *config.File, diags hcl.Diagnostics) {
 	if f != nil && f.Files != nil {
 		files = f.Files
 	}
-	width, color := uint(100), false
+	// Width 0 disables word wrapping, which would split messages that
+	// scripts grep for; wrap only for a terminal.
+	width, color := uint(0), false
 	if fd, ok := w.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(fd.Fd())) {
 		color = true
 		if cols, _, err := term.GetSize(int(fd.Fd())); err == nil && cols > 20 {
@@ -27,5 +31,10 @@ func printDiags(w io.Writer, f *config.File, diags hcl.Diagnostics) {
 		}
 	}
 	wr := hcl.NewDiagnosticTextWriter(w, files, width, color)
-	_ = wr.WriteDiagnostics(diags)
+	for _, d := range diags {
+		if d.Subject != nil {
+			fmt.Fprintf(w, "%s:%d:%d: ", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column)
+		}
+		_ = wr.WriteDiagnostic(d)
+	}
 }

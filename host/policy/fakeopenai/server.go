@@ -36,6 +36,10 @@ type Reply struct {
 	ErrorMessage string
 	RetryAfter   string // Retry-After header value, sent with any status
 	RawBody      string // replaces the generated error body
+
+	// Hang sends nothing: the request stays open until the client gives up
+	// (its timeout or cancellation) or the server is closed.
+	Hang bool
 }
 
 // ReplyChoice is one assistant completion.
@@ -54,6 +58,7 @@ type Server struct {
 
 	srv   *httptest.Server
 	agent Agent
+	done  chan struct{} // closed by Close, releases hanging requests
 
 	mu  sync.Mutex
 	log []ChatRequest
@@ -61,7 +66,7 @@ type Server struct {
 
 // New starts a server that answers every chat completion with agent.
 func New(agent Agent) *Server {
-	s := &Server{agent: agent}
+	s := &Server{agent: agent, done: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", s.chatCompletions)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -74,7 +79,10 @@ func New(agent Agent) *Server {
 }
 
 // Close shuts the server down, waiting for in-flight requests.
-func (s *Server) Close() { s.srv.Close() }
+func (s *Server) Close() {
+	close(s.done)
+	s.srv.Close()
+}
 
 // Requests is how many chat completion requests arrived, valid or not.
 func (s *Server) Requests() int {
@@ -117,6 +125,13 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	s.update(req)
 	rep := s.agent(req)
+	if rep.Hang {
+		select {
+		case <-r.Context().Done():
+		case <-s.done:
+		}
+		return
+	}
 	if rep.RetryAfter != "" {
 		w.Header().Set("Retry-After", rep.RetryAfter)
 	}
@@ -159,7 +174,18 @@ func decodeRequest(body []byte, req *ChatRequest) string {
 	case req.N != nil && *req.N > maxN:
 		return fmt.Sprintf("%d is greater than the maximum of %d - 'n'", *req.N, maxN)
 	}
+	// OpenAI requires "content" on every message but an assistant message
+	// that carries tool calls; the typed decode cannot tell absent from "".
+	var present struct {
+		Messages []map[string]json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &present); err != nil {
+		return fmt.Sprintf("We could not parse the JSON body of your request: %v", err)
+	}
 	for i, m := range req.Messages {
+		if _, ok := present.Messages[i]["content"]; !ok && (m.Role != core.RoleAssistant || len(m.ToolCalls) == 0) {
+			return fmt.Sprintf("Missing required parameter: 'messages[%d].content'.", i)
+		}
 		switch m.Role {
 		case core.RoleSystem, core.RoleUser, core.RoleAssistant:
 		case core.RoleTool:

@@ -174,6 +174,8 @@ func TestErrorReplies(t *testing.T) {
 		{name: "n too large", body: `{"model":"m","n":129,"messages":[{"role":"user","content":"x"}]}`, status: 400, typ: "invalid_request_error", code: nil, msgPart: "maximum of 128"},
 		{name: "n zero", body: `{"model":"m","n":0,"messages":[{"role":"user","content":"x"}]}`, status: 400, typ: "invalid_request_error", code: nil, msgPart: "'n'"},
 		{name: "tool without id", body: `{"model":"m","messages":[{"role":"tool","content":"x"}]}`, status: 400, typ: "invalid_request_error", code: nil, msgPart: "tool_call_id"},
+		{name: "user without content", body: `{"model":"m","messages":[{"role":"user"}]}`, status: 400, typ: "invalid_request_error", code: nil, msgPart: "'messages[0].content'"},
+		{name: "empty assistant without content", body: `{"model":"m","messages":[{"role":"user","content":""},{"role":"assistant"}]}`, status: 400, typ: "invalid_request_error", code: nil, msgPart: "'messages[1].content'"},
 		{name: "bad role", body: `{"model":"m","messages":[{"role":"robot","content":"x"}]}`, status: 400, typ: "invalid_request_error", code: nil, msgPart: "robot"},
 	}
 	for _, tc := range tests {

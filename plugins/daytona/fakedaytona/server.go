@@ -86,7 +86,7 @@ type Server struct {
 	URL string
 	// ToolboxURL is the toolbox proxy URL the API hands out for sandboxes.
 	ToolboxURL string
-	// APIKey is the accepted bearer token.
+	// APIKey is the bearer token accepted at start; see SetAPIKey.
 	APIKey string
 
 	opts Options
@@ -94,6 +94,7 @@ type Server struct {
 	root string
 
 	mu        sync.Mutex
+	apiKey    string
 	seq       int
 	sandboxes map[string]*sandbox
 	creates   int
@@ -132,7 +133,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fakedaytona: sandbox root: %w", err)
 	}
-	s := &Server{opts: opts, root: root, APIKey: opts.APIKey, sandboxes: map[string]*sandbox{}}
+	s := &Server{opts: opts, root: root, APIKey: opts.APIKey, apiKey: opts.APIKey, sandboxes: map[string]*sandbox{}}
 	s.hs = httptest.NewServer(s.routes())
 	s.URL = s.hs.URL + "/api"
 	s.ToolboxURL = s.hs.URL + "/toolbox"
@@ -233,6 +234,13 @@ func (s *Server) Unavailable(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.f.unavailable = n
+}
+
+// SetAPIKey changes the accepted key, as when a key is revoked or rotated.
+func (s *Server) SetAPIKey(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.apiKey = key
 }
 
 // SetExecDelay delays every exec by d before the command starts; a delay at
@@ -366,7 +374,10 @@ func (s *Server) routes() http.Handler {
 			s.log = append(s.log, Request{Method: r.Method, Path: r.URL.Path, Status: rec.status})
 			s.mu.Unlock()
 		}()
-		if r.Header.Get("Authorization") != "Bearer "+s.APIKey {
+		s.mu.Lock()
+		key := s.apiKey
+		s.mu.Unlock()
+		if r.Header.Get("Authorization") != "Bearer "+key {
 			writeError(rec, http.StatusUnauthorized, "Unauthorized")
 			return
 		}

@@ -38,6 +38,9 @@ func BenchmarkMatMul(b *testing.B) {
 // micro-kernel, with no memory traffic.
 func BenchmarkFMAPeak(b *testing.B) {
 	g, sum := PeakScalarGFLOPS(b.N * 1000)
+	if v, _ := PeakVectorGFLOPS(b.N * 1000); v > 0 {
+		b.ReportMetric(v, "vector-GFLOP/s")
+	}
 	if sum == 0 {
 		b.Fatal("peak loop optimised away")
 	}

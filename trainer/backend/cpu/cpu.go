@@ -31,6 +31,7 @@ func (t *ints) Len() int { return len(t.d) }
 type Backend[T Float] struct {
 	pool     *pool
 	useGonum bool
+	noAsm    bool // tests force the portable kernel with it
 
 	packA, packB [][]T // per-worker matmul packing buffers
 	dkh, dvh     []T   // per-query-head attention gradients
@@ -103,8 +104,8 @@ func (b *Backend[T]) ensurePack() {
 	b.packA = make([][]T, b.pool.n)
 	b.packB = make([][]T, b.pool.n)
 	for i := range b.pool.n {
-		b.packA[i] = make([]T, ((mc+mr-1)/mr)*mr*kc)
-		b.packB[i] = make([]T, ((nc+nr-1)/nr)*nr*kc)
+		b.packA[i] = make([]T, packSize)
+		b.packB[i] = make([]T, packSize)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/rlhost/rlhost/trainer/backend"
@@ -115,18 +116,22 @@ func naiveMatMul(a, b []float64, m, n, k int, ta, tb bool) []float64 {
 func TestMatMulAgainstNaive(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	shapes := [][3]int{{1, 1, 1}, {5, 7, 3}, {67, 201, 300}, {130, 5, 513}, {4, 3, 2}}
-	for _, kind := range []string{"blocked", "gonum"} {
+	// "blocked-go" is the blocked matmul with the portable Go micro-kernel
+	// even where the assembly one would run.
+	for _, kind := range []string{"blocked", "blocked-go", "gonum"} {
 		for _, workers := range []int{1, 3} {
-			b, err := NewT[float64](Options{Workers: workers, Matmul: kind})
+			opt := Options{Workers: workers, Matmul: strings.TrimSuffix(kind, "-go")}
+			b, err := NewT[float64](opt)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer b.Close()
-			f, err := New(Options{Workers: workers, Matmul: kind})
+			f, err := New(opt)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer f.Close()
+			f.noAsm = kind == "blocked-go"
 			for _, s := range shapes {
 				for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 					for _, acc := range []bool{false, true} {
@@ -467,6 +472,19 @@ func TestSumSquaresAndElementwise(t *testing.T) {
 		if math.Abs(v-1.5*x[i]) > 1e-15 {
 			t.Fatalf("add/accumulate/scale: y[%d]=%g want %g", i, v, 1.5*x[i])
 		}
+	}
+}
+
+func TestFMAPeakRuns(t *testing.T) {
+	if !haveFMA {
+		t.Skip("no AVX2/FMA on this machine: the assembly kernels are not used here")
+	}
+	// 12 chains of x ← 0.999x + 0.001 from 0 after n steps: 1 − 0.999ⁿ each;
+	// the kernel returns lane 0 of chains 0, 1 and 11 summed.
+	got := float64(fmaPeak(1000))
+	want := 3 * (1 - math.Pow(0.999, 1000))
+	if math.Abs(got-want) > 1e-3 {
+		t.Fatalf("fmaPeak(1000) = %g, want %g", got, want)
 	}
 }
 

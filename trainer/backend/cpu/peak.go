@@ -27,3 +27,15 @@ func PeakScalarGFLOPS(iters int) (gflops float64, checksum float32) {
 	el := time.Since(start).Seconds()
 	return 24 * float64(iters) / el / 1e9, c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7 + c8 + c9 + c10 + c11
 }
+
+// PeakVectorGFLOPS is the same yardstick for 8-wide AVX2 FMAs (12
+// independent ymm chains, 16 flops each), the instruction the assembly
+// matmul kernel is built from. It returns 0 where AVX2/FMA is missing.
+func PeakVectorGFLOPS(iters int) (gflops float64, checksum float32) {
+	if !haveFMA {
+		return 0, 0
+	}
+	start := time.Now()
+	sum := fmaPeak(iters)
+	return 12 * 16 * float64(iters) / time.Since(start).Seconds() / 1e9, sum
+}

@@ -8,9 +8,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/trainer/chat"
 	"github.com/rlhost/rlhost/trainer/tokenizer"
 )
 
@@ -161,7 +164,7 @@ func TestTextPathsWithTokenizer(t *testing.T) {
 		t.Fatalf("fixture tokenizer does not load: %v", err)
 	}
 	cfg := `{"model_type":"qwen2","hidden_size":16,"intermediate_size":32,"num_hidden_layers":1,
-	"num_attention_heads":2,"num_key_value_heads":1,"vocab_size":260,"max_position_embeddings":64,
+	"num_attention_heads":2,"num_key_value_heads":1,"vocab_size":260,"max_position_embeddings":512,
 	"rope_theta":10000,"rms_norm_eps":1e-6,"tie_word_embeddings":false,"eos_token_id":257}`
 	cfgPath := filepath.Join(tmp, "config.json")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
@@ -190,5 +193,39 @@ func TestTextPathsWithTokenizer(t *testing.T) {
 	}
 	if len(g.PromptTokens) != 1 || g.PromptTokens[0] != 258 || len(g.Tokens) == 0 {
 		t.Fatalf("generate from text: %+v", g)
+	}
+	// --messages renders with the chat template: the prompt is exactly the
+	// tokenized rendering, holding the <|im_end|> added token (257).
+	tok, err := tokenizer.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, body := range []string{
+		`[{"role":"user","content":"hi"}]`,
+		`{"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]}`,
+	} {
+		mp := filepath.Join(tmp, fmt.Sprintf("messages%d.json", i))
+		if err := os.WriteFile(mp, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out = mustRun(t, "generate", "--model", dir, "--messages", mp, "--max-tokens", "2", "--temperature", "0", "--json")
+		var gm GenerateOutput
+		if err := json.Unmarshal([]byte(out), &gm); err != nil {
+			t.Fatal(err)
+		}
+		msgs := []core.Message{{Role: core.RoleUser, Content: "hi"}}
+		if i == 1 {
+			msgs = append([]core.Message{{Role: core.RoleSystem, Content: "be brief"}}, msgs...)
+		}
+		text, err := chat.Render(msgs, nil, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := tok.Encode(text); !slices.Equal(gm.PromptTokens, want) || !slices.Contains(want, 257) {
+			t.Fatalf("messages %d: prompt %v, want %v (with 257)", i, gm.PromptTokens, want)
+		}
+	}
+	if code, _, errs := run(t, "generate", "--model", dir, "--messages", filepath.Join(tmp, "absent.json")); code != 1 || !strings.Contains(errs, "absent.json") {
+		t.Fatalf("missing messages file: exit %d %q", code, errs)
 	}
 }

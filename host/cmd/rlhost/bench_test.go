@@ -1,0 +1,238 @@
+package main
+
+// Benchmarks of the host path (run by `make bench`, never by `make test`):
+//   - the plugin round trip of a no-op sandbox exec through host, broker,
+//     env and backend, against a direct backend exec and a bare fork/exec;
+//   - end-to-end scored completions per second on the coding env, against
+//     bare python3 processes running the same programs.
+// Each benchmark appends Markdown rows to $RLHOST_BENCH_MD when it is set.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/envplugin"
+	"github.com/rlhost/rlhost/core/envplugin/envtest"
+	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/job"
+	"github.com/rlhost/rlhost/host/pluginmgr"
+)
+
+func benchRow(b *testing.B, line string) {
+	b.Helper()
+	path := os.Getenv("RLHOST_BENCH_MD")
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	fmt.Fprintln(f, line)
+}
+
+func median(xs []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), xs...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+
+// BenchmarkPluginRoundTrip times one no-op exec (`true`) three ways, in
+// interleaved rounds so machine drift hits all three alike:
+//
+//	bare:    fork/exec of true from the host process, no sandbox
+//	backend: host → backend plugin (gRPC) → sandbox exec of true
+//	env:     host → env plugin Step → lent Sandbox (broker, back to host)
+//	         → backend plugin → sandbox exec of true
+//
+// env − backend is the cost the env/broker hop adds per sandbox call.
+func BenchmarkPluginRoundTrip(b *testing.B) {
+	for _, isolation := range []string{"namespaces", "none"} {
+		b.Run(isolation, func(b *testing.B) { benchRoundTrip(b, isolation) })
+	}
+}
+
+func benchRoundTrip(b *testing.B, isolation string) {
+	ctx := context.Background()
+	probe := buildPlugin(b, "./testdata/probeenv", "probeenv")
+	src := fmt.Sprintf(`
+sandbox "s" {
+  backend = "local"
+  isolation = %q
+}
+env "probe" {
+  plugin = %q
+  marker = "/nonexistent/never"
+}
+`, isolation, probe)
+	f, diags := config.Parse(filepath.Join(b.TempDir(), "bench.hcl"), []byte(src), nil)
+	if diags.HasErrors() {
+		b.Fatal(diags)
+	}
+	mgr, err := pluginmgr.New(pluginmgr.Options{Self: rlhostBin, Builtins: builtinNames(), Logger: hclog.NewNullLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer mgr.StopAll(ctx)
+	bin, d := job.StartBackend(ctx, f, f.Sandboxes[0], mgr, "bench")
+	if d.HasErrors() {
+		b.Fatal(d)
+	}
+	ein, d := job.StartEnv(ctx, f, f.Envs[0], mgr, "bench")
+	if d.HasErrors() {
+		b.Fatal(d)
+	}
+	backend, _ := bin.Backend(ctx)
+	env, _ := ein.Env(ctx)
+	info, err := backend.Create(ctx, core.SandboxSpec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer backend.Destroy(ctx, info.ID)
+	lent := &envtest.BackendSandbox{Backend: backend, SandboxID: info.ID, DefaultTimeout: 10 * time.Second}
+	sess, _, err := env.NewEpisode(ctx, envplugin.Episode{ID: "bench", Task: core.Task{ID: "t0"}, Sandbox: lent})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sess.End(ctx, core.FinishCancelled)
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := core.ExecRequest{Command: []string{"true"}, Timeout: 10 * time.Second}
+	reply := core.Message{Role: core.RoleAssistant, Content: "exec"}
+	var bare, direct, full []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if err := exec.Command(truePath).Run(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if res, err := backend.Exec(ctx, info.ID, req); err != nil || res.ExitCode != 0 {
+			b.Fatalf("backend exec: %v %+v", err, res)
+		}
+		t2 := time.Now()
+		if _, err := sess.Step(ctx, reply); err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
+		bare, direct, full = append(bare, t1.Sub(t0)), append(direct, t2.Sub(t1)), append(full, t3.Sub(t2))
+	}
+	b.StopTimer()
+	mb, md, mf := median(bare), median(direct), median(full)
+	b.ReportMetric(us(mb), "bare-us")
+	b.ReportMetric(us(md), "backend-us")
+	b.ReportMetric(us(mf), "env-us")
+	b.ReportMetric(us(mf-md), "env-hop-us")
+	if b.N >= 20 {
+		benchRow(b, fmt.Sprintf("| no-op exec, isolation %s | %d | %.0f | %.0f | %.0f | %.0f | %.2f× |",
+			isolation, b.N, us(mb), us(md), us(mf), us(mf-md), float64(mf)/float64(md)))
+	}
+}
+
+// The coding programs used for throughput: a correct solution per task.
+var throughputSolutions = map[string]string{
+	"sort_list":    "def sort_list(xs):\n    out = []\n    for x in xs:\n        i = 0\n        while i < len(out) and out[i] <= x:\n            i += 1\n        out.insert(i, x)\n    return out\n",
+	"max_subarray": "def max_subarray(xs):\n    best = cur = xs[0]\n    for x in xs[1:]:\n        cur = max(x, cur + x)\n        best = max(best, cur)\n    return best\n",
+}
+
+// BenchmarkCodingThroughput runs `rlhost run` on the coding env with a
+// replay policy (so the policy costs nothing) and reports scored completions
+// per second, then runs the same number of bare python3 processes executing
+// the same solutions plus a comparable test loop, at the same concurrency.
+func BenchmarkCodingThroughput(b *testing.B) {
+	const group, concurrency = 32, 8
+	episodes := 2 * group
+	dir := b.TempDir()
+	var lines []string
+	for task, sol := range throughputSolutions {
+		var comps []string
+		for i := 0; i < group; i++ {
+			comps = append(comps, fmt.Sprintf("%q", sol))
+		}
+		lines = append(lines, fmt.Sprintf(`{"task_id":%q,"completions":[%s]}`, task, strings.Join(comps, ",")))
+	}
+	os.WriteFile(filepath.Join(dir, "replay.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+	for _, isolation := range []string{"namespaces", "none"} {
+		b.Run(isolation, func(b *testing.B) {
+			os.WriteFile(filepath.Join(dir, "job.hcl"), []byte(fmt.Sprintf(`
+run {
+  name = "throughput"
+  batch_size = 2
+  group_size = %d
+  concurrency = %d
+}
+sandbox "local" {
+  backend = "local"
+  isolation = %q
+  timeout = "10s"
+}
+env "coding" { tasks = "builtin" }
+policy "replay" {
+  provider = "replay"
+  file = "replay.jsonl"
+}
+`, group, concurrency, isolation)), 0o644)
+			var runs, bares []time.Duration
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				cmd := exec.Command(rlhostBin, "run", "job.hcl", "--overwrite", "--out", filepath.Join(dir, "out-"+isolation))
+				cmd.Dir = dir
+				if out, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("rlhost run: %v\n%s", err, out)
+				}
+				runs = append(runs, time.Since(t0))
+				bares = append(bares, bareThroughput(b, episodes, concurrency))
+			}
+			mr, mb := median(runs), median(bares)
+			rlhostRate := float64(episodes) / mr.Seconds()
+			bareRate := float64(episodes) / mb.Seconds()
+			b.ReportMetric(rlhostRate, "completions/s")
+			b.ReportMetric(bareRate, "bare-python/s")
+			benchRow(b, fmt.Sprintf("| coding env, isolation %s | %d episodes, concurrency %d, %d CPUs | %.1f | %.1f | %.2f |",
+				isolation, episodes, concurrency, runtime.NumCPU(), rlhostRate, bareRate, rlhostRate/bareRate))
+		})
+	}
+}
+
+// bareThroughput runs n python3 processes, concurrency at a time, each
+// defining a solution and calling it on test inputs the way the coding
+// harness does, and returns the wall time.
+func bareThroughput(b *testing.B, n, concurrency int) time.Duration {
+	progs := []string{
+		throughputSolutions["sort_list"] + "for xs in [[3,1,2],[],[5,4,3,2,1],[1,1,0]]:\n    assert sort_list(list(xs)) == sorted(xs)\n",
+		throughputSolutions["max_subarray"] + "for xs in [[1,-2,3,4],[-1],[2,2,-5,3]]:\n    max_subarray(xs)\n",
+	}
+	sem := make(chan struct{}, concurrency)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if out, err := exec.Command("/usr/bin/python3", "-c", progs[i%2]).CombinedOutput(); err != nil {
+				b.Errorf("python3: %v %s", err, out)
+			}
+		}(i)
+	}
+	wg.Wait()
+	return time.Since(t0)
+}

@@ -1,0 +1,477 @@
+package main
+
+// End-to-end tests: build the real rlhost binary (and test plugins), then
+// drive it as a user would, through its command line, with real plugin
+// processes, real sandboxes and real files.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rlhost/rlhost/core"
+)
+
+var (
+	rlhostBin string // built once in TestMain
+	buildDir  string
+)
+
+func TestMain(m *testing.M) {
+	// The test binary may be re-executed as a sandbox helper.
+	if reexecHelper() {
+		return
+	}
+	dir, err := os.MkdirTemp("", "rlhost-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	buildDir = dir
+	rlhostBin = filepath.Join(dir, "rlhost")
+	out, err := exec.Command("go", "build", "-o", rlhostBin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build rlhost: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// buildPlugin builds a plugin main package into the shared build dir.
+func buildPlugin(t testing.TB, pkg, name string) string {
+	t.Helper()
+	out := filepath.Join(buildDir, name)
+	if _, err := os.Stat(out); err == nil {
+		return out
+	}
+	b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func rlhost(t *testing.T, dir string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, rlhostBin, args...)
+	cmd.Dir = dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run rlhost %v: %v", args, err)
+	}
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+func write(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func readTrajectories(t *testing.T, path string) []core.Trajectory {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []core.Trajectory
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		var tr core.Trajectory
+		if err := json.Unmarshal(sc.Bytes(), &tr); err != nil {
+			t.Fatalf("bad trajectory line: %v", err)
+		}
+		out = append(out, tr)
+	}
+	return out
+}
+
+// processesOf lists live processes whose executable or arguments mention
+// path: every plugin and sandbox helper of a test binary does.
+func processesOf(path string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := fmt.Sscanf(e.Name(), "%d", new(int)); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if bytes.Contains(stat, []byte(") Z ")) {
+			continue // a zombie waiting for its parent is not a live process
+		}
+		if bytes.Contains(cmdline, []byte(path)) {
+			out = append(out, e.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	return out
+}
+
+func waitNoProcesses(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		left := processesOf(path)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes left behind:\n%s", strings.Join(left, "\n"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestVersionAndHelp(t *testing.T) {
+	r := rlhost(t, ".", "version")
+	if r.code != 0 || !strings.Contains(r.stdout, "rlhost ") {
+		t.Fatalf("version: %+v", r)
+	}
+	for _, cmd := range [][]string{{"run", "--help"}, {"validate", "--help"}, {"plugins", "--help"}, {"sandbox", "exec", "--help"}, {"sandbox", "list", "--help"}, {"sandbox", "rm", "--help"}} {
+		r := rlhost(t, ".", cmd...)
+		if r.code != 0 || !strings.Contains(r.stderr+r.stdout, "Usage: rlhost") {
+			t.Errorf("%v: code %d, output %q", cmd, r.code, r.stderr+r.stdout)
+		}
+	}
+	if r := rlhost(t, ".", "frobnicate"); r.code == 0 || !strings.Contains(r.stderr, "unknown command") {
+		t.Errorf("unknown command: %+v", r)
+	}
+}
+
+// Bad configs give file:line:col diagnostics and a non-zero exit, no panic.
+func TestBadConfigDiagnostics(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name, src, want string
+	}{
+		{"syntax", "run {\n  steps = \n}\n", "bad.hcl:2:11: Error: Invalid expression"},
+		{"unknown attribute", "run {\n  stepz = 1\n}\n", "bad.hcl:2:3: Error: Unsupported argument"},
+		{"wrong type", "run {\n  steps = \"x\"\n}\n", "bad.hcl:2:12: Error: Unsuitable value type"},
+		{"unknown plugin", "sandbox \"s\" {\n  backend = \"local\"\n}\nenv \"e\" {\n  plugin = \"nosuchenv\"\n}\npolicy \"p\" {\n  provider = \"replay\"\n  file = \"x\"\n}\n", "unknown env plugin \"nosuchenv\""},
+		{"unknown backend attribute", "sandbox \"s\" {\n  backend = \"local\"\n  isolaton = \"none\"\n}\nenv \"coding\" {}\npolicy \"p\" {\n  provider = \"replay\"\n  file = \"x\"\n}\n", "bad.hcl:3:3: Error: Unsupported argument"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			write(t, dir, "bad.hcl", tc.src)
+			r := rlhost(t, dir, "validate", "bad.hcl")
+			if r.code == 0 {
+				t.Fatalf("validate accepted a bad config: %+v", r)
+			}
+			if !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("stderr does not mention %q:\n%s", tc.want, r.stderr)
+			}
+			if strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "goroutine ") {
+				t.Fatalf("panic:\n%s", r.stderr)
+			}
+		})
+	}
+}
+
+// A file that is not a plugin is reported as such.
+func TestNotAPlugin(t *testing.T) {
+	dir := t.TempDir()
+	script := write(t, dir, "fake-plugin", "#!/bin/sh\necho hello from a shell script\nsleep 5\n")
+	os.Chmod(script, 0o755)
+	write(t, dir, "job.hcl", `
+sandbox "s" { backend = "local" }
+env "e" { plugin = "./fake-plugin" }
+policy "p" {
+  provider = "replay"
+  file = "x.jsonl"
+}
+`)
+	r := rlhost(t, dir, "validate", "job.hcl")
+	if r.code == 0 || !strings.Contains(r.stderr, "not a working rlhost plugin") {
+		t.Fatalf("want a clear not-a-plugin error, got %+v", r)
+	}
+	waitNoProcesses(t, script)
+}
+
+func TestPluginsListsBuiltins(t *testing.T) {
+	r := rlhost(t, ".", "plugins", "--json")
+	if r.code != 0 {
+		t.Fatalf("plugins: %+v", r)
+	}
+	var rows []pluginRow
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+		t.Fatalf("plugins --json: %v\n%s", err, r.stdout)
+	}
+	seen := map[string]bool{}
+	for _, row := range rows {
+		seen[row.Info.Kind+"/"+row.Info.Name] = row.Error == "" && row.Info.Version != ""
+	}
+	for _, want := range []string{"env/coding", "sandbox/local", "sandbox/daytona"} {
+		if !seen[want] {
+			t.Errorf("plugins does not list a working %s: %v", want, seen)
+		}
+	}
+}
+
+// An env plugin killed mid-run: its episode is recorded as errored, the
+// plugin restarts, and the run finishes the remaining episodes.
+func TestEnvPluginCrashRestart(t *testing.T) {
+	crash := buildPlugin(t, "./testdata/probeenv", "probeenv")
+	dir := t.TempDir()
+	write(t, dir, "replay.jsonl", `{"task_id":"t0","completions":["ok"]}
+{"task_id":"t1","completions":["CRASH"]}
+{"task_id":"t2","completions":["ok"]}
+{"task_id":"t3","completions":["ok"]}
+`)
+	write(t, dir, "job.hcl", fmt.Sprintf(`
+run {
+  name = "crash"
+  steps = 2
+  batch_size = 4
+  concurrency = 1
+}
+sandbox "s" {
+  backend = "local"
+}
+env "crash" {
+  plugin = %q
+  marker = "marker"
+}
+policy "p" {
+  provider = "replay"
+  file = "replay.jsonl"
+}
+output { dir = "out" }
+`, crash))
+	r := rlhost(t, dir, "run", "job.hcl")
+	if r.code != 0 {
+		t.Fatalf("run failed: %+v", r)
+	}
+	trajs := readTrajectories(t, filepath.Join(dir, "out", "trajectories.jsonl"))
+	if len(trajs) != 8 {
+		t.Fatalf("got %d trajectories, want 8", len(trajs))
+	}
+	errored, ok := 0, 0
+	for _, tr := range trajs {
+		switch {
+		case tr.Error != "":
+			errored++
+			if tr.TaskID != "t1" || !strings.Contains(tr.Error, "plugin process exited") {
+				t.Errorf("unexpected error on %s: %s", tr.TaskID, tr.Error)
+			}
+		case tr.Reward == 1:
+			ok++
+		}
+	}
+	if errored != 1 || ok != 7 {
+		t.Fatalf("errored %d, ok %d; want 1 and 7", errored, ok)
+	}
+	waitNoProcesses(t, crash)
+}
+
+// The replay demo through the coding env: rewards reach disk with metrics.
+func TestRunCodingReplay(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "replay.jsonl", `{"task_id":"sort_list","completions":["def sort_list(xs):\n    out = []\n    for x in xs:\n        i = 0\n        while i < len(out) and out[i] <= x:\n            i += 1\n        out.insert(i, x)\n    return out\n", "def sort_list(xs):\n    return sorted(xs)\n", "def sort_list(xs):\n    while True:\n        pass\n", "def sort_list(xs):\n    import sys\n    while True:\n        sys.stdout.write('x' * 65536)\n", "import os\ndef sort_list(xs):\n    while True:\n        os.fork()\n"]}
+{"task_id":"max_subarray","completions":["def max_subarray(xs):\n    best = cur = xs[0]\n    for x in xs[1:]:\n        cur = max(x, cur + x)\n        best = max(best, cur)\n    return best\n", "def max_subarray(xs) return 0", "def max_subarray(xs):\n    raise ValueError('no')\n", "def max_subarray(xs):\n    return 0\n", "def max_subarray(xs):\n    return sum(xs)\n"]}
+`)
+	write(t, dir, "job.hcl", `
+run {
+  name = "coding"
+  batch_size = 2
+  group_size = 5
+  concurrency = 10
+}
+sandbox "local" {
+  backend = "local"
+  timeout = "2s"
+  limits {
+    pids = 64
+    memory = "256MiB"
+  }
+}
+env "coding" {
+  sandbox = sandbox.local
+  tasks = "builtin"
+  timeout = "2s"
+}
+policy "replay" {
+  provider = "replay"
+  file = "replay.jsonl"
+}
+output { dir = "out" }
+`)
+	r := rlhost(t, dir, "run", "job.hcl")
+	if r.code != 0 {
+		t.Fatalf("run failed: %+v", r)
+	}
+	trajs := readTrajectories(t, filepath.Join(dir, "out", "trajectories.jsonl"))
+	if len(trajs) != 10 {
+		t.Fatalf("got %d trajectories, want 10", len(trajs))
+	}
+	byCompletion := map[string]core.Trajectory{}
+	for _, tr := range trajs {
+		if tr.Error != "" {
+			t.Errorf("episode %s/%d errored: %s", tr.TaskID, tr.Index, tr.Error)
+		}
+		byCompletion[fmt.Sprintf("%s/%d", tr.TaskID, tr.Index)] = tr
+	}
+	want := map[string]float64{
+		"sort_list/0": 1, "sort_list/1": -1, "sort_list/2": -1, "sort_list/3": -1, "sort_list/4": -1,
+		"max_subarray/0": 1, "max_subarray/1": -1, "max_subarray/2": -1,
+	}
+	for k, w := range want {
+		if got := byCompletion[k].Reward; got != w {
+			t.Errorf("%s: reward %v, want %v (metrics %v info %v)", k, got, w, byCompletion[k].Metrics, byCompletion[k].Info)
+		}
+	}
+	if got := byCompletion["max_subarray/3"].Reward; got <= 0 || got >= 1 {
+		t.Errorf("a partly wrong answer should get a fraction, got %v", got)
+	}
+	for _, name := range []string{"metrics.jsonl", "summary.json"} {
+		if _, err := os.Stat(filepath.Join(dir, "out", name)); err != nil {
+			t.Errorf("missing %s: %v", name, err)
+		}
+	}
+	if !strings.Contains(r.stdout, "step 1/1") {
+		t.Errorf("no progress line in output:\n%s", r.stdout)
+	}
+	// Running again into the same directory is refused unless asked.
+	if r2 := rlhost(t, dir, "run", "job.hcl"); r2.code == 0 || !strings.Contains(r2.stderr, "already holds a run") {
+		t.Errorf("second run into the same dir: %+v", r2)
+	}
+	waitNoProcesses(t, rlhostBin)
+}
+
+// Ctrl-C mid-run: rlhost exits cleanly, leaving no plugin or sandbox process
+// behind, and the trajectories already finished stay on disk.
+func TestInterruptCleansUp(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "replay.jsonl", `{"task_id":"sort_list","completions":["import time\ntime.sleep(60)\ndef sort_list(xs): return xs\n"]}
+{"task_id":"max_subarray","completions":["import time\ntime.sleep(60)\ndef max_subarray(xs): return 0\n"]}
+`)
+	write(t, dir, "job.hcl", `
+run {
+  name = "interrupt"
+  steps = 5
+  batch_size = 2
+  group_size = 3
+  concurrency = 6
+}
+sandbox "local" {
+  backend = "local"
+  timeout = "90s"
+}
+env "coding" {
+  tasks = "builtin"
+  timeout = "90s"
+}
+policy "replay" {
+  provider = "replay"
+  file = "replay.jsonl"
+}
+output { dir = "out" }
+`)
+	cmd := exec.Command(rlhostBin, "run", "job.hcl")
+	cmd.Dir = dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until sandboxed programs are running, then press Ctrl-C.
+	deadline := time.Now().Add(60 * time.Second)
+	for len(processesOf("time.sleep(60)")) == 0 && len(processesOf("sleep")) == 0 {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("sandboxed programs never started\nstdout:%s\nstderr:%s", out.String(), errb.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("rlhost did not exit after Ctrl-C\nstderr:%s", errb.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("exit code %d, want 130\nstderr:%s", code, errb.String())
+	}
+	waitNoProcesses(t, rlhostBin)
+	trajs := readTrajectories(t, filepath.Join(dir, "out", "trajectories.jsonl"))
+	for _, tr := range trajs {
+		if tr.FinishReason != core.FinishCancelled {
+			t.Errorf("episode %s/%d finished %q, want cancelled", tr.TaskID, tr.Index, tr.FinishReason)
+		}
+	}
+	var sum struct {
+		Interrupted bool `json:"interrupted"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "out", "summary.json"))
+	if err != nil || json.Unmarshal(b, &sum) != nil || !sum.Interrupted {
+		t.Errorf("summary.json does not say interrupted: %s %v", b, err)
+	}
+	// No sandbox of that run is left in the backend's records either.
+	r := rlhost(t, dir, "sandbox", "list", "--json")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("sandboxes left: %+v", r)
+	}
+}
+
+func TestSandboxExecJSON(t *testing.T) {
+	r := rlhost(t, t.TempDir(), "sandbox", "exec", "--json", "--timeout", "2s", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+	if r.code != 0 {
+		t.Fatalf("sandbox exec: %+v", r)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, r.stdout)
+	}
+	if res["exit_code"] != float64(3) || res["stdout"] != "out\n" || res["stderr"] != "err\n" || res["timed_out"] != false {
+		t.Errorf("result = %v", res)
+	}
+	if _, ok := res["duration_ms"]; !ok {
+		t.Errorf("no duration_ms in %v", res)
+	}
+	r = rlhost(t, t.TempDir(), "sandbox", "exec", "--json", "--timeout", "500ms", "--", "sleep", "30")
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res["timed_out"] != true {
+		t.Errorf("timeout not reported: %s %v", r.stdout, err)
+	}
+	// Without --json the command's exit code and output pass through.
+	r = rlhost(t, t.TempDir(), "sandbox", "exec", "--", "sh", "-c", "echo hi; exit 7")
+	if r.code != 7 || r.stdout != "hi\n" {
+		t.Errorf("plain exec: %+v", r)
+	}
+	waitNoProcesses(t, rlhostBin)
+}

@@ -1,0 +1,82 @@
+// Command probeenv is a test and benchmark environment plugin. Each step
+// runs `true` once in the lent sandbox and scores 1, which makes it the no-op
+// path for measuring plugin round trips. The first time it sees
+// the reply "CRASH" it records that in a marker file and SIGKILLs itself,
+// mid-step, so tests can check that the host records the episode as errored,
+// restarts the plugin and carries on. The reply "exec" runs `true` and
+// keeps the episode open; any other reply runs it and ends the episode.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"syscall"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/envplugin"
+	"github.com/rlhost/rlhost/core/pluginbase"
+	"github.com/rlhost/rlhost/core/schema"
+)
+
+type env struct{ marker string }
+
+func (e *env) Info() pluginbase.Info {
+	return pluginbase.Info{Name: "probeenv", Version: "0.0.1", Kind: pluginbase.KindEnv,
+		Config: schema.Spec{Attributes: []schema.Attribute{{Name: "marker", Type: cty.String, Required: true}}}}
+}
+
+func (e *env) Configure(_ context.Context, cfg schema.Config) schema.Diagnostics {
+	var c struct {
+		Marker string `json:"marker"`
+	}
+	if err := cfg.Decode(&c); err != nil {
+		return schema.Diagnostics{schema.Errorf(nil, "bad config", "%v", err)}
+	}
+	e.marker = c.Marker
+	return nil
+}
+
+func (e *env) Tasks(context.Context) ([]core.Task, error) {
+	var ts []core.Task
+	for i := 0; i < 4; i++ {
+		ts = append(ts, core.Task{ID: fmt.Sprintf("t%d", i), Prompt: "say something"})
+	}
+	return ts, nil
+}
+
+func (e *env) NewEpisode(_ context.Context, ep envplugin.Episode) (envplugin.Session, envplugin.Observation, error) {
+	return &session{e: e, sb: ep.Sandbox}, envplugin.Observation{Messages: []core.Message{{Role: core.RoleUser, Content: ep.Task.Prompt}}}, nil
+}
+
+type session struct {
+	e  *env
+	sb envplugin.Sandbox
+}
+
+func (s *session) Step(ctx context.Context, reply core.Message) (envplugin.Observation, error) {
+	if reply.Content == "CRASH" {
+		if _, err := os.Stat(s.e.marker); os.IsNotExist(err) {
+			_ = os.WriteFile(s.e.marker, []byte("crashed"), 0o644)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+	}
+	res, err := s.sb.Exec(ctx, core.ExecRequest{Command: []string{"true"}})
+	if err != nil {
+		return envplugin.Observation{}, err
+	}
+	// "exec" keeps the episode open, so a benchmark can step it repeatedly.
+	if reply.Content == "exec" {
+		return envplugin.Observation{Metrics: map[string]float64{"exit": float64(res.ExitCode)}}, nil
+	}
+	return envplugin.Observation{Done: true, Reward: 1, Metrics: map[string]float64{"exit": float64(res.ExitCode)}}, nil
+}
+
+func (s *session) End(context.Context, string) (envplugin.Observation, error) {
+	return envplugin.Observation{}, nil
+}
+
+func main() { envplugin.Serve(&env{}) }

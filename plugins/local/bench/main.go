@@ -1,0 +1,262 @@
+// Command bench measures the local sandbox backend against baselines taken
+// in the same run (bare fork/exec, and bubblewrap) and prints Markdown rows
+// for BENCHMARKS.md.
+//
+// It is a program rather than a Go benchmark because the binary must also
+// serve as the sandbox init (local.Reexec), and because the figures are
+// latency percentiles and ratios, not ns/op. It does not assert anything.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/plugins/local"
+)
+
+func main() {
+	if local.Reexec() {
+		return
+	}
+	n := flag.Int("n", 200, "iterations per latency figure")
+	conc := flag.Int("concurrent", 64, "sandboxes alive at once in the throughput test")
+	stateDir := flag.String("state-dir", "", "state dir (default: a temp dir)")
+	flag.Parse()
+	if err := run(*n, *conc, *stateDir); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func newBackend(ctx context.Context, stateDir string, cfg map[string]any) (*local.Backend, error) {
+	cfg["state_dir"] = stateDir
+	js, _ := json.Marshal(cfg)
+	b := local.New()
+	if d := b.Configure(ctx, schema.Config{Name: "bench", JSON: js}, core.SandboxSpec{}); d.HasErrors() {
+		return nil, d.Err()
+	}
+	return b, nil
+}
+
+type stats struct{ p50, p95 time.Duration }
+
+func measure(n int, f func() error) (stats, error) {
+	ds := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if err := f(); err != nil {
+			return stats{}, err
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return stats{ds[len(ds)/2], ds[len(ds)*95/100]}, nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+
+func bare(argv ...string) func() error {
+	return func() error { return exec.Command(argv[0], argv[1:]...).Run() }
+}
+
+func machine() string {
+	cpu := "unknown cpu"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	kr, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	return fmt.Sprintf("%s, %d cores, Linux %s", cpu, runtime.NumCPU(), strings.TrimSpace(string(kr)))
+}
+
+func run(n, conc int, stateDir string) error {
+	ctx := context.Background()
+	if stateDir == "" {
+		d, err := os.MkdirTemp("", "rlhost-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		stateDir = d
+	}
+	m := machine()
+	row := func(bench, command, baseline, figure, ratio string) {
+		fmt.Printf("| %s | %s | %s | %s | %s | %s |\n", m, bench, command, baseline, figure, ratio)
+	}
+	fmt.Println("| machine | benchmark | command | baseline (same run) | local backend | ratio |")
+	fmt.Println("|---|---|---|---|---|---|")
+
+	bareTrue, err := measure(n, bare("/bin/true"))
+	if err != nil {
+		return fmt.Errorf("bare true: %w", err)
+	}
+	bwrapArgs := []string{"bwrap", "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "/bin/true"}
+	bwrap, bwrapErr := measure(n, bare(bwrapArgs...))
+
+	// Cold: no pool.
+	cold, err := newBackend(ctx, stateDir, map[string]any{})
+	if err != nil {
+		return fmt.Errorf("configure: %w", err)
+	}
+	var toFirst []time.Duration
+	cycle, err := measure(n, func() error {
+		t0 := time.Now()
+		info, err := cold.Create(ctx, core.SandboxSpec{})
+		if err != nil {
+			return err
+		}
+		if r, err := cold.Exec(ctx, info.ID, core.ExecRequest{Command: []string{"true"}}); err != nil || r.ExitCode != 0 {
+			return fmt.Errorf("exec true: %v %+v", err, r)
+		}
+		toFirst = append(toFirst, time.Since(t0))
+		return cold.Destroy(ctx, info.ID)
+	})
+	if err != nil {
+		return fmt.Errorf("cold cycle: %w", err)
+	}
+	first := pct(toFirst)
+	bw := "bwrap unavailable: " + fmt.Sprint(bwrapErr)
+	ratio := "-"
+	if bwrapErr == nil {
+		bw = fmt.Sprintf("bwrap --unshare-all true p50 %s / p95 %s; bare exec p50 %s", ms(bwrap.p50), ms(bwrap.p95), ms(bareTrue.p50))
+		ratio = fmt.Sprintf("%.2fx bwrap (p50)", float64(first.p50)/float64(bwrap.p50))
+	}
+	row("cold create → first exec", "true", bw, fmt.Sprintf("p50 %s / p95 %s", ms(first.p50), ms(first.p95)), ratio)
+	row("cold create → exec → destroy", "true", bw, fmt.Sprintf("p50 %s / p95 %s", ms(cycle.p50), ms(cycle.p95)),
+		fmt.Sprintf("%.2fx bwrap (p50)", float64(cycle.p50)/float64(bwrap.p50)))
+
+	// Warm exec round trips in one sandbox.
+	info, err := cold.Create(ctx, core.SandboxSpec{})
+	if err != nil {
+		return err
+	}
+	for _, argv := range [][]string{{"true"}, {"python3", "-c", "pass"}} {
+		path, err := exec.LookPath(argv[0])
+		if err != nil {
+			return err
+		}
+		base, err := measure(n, bare(append([]string{path}, argv[1:]...)...))
+		if err != nil {
+			return err
+		}
+		in, err := measure(n, func() error {
+			r, err := cold.Exec(ctx, info.ID, core.ExecRequest{Command: argv})
+			if err == nil && r.ExitCode != 0 {
+				err = fmt.Errorf("exit %d: %s", r.ExitCode, r.Stderr)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		row("exec round trip, warm sandbox", strings.Join(argv, " "), "bare fork/exec p50 "+ms(base.p50),
+			fmt.Sprintf("p50 %s / p95 %s", ms(in.p50), ms(in.p95)), fmt.Sprintf("%.2fx bare (p50)", float64(in.p50)/float64(base.p50)))
+	}
+	cold.Destroy(ctx, info.ID)
+	cold.Shutdown(ctx)
+
+	// Warm pool.
+	poolSize := 16
+	warm, err := newBackend(ctx, stateDir, map[string]any{"pool_size": poolSize})
+	if err != nil {
+		return err
+	}
+	var fromPool []time.Duration
+	for i := 0; i < n; i++ {
+		waitPool(warm, poolSize)
+		t0 := time.Now()
+		info, err := warm.Create(ctx, core.SandboxSpec{})
+		if err != nil {
+			return err
+		}
+		if _, err := warm.Exec(ctx, info.ID, core.ExecRequest{Command: []string{"true"}}); err != nil {
+			return err
+		}
+		fromPool = append(fromPool, time.Since(t0))
+		warm.Destroy(ctx, info.ID)
+	}
+	p := pct(fromPool)
+	row("pooled create → first exec", "true", "bare exec p50 "+ms(bareTrue.p50), fmt.Sprintf("p50 %s / p95 %s", ms(p.p50), ms(p.p95)),
+		fmt.Sprintf("%.2fx bare (p50)", float64(p.p50)/float64(bareTrue.p50)))
+	warm.Shutdown(ctx)
+
+	// Many at once.
+	many, err := newBackend(ctx, stateDir, map[string]any{"max_sandboxes": conc + 1})
+	if err != nil {
+		return err
+	}
+	prog := "print(sum(i * i for i in range(20000)))"
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	fails := 0
+	for i := 0; i < conc; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			info, err := many.Create(ctx, core.SandboxSpec{})
+			if err == nil {
+				var r core.ExecResult
+				r, err = many.Exec(ctx, info.ID, core.ExecRequest{Command: []string{"python3", "-c", prog}})
+				if err == nil && r.ExitCode != 0 {
+					err = fmt.Errorf("exit %d", r.ExitCode)
+				}
+				if derr := many.Destroy(ctx, info.ID); err == nil {
+					err = derr
+				}
+			}
+			if err != nil {
+				mu.Lock()
+				fails++
+				mu.Unlock()
+				fmt.Fprintln(os.Stderr, "concurrent:", err)
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(t0)
+	t1 := time.Now()
+	for i := 0; i < conc; i++ {
+		if err := exec.Command("python3", "-c", prog).Run(); err != nil {
+			return err
+		}
+	}
+	seq := time.Since(t1)
+	row(fmt.Sprintf("%d sandboxes at once, create+python+destroy", conc), "python3 -c "+prog,
+		fmt.Sprintf("%d bare sequential runs: %s", conc, ms(seq)),
+		fmt.Sprintf("%s wall, %.0f sandboxes/s, %d failures", ms(el), float64(conc)/el.Seconds(), fails),
+		fmt.Sprintf("%.2fx bare", float64(el)/float64(seq)))
+	many.Shutdown(ctx)
+	if fails > 0 {
+		return fmt.Errorf("%d of %d concurrent sandboxes failed", fails, conc)
+	}
+	return nil
+}
+
+func pct(ds []time.Duration) stats {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return stats{ds[len(ds)/2], ds[len(ds)*95/100]}
+}
+
+// waitPool waits until the pool is refilled, so each pooled create measures
+// a warm hit rather than the refill racing it.
+func waitPool(b *local.Backend, want int) {
+	for i := 0; i < 2000 && b.PoolLen() < want; i++ {
+		time.Sleep(time.Millisecond)
+	}
+}

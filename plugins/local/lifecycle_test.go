@@ -1,0 +1,296 @@
+package local
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/schema"
+)
+
+// ownerEnv makes the test binary act as a separate process that owns
+// sandboxes, so tests can SIGKILL a real owner.
+const ownerEnv = "RLHOST_LOCAL_TEST_OWNER"
+
+type ownedBox struct {
+	ID      string `json:"id"`
+	InitPID int    `json:"init_pid"`
+	UID     int    `json:"uid"`
+	BgPID   string `json:"bg_pid"`
+}
+
+// ownerMain creates two sandboxes, each with a background process and a
+// double-forked daemon, reports them on stdout, then waits to be killed.
+func ownerMain(stateDir string) {
+	ctx := context.Background()
+	b := New()
+	js, _ := json.Marshal(map[string]any{"state_dir": stateDir})
+	if d := b.Configure(ctx, schema.Config{Name: "owner", JSON: js}, core.SandboxSpec{}); d.HasErrors() {
+		fmt.Println("ERR", d.Err())
+		os.Exit(1)
+	}
+	for i := 0; i < 2; i++ {
+		info, err := b.Create(ctx, core.SandboxSpec{Labels: map[string]string{"owner": "child"}})
+		if err != nil {
+			fmt.Println("ERR", err)
+			os.Exit(1)
+		}
+		res, err := b.Exec(ctx, info.ID, core.ExecRequest{Command: sh("sleep 1000 >/dev/null 2>&1 & (setsid sh -c 'sleep 1000' >/dev/null 2>&1 &); echo $!"), Timeout: 5 * time.Second})
+		if err != nil {
+			fmt.Println("ERR", err)
+			os.Exit(1)
+		}
+		b.mu.Lock()
+		nb := b.boxes[info.ID].impl.(*nsBox)
+		b.mu.Unlock()
+		out, _ := json.Marshal(ownedBox{ID: info.ID, InitPID: nb.pid, UID: nb.uid, BgPID: strings.TrimSpace(res.Stdout)})
+		fmt.Println(string(out))
+	}
+	fmt.Println("READY")
+	select {}
+}
+
+// startOwner runs ownerMain in a child process and returns its sandboxes.
+func startOwner(t *testing.T, stateDir string) (*exec.Cmd, []ownedBox) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), ownerEnv+"="+stateDir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var boxes []ownedBox
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "READY" {
+			return cmd, boxes
+		}
+		var ob ownedBox
+		if err := json.Unmarshal([]byte(line), &ob); err != nil {
+			t.Fatalf("owner: %s", line)
+		}
+		boxes = append(boxes, ob)
+	}
+	t.Fatalf("owner exited early: %v", sc.Err())
+	return nil, nil
+}
+
+// eventually polls cond; the deadline only bounds a hung test, it is not
+// a speed assertion.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still not true after 20s: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// procsOfUID lists host processes whose real uid is uid.
+func procsOfUID(uid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" && f[1] == strconv.Itoa(uid) {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+func cgroupDirsOf(id string) []string {
+	m, _ := filepath.Glob("/sys/fs/cgroup/*/rlhost-" + id)
+	n, _ := filepath.Glob("/sys/fs/cgroup/*/*/*/rlhost-" + id)
+	o, _ := filepath.Glob("/sys/fs/cgroup/rlhost-" + id)
+	return append(append(m, n...), o...)
+}
+
+func TestOwnerSIGKILLLeavesNothing(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: per-sandbox host uids (used to find leftovers) need root")
+	}
+	state := t.TempDir()
+	owner, boxes := startOwner(t, state)
+	if len(boxes) != 2 {
+		t.Fatalf("owner made %d sandboxes", len(boxes))
+	}
+	for _, ob := range boxes {
+		if len(procsOfUID(ob.UID)) < 3 {
+			t.Fatalf("sandbox %s: expected init + background processes alive, got %v", ob.ID, procsOfUID(ob.UID))
+		}
+	}
+	b := newBackend(t, map[string]any{"state_dir": state}, core.SandboxSpec{})
+	list, err := b.List(context.Background(), map[string]string{"owner": "child"})
+	if err != nil || len(list) != 2 || list[0].State != "running" {
+		t.Fatalf("List while owner lives = %+v, %v", list, err)
+	}
+	// Destroy works on a live owner's sandbox.
+	if err := b.Destroy(context.Background(), boxes[0].ID); err != nil {
+		t.Fatalf("Destroy of another process's sandbox: %v", err)
+	}
+	eventually(t, "destroyed sandbox's processes gone", func() bool { return len(procsOfUID(boxes[0].UID)) == 0 })
+
+	owner.Process.Signal(syscall.SIGKILL)
+	owner.Wait()
+	// PR_SET_PDEATHSIG on the init, and the PID namespace dying with it.
+	eventually(t, "orphaned sandbox's processes gone", func() bool { return len(procsOfUID(boxes[1].UID)) == 0 })
+	list, err = b.List(context.Background(), nil)
+	if err != nil || len(list) != 1 || list[0].State != "orphaned" {
+		t.Fatalf("List after owner death = %+v, %v", list, err)
+	}
+	// The next start reaps what is left: cgroup and directory.
+	b2 := newBackend(t, map[string]any{"state_dir": state}, core.SandboxSpec{})
+	if list, _ := b2.List(context.Background(), nil); len(list) != 0 {
+		t.Fatalf("Configure did not reap: %+v", list)
+	}
+	for _, ob := range boxes {
+		if d := cgroupDirsOf(ob.ID); len(d) != 0 {
+			t.Errorf("cgroups left: %v", d)
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Join(state, "sandboxes")); len(ents) != 0 {
+		t.Errorf("state entries left: %v", ents)
+	}
+}
+
+func TestShutdownLeavesNothing(t *testing.T) {
+	for _, ws := range []string{"tmpfs", "host"} {
+		t.Run(ws, func(t *testing.T) {
+			state := t.TempDir()
+			os.Chmod(filepath.Dir(state), 0o711) // see searchableByOthers
+			b := newBackend(t, map[string]any{"state_dir": state, "workspace": ws}, core.SandboxSpec{})
+			var uids []int
+			var ids []string
+			for i := 0; i < 3; i++ {
+				id := create(t, b, core.SandboxSpec{})
+				execOK(t, b, id, "sh", "-c", "sleep 1000 >/dev/null 2>&1 & echo x > /workspace/f; echo y > /tmp/g")
+				b.mu.Lock()
+				uids = append(uids, b.boxes[id].impl.(*nsBox).uid)
+				b.mu.Unlock()
+				ids = append(ids, id)
+			}
+			if err := b.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			for i, uid := range uids {
+				if os.Geteuid() == 0 {
+					if p := procsOfUID(uid); len(p) != 0 {
+						t.Errorf("processes left: %v", p)
+					}
+				}
+				if d := cgroupDirsOf(ids[i]); len(d) != 0 {
+					t.Errorf("cgroups left: %v", d)
+				}
+			}
+			if ents, _ := os.ReadDir(filepath.Join(state, "sandboxes")); len(ents) != 0 {
+				t.Errorf("state entries left: %v", ents)
+			}
+		})
+	}
+}
+
+func TestPoolAndCaps(t *testing.T) {
+	spec := core.SandboxSpec{Env: map[string]string{"A": "1"}}
+	b := newBackend(t, map[string]any{"pool_size": 2, "max_sandboxes": 3}, spec)
+	eventually(t, "pool filled", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.pool) == 2
+	})
+	ctx := context.Background()
+	s1 := spec
+	s1.Labels = map[string]string{"n": "1"}
+	info, err := b.Create(ctx, s1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := execOK(t, b, info.ID, "sh", "-c", "echo $A")
+	if res.Stdout != "1\n" {
+		t.Errorf("pooled sandbox env: %q", res.Stdout)
+	}
+	list, _ := b.List(ctx, map[string]string{"n": "1"})
+	if len(list) != 1 || list[0].ID != info.ID {
+		t.Errorf("List of pooled sandbox with new labels: %+v", list)
+	}
+	// max_sandboxes counts pooled ones too: 1 taken + refill up to the cap.
+	eventually(t, "pool refilled to the cap", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.live == 3
+	})
+	if _, err := b.Create(ctx, core.SandboxSpec{}); err == nil {
+		// A different spec cannot use the pool; the cap is reached.
+		t.Errorf("Create beyond max_sandboxes succeeded")
+	}
+}
+
+func TestConfigureRejects(t *testing.T) {
+	cases := []struct {
+		cfg  map[string]any
+		spec core.SandboxSpec
+		path string
+	}{
+		{nil, core.SandboxSpec{Image: "python:3.12"}, "image"},
+		{map[string]any{"isolation": "gvisor"}, core.SandboxSpec{}, "isolation"},
+		{map[string]any{"isolation": "none"}, core.SandboxSpec{Limits: core.Limits{MemoryBytes: 1 << 20}}, "limits.memory_bytes"},
+		{map[string]any{"isolation": "none"}, core.SandboxSpec{Rootfs: "/"}, "rootfs"},
+		{nil, core.SandboxSpec{Rootfs: "/does/not/exist"}, "rootfs"},
+		{map[string]any{"workspace": "host"}, core.SandboxSpec{Limits: core.Limits{DiskBytes: 1 << 20}}, "limits.disk_bytes"},
+		{map[string]any{"cgroup": "off"}, core.SandboxSpec{Limits: core.Limits{CPUs: 1}}, "limits.cpus"},
+		{map[string]any{"exec_timeout": "soon"}, core.SandboxSpec{}, "exec_timeout"},
+		{map[string]any{"pool_size": 5, "max_sandboxes": 2}, core.SandboxSpec{}, "pool_size"},
+		{map[string]any{"cgroup": "v3"}, core.SandboxSpec{}, "cgroup"},
+	}
+	for _, c := range cases {
+		cfg := c.cfg
+		if cfg == nil {
+			cfg = map[string]any{}
+		}
+		cfg["state_dir"] = t.TempDir()
+		js, _ := json.Marshal(cfg)
+		b := New()
+		diags := b.Configure(context.Background(), schema.Config{JSON: js}, c.spec)
+		found := false
+		for _, d := range diags {
+			if d.Severity == schema.Error && strings.Join(d.Path, ".") == c.path {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("cfg %v spec %+v: want an error at %q, got %v", c.cfg, c.spec, c.path, diags)
+		}
+		b.Shutdown(context.Background())
+	}
+}

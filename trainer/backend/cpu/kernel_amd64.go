@@ -1,0 +1,18 @@
+package cpu
+
+import "golang.org/x/sys/cpu"
+
+// haveFMA reports AVX2 and FMA3, which the assembly kernels need. It is
+// fixed at start-up (a property of the machine, never written after).
+var haveFMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// kern6x16 is the AVX2/FMA micro-kernel (kernel_amd64.s): it overwrites
+// t[0:96] with the 6×16 product of kk steps of packed A and B panels.
+//
+//go:noescape
+func kern6x16(kk int, a, b, t *float32)
+
+// fmaPeak runs iters rounds of 12 independent 8-wide FMAs.
+//
+//go:noescape
+func fmaPeak(iters int) float32

@@ -1,0 +1,10 @@
+//go:build !amd64
+
+package cpu
+
+// haveFMA is false off amd64: only the portable Go kernel exists there.
+const haveFMA = false
+
+func kern6x16(kk int, a, b, t *float32) { panic("cpu: kern6x16 without AVX2") }
+
+func fmaPeak(iters int) float32 { panic("cpu: fmaPeak without AVX2") }

@@ -1,0 +1,301 @@
+// Command bench measures the trainer's CPU backend and model and prints
+// Markdown table rows for BENCHMARKS.md. Every figure comes with the
+// yardsticks measured in the same run: the scalar multiply-add peak of a
+// tight Go loop, and single-thread and all-core sgemm with the best matmul.
+//
+// It deliberately checks no results (the tests do that) and by default
+// skips the 0.5B-dimension runs, which need ~8 GB; pass --heavy for them.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rlhost/rlhost/trainer/backend"
+	"github.com/rlhost/rlhost/trainer/backend/cpu"
+	"github.com/rlhost/rlhost/trainer/generate"
+	"github.com/rlhost/rlhost/trainer/hfconfig"
+	"github.com/rlhost/rlhost/trainer/model"
+)
+
+func main() {
+	heavy := flag.Bool("heavy", false, "also run the Qwen2.5-0.5B-dimension step and generation (~8 GB)")
+	gemmN := flag.Int("gemm", 1024, "sgemm size for the yardstick (n×n×n)")
+	seq := flag.Int("seq", 256, "sequence length for training steps")
+	flag.Parse()
+	if err := run(*heavy, *gemmN, *seq); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type row struct{ name, value, baseline, ratio string }
+
+func run(heavy bool, gemmN, seq int) error {
+	procs := runtime.GOMAXPROCS(0)
+	fmt.Printf("Machine: %s, GOMAXPROCS=%d, %s/%s, %s\n", cpuName(), procs, runtime.GOOS, runtime.GOARCH, runtime.Version())
+	fmt.Printf("Command: go run ./trainer/bench %s\n\n", strings.Join(os.Args[1:], " "))
+	fmt.Println("| benchmark | value | baseline (same run) | ratio |")
+	fmt.Println("| --- | --- | --- | --- |")
+	emit := func(r row) { fmt.Printf("| %s | %s | %s | %s |\n", r.name, r.value, r.baseline, r.ratio) }
+
+	fma1 := peak(1)
+	fmaN := peak(procs)
+	emit(row{"scalar FMA loop, 1 thread", gf(fma1), "-", "-"})
+	emit(row{fmt.Sprintf("scalar FMA loop, %d threads", procs), gf(fmaN), gf(fma1) + " (1 thread)", fmt.Sprintf("%.1fx", fmaN/fma1)})
+
+	best := map[int]float64{}
+	for _, kind := range []string{"gonum", "blocked"} {
+		for _, w := range []int{1, procs} {
+			g, err := sgemm(kind, w, gemmN)
+			if err != nil {
+				return err
+			}
+			emit(row{fmt.Sprintf("sgemm %d³ %s, %d threads", gemmN, kind, w), gf(g), gf(fmaPick(w, fma1, fmaN)) + " scalar peak", pct(g, fmaPick(w, fma1, fmaN))})
+			best[w] = max(best[w], g)
+		}
+	}
+	peakAll := best[procs]
+
+	cases := []struct {
+		preset string
+		B      int
+		adam   bool
+	}{{"10m", 4, false}}
+	if heavy {
+		cases = append(cases, struct {
+			preset string
+			B      int
+			adam   bool
+		}{"qwen2.5-0.5b", 1, true})
+	}
+	for _, c := range cases {
+		res, err := step(c.preset, c.B, seq, c.adam)
+		if err != nil {
+			return err
+		}
+		emit(row{fmt.Sprintf("%s fwd+bwd, B=%d T=%d", c.preset, c.B, seq),
+			fmt.Sprintf("%.0f tok/s, %.2f s/step, %s", res.tokS, res.stepS, gf(res.gflops)),
+			gf(peakAll) + " all-core sgemm", pct(res.gflops, peakAll)})
+		if c.adam {
+			emit(row{fmt.Sprintf("%s AdamW update (%d params)", c.preset, res.params), fmt.Sprintf("%.3f s", res.adamS), fmt.Sprintf("%.2f s fwd+bwd", res.stepS), pct(res.adamS, res.stepS)})
+		}
+		emit(row{fmt.Sprintf("%s peak RSS after step", c.preset), mib(vmHWM()), fmt.Sprintf("%s params f32", mib(int64(res.params)*4)), "-"})
+	}
+	gens := []string{"10m"}
+	if heavy {
+		gens = append(gens, "qwen2.5-0.5b")
+	}
+	for _, p := range gens {
+		for _, B := range []int{1, 8} {
+			tokS, err := gen(p, B)
+			if err != nil {
+				return err
+			}
+			emit(row{fmt.Sprintf("%s generate, KV cache, batch %d, 32+64 tokens", p, B), fmt.Sprintf("%.1f tok/s", tokS), "-", "-"})
+		}
+	}
+	return nil
+}
+
+func fmaPick(w int, one, all float64) float64 {
+	if w == 1 {
+		return one
+	}
+	return all
+}
+
+func gf(v float64) string          { return fmt.Sprintf("%.1f GFLOP/s", v) }
+func pct(a, b float64) string      { return fmt.Sprintf("%.0f%%", 100*a/b) }
+func mib(bytes int64) string       { return fmt.Sprintf("%.0f MiB", float64(bytes)/(1<<20)) }
+func secs(d time.Duration) float64 { return d.Seconds() }
+
+// peak runs the scalar multiply-add loop on n goroutines at once and
+// returns their summed GFLOP/s.
+func peak(n int) float64 {
+	var wg sync.WaitGroup
+	res := make([]float64, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cpu.PeakScalarGFLOPS(5e6) // warm up
+			res[i], _ = cpu.PeakScalarGFLOPS(2e8)
+		}()
+	}
+	wg.Wait()
+	var s float64
+	for _, v := range res {
+		s += v
+	}
+	return s
+}
+
+func sgemm(kind string, workers, n int) (float64, error) {
+	// gonum parallelises by itself over GOMAXPROCS; pin it for 1 thread.
+	prev := runtime.GOMAXPROCS(max(workers, 1))
+	defer runtime.GOMAXPROCS(prev)
+	be, err := cpu.New(cpu.Options{Workers: workers, Matmul: kind})
+	if err != nil {
+		return 0, err
+	}
+	defer be.Close()
+	a, b, c := be.Alloc(n*n), be.Alloc(n*n), be.Alloc(n*n)
+	be.Fill(a, 0.5)
+	be.Fill(b, 0.25)
+	be.MatMul(c, a, b, n, n, n, false, true, false)
+	iters := 0
+	start := time.Now()
+	for time.Since(start) < 2*time.Second || iters < 2 {
+		be.MatMul(c, a, b, n, n, n, false, true, false)
+		iters++
+	}
+	return 2 * float64(n) * float64(n) * float64(n) * float64(iters) / secs(time.Since(start)) / 1e9, nil
+}
+
+type stepResult struct {
+	tokS, stepS, gflops, adamS float64
+	params                     int
+}
+
+func step(preset string, B, T int, adam bool) (stepResult, error) {
+	cfg, err := hfconfig.Preset(preset)
+	if err != nil {
+		return stepResult{}, err
+	}
+	be, err := cpu.New(cpu.Options{})
+	if err != nil {
+		return stepResult{}, err
+	}
+	defer be.Close()
+	m, err := model.New(be, cfg)
+	if err != nil {
+		return stepResult{}, err
+	}
+	m.Init(1, 0.02)
+	m.AllocGrads()
+	r, err := m.NewRun(B, T)
+	if err != nil {
+		return stepResult{}, err
+	}
+	ids, tg, lens := make([]int32, B*T), make([]int32, B*T), make([]int, B)
+	for i := range ids {
+		ids[i] = int32((i * 7919) % cfg.VocabSize)
+		tg[i] = int32((i*7919 + 7919) % cfg.VocabSize)
+	}
+	for i := range lens {
+		lens[i] = T
+	}
+	lp, dlp := make([]float32, B*T), make([]float32, B*T)
+	for i := range dlp {
+		dlp[i] = 1 / float32(B*T)
+	}
+	once := func() error {
+		if err := r.Forward(ids, lens); err != nil {
+			return err
+		}
+		if err := r.LogProbs(tg, 1, lp); err != nil {
+			return err
+		}
+		m.ZeroGrads()
+		return r.Backward(dlp)
+	}
+	if err := once(); err != nil { // warm-up: scratch buffers, page faults
+		return stepResult{}, err
+	}
+	iters := 0
+	start := time.Now()
+	for time.Since(start) < 5*time.Second || iters < 2 {
+		if err := once(); err != nil {
+			return stepResult{}, err
+		}
+		iters++
+	}
+	st := secs(time.Since(start)) / float64(iters)
+	res := stepResult{tokS: float64(B*T) / st, stepS: st, gflops: 3 * m.FlopsPerToken(T) * float64(B*T) / st / 1e9, params: cfg.NumParams()}
+	if adam {
+		var mom, vel []backend.Tensor
+		for _, p := range m.Params() {
+			mom, vel = append(mom, be.Alloc(p.Len())), append(vel, be.Alloc(p.Len()))
+		}
+		t0 := time.Now()
+		for i, p := range m.Params() {
+			be.AdamW(p.W, p.G, mom[i], vel[i], backend.AdamWParams{LR: 1e-5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: 1})
+		}
+		res.adamS = secs(time.Since(t0))
+	}
+	return res, nil
+}
+
+func gen(preset string, B int) (float64, error) {
+	cfg, err := hfconfig.Preset(preset)
+	if err != nil {
+		return 0, err
+	}
+	be, err := cpu.New(cpu.Options{})
+	if err != nil {
+		return 0, err
+	}
+	defer be.Close()
+	m, err := model.New(be, cfg)
+	if err != nil {
+		return 0, err
+	}
+	m.Init(1, 0.02)
+	prompts := make([][]int, B)
+	for b := range prompts {
+		for i := range 32 {
+			prompts[b] = append(prompts[b], (b*131+i*17)%cfg.VocabSize)
+		}
+	}
+	o := generate.Options{MaxTokens: 64, Temperature: 1, Seed: 1} // no stop ids: always 64 tokens
+	start := time.Now()
+	res, err := generate.Generate(context.Background(), m, prompts, o)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range res {
+		n += len(r.Tokens)
+	}
+	return float64(n) / secs(time.Since(start)), nil
+}
+
+func cpuName() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "model name") {
+			if _, v, ok := strings.Cut(l, ":"); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return "unknown CPU"
+}
+
+// vmHWM is the process's peak resident set (Linux), or runtime's Sys.
+func vmHWM() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "VmHWM:") {
+				var kb int64
+				if _, err := fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "VmHWM:")), "%d kB", &kb); err == nil {
+					return kb << 10
+				}
+			}
+		}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.Sys)
+}
