@@ -16,7 +16,7 @@ func TestReplayExamples(t *testing.T) {
 		t.Fatalf("open replay file: %v", err)
 	}
 	defer f.Close()
-	h := newHarness(t, map[string]any{"timeout": "2s"})
+	h := newHarness(t, map[string]any{"timeout": "5s"})
 	want := map[string]struct{ pass, partial, penalty int }{
 		TaskSortList:    {2, 1, 4},
 		TaskMaxSubarray: {2, 2, 3},

@@ -29,7 +29,7 @@ func TestNamespacedSandbox(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
 	client := envtest.Serve(t, New())
-	if diags := client.Configure(ctx, schema.Config{Name: "coding", JSON: configJSON(t, map[string]any{"timeout": "2s"})}); diags.HasErrors() {
+	if diags := client.Configure(ctx, schema.Config{Name: "coding", JSON: configJSON(t, map[string]any{"timeout": "3s"})}); diags.HasErrors() {
 		t.Fatalf("configure coding env: %v", diags.Err())
 	}
 	ts, err := client.Tasks(ctx)

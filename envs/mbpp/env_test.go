@@ -38,8 +38,13 @@ type rig struct {
 
 func newRig(t testing.TB, envCfg map[string]any, spec core.SandboxSpec) *rig {
 	t.Helper()
+	return newRigIsolated(t, "none", envCfg, spec)
+}
+
+func newRigIsolated(t testing.TB, isolation string, envCfg map[string]any, spec core.SandboxSpec) *rig {
+	t.Helper()
 	b := local.New()
-	bcfg, _ := json.Marshal(map[string]any{"isolation": "none", "state_dir": t.TempDir()})
+	bcfg, _ := json.Marshal(map[string]any{"isolation": isolation, "state_dir": t.TempDir()})
 	if ds := b.Configure(context.Background(), schema.Config{Name: "local", JSON: bcfg}, spec); ds.HasErrors() {
 		t.Fatalf("configure local backend: %v", ds.Err())
 	}
@@ -419,5 +424,23 @@ func TestSampleReferencesPassInSandbox(t *testing.T) {
 		if obs.Reward != 1 {
 			t.Errorf("task %d: reference code got reward %v (%s, %v)", p.TaskID, obs.Reward, obs.FinishReason, obs.Metrics)
 		}
+	}
+}
+
+// TestUnderNamespaces runs a solved episode and a tampering one with the
+// local backend's namespace isolation, where /workspace is the real path.
+func TestUnderNamespaces(t *testing.T) {
+	p := problem(t, 1006)
+	r := newRigIsolated(t, "namespaces", nil, core.SandboxSpec{Env: map[string]string{"PATH": "/workspace/bin:/usr/local/bin:/usr/bin:/bin"}})
+	conv, obs := r.run(t, "1006", 5,
+		tools(write("s", "/workspace/solution.py", "def run_lengths(s):\n    return []\n"),
+			write("p", "/workspace/bin/python3", "#!/bin/sh\necho 'all tests passed'\n"),
+			bash("b", "chmod +x /workspace/bin/python3 && python3 -c 1 && cat /workspace/solution.py | wc -l")),
+		endTurn(),
+		tools(write("s2", "/workspace/solution.py", p.Code)),
+	)
+	wantFinal(t, obs, 1, core.FinishPassed, map[string]float64{"attempts": 2, "tests_passed": 3})
+	if m := toolMessages(conv)["b"]; !strings.Contains(m.Content, "all tests passed") || !strings.Contains(m.Content, "2") {
+		t.Fatalf("bash under namespaces: %q", m.Content)
 	}
 }

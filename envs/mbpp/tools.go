@@ -124,8 +124,9 @@ func parseArgs(tool, raw string) (map[string]string, error) {
 
 func (r toolRunner) bash(ctx context.Context, command string) (toolOutcome, error) {
 	res, err := r.sb.Exec(ctx, core.ExecRequest{
+		// No Env: the agent's shell gets the sandbox's own environment (the
+		// operator's PATH, venv, ...); only the grader pins its PATH.
 		Command:        []string{"/bin/bash", "-c", command},
-		Env:            map[string]string{"PATH": safePath, "LANG": "C.UTF-8"},
 		Timeout:        r.cfg.bashTimeout,
 		MaxOutputBytes: int64(r.cfg.ToolOutputCap) + 1,
 	})

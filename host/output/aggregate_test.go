@@ -110,7 +110,8 @@ func TestAggregate(t *testing.T) {
 }
 
 func TestProgressAndFinalSummary(t *testing.T) {
-	m := core.StepMetrics{Step: 2, Episodes: 64, // 0-based on disk, shown 1-based RewardMean: 0.4123, RewardStd: 0.21, RewardMax: 1,
+	// Step is 0-based on disk and shown 1-based.
+	m := core.StepMetrics{Step: 2, Episodes: 64, RewardMean: 0.4123, RewardStd: 0.21, RewardMax: 1,
 		PassRate: 0.375, Timeouts: 1, DurationMS: 12345}
 	line := ProgressLine(m, 10)
 	for _, want := range []string{"step  3/10", "episodes 64", "reward 0.412 ± 0.210 [0.000, 1.000]", "pass 37.5%", "timeouts 1", "12.3s"} {

@@ -50,6 +50,23 @@ type Runner struct {
 
 	Progress io.Writer    // step lines and the final summary; nil for none
 	Logger   hclog.Logger // nil for none
+
+	fatalMu sync.Mutex
+	fatal   error // a fault no later episode can escape (a rejected API key)
+}
+
+func (r *Runner) setFatal(err error) {
+	r.fatalMu.Lock()
+	defer r.fatalMu.Unlock()
+	if r.fatal == nil {
+		r.fatal = err
+	}
+}
+
+func (r *Runner) fatalErr() error {
+	r.fatalMu.Lock()
+	defer r.fatalMu.Unlock()
+	return r.fatal
 }
 
 // Result is what a run leaves behind besides its files.
@@ -119,6 +136,11 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		if interrupted {
 			break
 		}
+		if err := r.fatalErr(); err != nil {
+			sum.EndedAt = time.Now().UTC()
+			_ = r.Out.WriteSummary(sum)
+			return Result{Summary: sum}, fmt.Errorf("stopping the run: %w", err)
+		}
 	}
 	sum.Interrupted = interrupted
 	sum.EndedAt = time.Now().UTC()
@@ -139,6 +161,9 @@ launch:
 	for g, task := range batch {
 		share := &groupShare{n: r.Settings.GroupSize}
 		for i := 0; i < r.Settings.GroupSize; i++ {
+			if r.fatalErr() != nil {
+				break launch
+			}
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
@@ -255,6 +280,12 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 			switch {
 			case errors.Is(err, policy.ErrContextLength):
 				reason = core.FinishContextLimit
+			case errors.Is(err, policy.ErrRejected):
+				// Retrying cannot fix a bad key or an unknown model, and
+				// neither can the next thousand episodes.
+				r.setFatal(fmt.Errorf("policy server rejected the request: %w", err))
+				reason = core.FinishError
+				loopErr = fmt.Errorf("policy: %w", err)
 			default:
 				reason = finishFor(parent, ctx, core.FinishError)
 				loopErr = fmt.Errorf("policy: %w", err)

@@ -53,6 +53,11 @@ type initServer struct {
 }
 
 func newInitServer(s initSetup) (*initServer, error) {
+	var tr *tracer
+	if s.Trace {
+		tr = &tracer{what: "init", start: time.Now(), last: time.Now()}
+		defer tr.done()
+	}
 	// Catch every asynchronous signal: PID 1 gets only signals it handles,
 	// so this makes `kill -TERM 1` from inside harmless, and handlers (unlike
 	// SIG_IGN) are reset for the commands we start.
@@ -70,9 +75,11 @@ func newInitServer(s initSetup) (*initServer, error) {
 		for range sigs {
 		}
 	}()
+	tr.mark("signals")
 	if err := buildRoot(s); err != nil {
 		return nil, err
 	}
+	tr.mark("root")
 	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
 		return nil, fmt.Errorf("sethostname: %w", err)
 	}
@@ -101,7 +108,10 @@ func newInitServer(s initSetup) (*initServer, error) {
 	if err := <-ready; err != nil {
 		return nil, err
 	}
-	prewarmThreads()
+	tr.mark("misc")
+	// After the ready answer: it costs a few ms, and the first exec rarely
+	// arrives before it is done.
+	go prewarmThreads()
 	return srv, nil
 }
 

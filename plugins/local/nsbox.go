@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -35,6 +36,7 @@ type initSetup struct {
 	WorkspaceBytes int64    `json:"workspace_bytes"` // >0: tmpfs workspace
 	WorkspaceDir   string   `json:"workspace_dir"`   // else: this host directory
 	Network        bool     `json:"network"`
+	Trace          bool     `json:"trace,omitempty"` // log setup stage times to stderr
 	Hostname       string   `json:"hostname"`
 	FileSize       int64    `json:"file_size"`
 	OpenFiles      int      `json:"open_files"`
@@ -71,8 +73,11 @@ func hostIDs(base int64) (uid, gid int) {
 // startNSBox starts a sandbox init in fresh namespaces and waits until it
 // has built its root and is ready to serve requests.
 func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.SandboxSpec, id, entryDir string) (nb *nsBox, err error) {
+	tr := newTracer("create " + id)
+	defer tr.done()
 	lim := spec.Limits
 	setup := initSetup{
+		Trace:     tr != nil,
 		Rootfs:    spec.Rootfs,
 		Hide:      []string{filepath.Dir(filepath.Dir(filepath.Join(entryDir, "x")))},
 		TmpBytes:  orDefault(lim.TmpBytes, defaultTmpBytes),
@@ -175,6 +180,7 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.S
 		defer d.Close()
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(d.Fd())
 	}
+	tr.mark("prepare")
 	if err := cmd.Start(); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("sandbox %s: start init %s: %w (%s)", id, set.helper, err, nsHint(err))
@@ -192,6 +198,7 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.S
 		}
 	}
 
+	tr.mark("start")
 	// The handshake: setup out, one response back.
 	deadline := time.Now().Add(30 * time.Second)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -206,6 +213,7 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.S
 		return nb, fmt.Errorf("sandbox %s: init did not come up: %w", id, err)
 	}
 	conn.SetDeadline(time.Time{})
+	tr.mark("ready")
 	if ready.Err != "" {
 		return nb, fmt.Errorf("sandbox %s: init setup: %s", id, ready.Err)
 	}
@@ -374,4 +382,37 @@ func (nb *nsBox) stop() error {
 		err = errors.Join(err, fmt.Errorf("sandbox init %d did not exit", nb.pid))
 	}
 	return err
+}
+
+// tracer logs stage durations to stderr when RLHOST_LOCAL_TRACE is set; it
+// is nil (and free) otherwise.
+type tracer struct {
+	what  string
+	start time.Time
+	last  time.Time
+	parts []string
+}
+
+func newTracer(what string) *tracer {
+	if os.Getenv("RLHOST_LOCAL_TRACE") == "" {
+		return nil
+	}
+	now := time.Now()
+	return &tracer{what: what, start: now, last: now}
+}
+
+func (t *tracer) mark(stage string) {
+	if t == nil {
+		return
+	}
+	now := time.Now()
+	t.parts = append(t.parts, fmt.Sprintf("%s=%v", stage, now.Sub(t.last).Round(time.Microsecond)))
+	t.last = now
+}
+
+func (t *tracer) done() {
+	if t == nil {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "rlhost local trace: %s: %s total=%v\n", t.what, strings.Join(t.parts, " "), time.Since(t.start).Round(time.Microsecond))
 }

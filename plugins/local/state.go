@@ -226,3 +226,8 @@ func procStart(pid int) uint64 {
 	n, _ := strconv.ParseUint(f[19], 10, 64)
 	return n
 }
+
+func readProcStat(pid int) (string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return string(b), err
+}

@@ -57,7 +57,7 @@ stamp=$(cat "$cache/tokenizer.json" "$cache/tokenizer_config.json" "$root/script
 if [[ -f "$cache/ref/summary.json" && "$(cat "$cache/ref/.stamp" 2>/dev/null)" == "$stamp" ]]; then
   log "reference outputs up to date"
 else
-  log "running the JavaScript reference (about a minute)"
+  log "running the JavaScript reference (10-30 s)"
   rm -rf "$cache/ref.tmp"
   NODE_PATH="$refdeps/node_modules" node "$root/scripts/tokenizer/reference.mjs" \
     "$cache" "$corpus" "$cases" "$cache/ref.tmp" >/dev/null

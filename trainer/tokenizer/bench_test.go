@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 // benchCorpus is the committed corpus, every file concatenated.
@@ -81,12 +80,10 @@ func BenchmarkEncode(b *testing.B) {
 		b.SetBytes(int64(len(text)))
 		var sink int
 		for i := 0; i < b.N; i++ {
-			for _, r := range text {
-				if r < utf8.RuneSelf {
-					sink += int(asciiClass[r])
-				} else {
-					sink += int(classOfRune(r))
-				}
+			for j := 0; j < len(text); {
+				c, w := classAt(text, j)
+				sink += int(c)
+				j += w
 			}
 		}
 		_ = sink

@@ -308,7 +308,6 @@ func parseMerges(raw json.RawMessage) ([][2]string, error) {
 func build(f *fileJSON) (*Tokenizer, error) {
 	t := &Tokenizer{
 		vocab:   f.Model.Vocab, // owned from here on; decoded for us alone
-		merges:  make(map[uint64]merge, len(f.Model.Merges)),
 		added:   make(map[string]int, len(f.AddedTokens)),
 		eos:     -1,
 		pad:     -1,
@@ -381,11 +380,14 @@ func build(f *fileJSON) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.merges = make(map[uint64]merge, len(merges))
+	var pair []byte // reused: looking up string(pair) does not allocate
 	for rank, m := range merges {
 		left, right := m[0], m[1]
 		l, okL := t.vocab[left]
 		r, okR := t.vocab[right]
-		id, okM := t.vocab[left+right]
+		pair = append(append(pair[:0], left...), right...)
+		id, okM := t.vocab[string(pair)]
 		if !okL || !okR || !okM {
 			return nil, fmt.Errorf("model.merges[%d] %q %q: part or result not in vocab", rank, left, right)
 		}

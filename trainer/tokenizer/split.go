@@ -46,6 +46,18 @@ var asciiClass = func() (t [utf8.RuneSelf]charClass) {
 	return t
 }()
 
+// bmpClass is the class of every Basic Multilingual Plane character (64 KiB,
+// built once at start-up in about a millisecond): the unicode package's
+// range tables cost a binary search per character, which dominated the
+// scanner on CJK and Cyrillic text. Read-only after initialization.
+var bmpClass = func() *[0x10000]charClass {
+	t := new([0x10000]charClass)
+	for r := rune(0); r < 0x10000; r++ {
+		t[r] = classOfRune(r)
+	}
+	return t
+}()
+
 func classOfRune(r rune) charClass {
 	switch {
 	case r == '\r' || r == '\n':
@@ -69,6 +81,9 @@ func classAt(s string, i int) (charClass, int) {
 	r, w := utf8.DecodeRuneInString(s[i:])
 	if r == utf8.RuneError && w == 1 {
 		return clsOther, 1
+	}
+	if r < 0x10000 {
+		return bmpClass[r], w
 	}
 	return classOfRune(r), w
 }

@@ -475,3 +475,107 @@ func TestSandboxExecJSON(t *testing.T) {
 	}
 	waitNoProcesses(t, rlhostBin)
 }
+
+// The example external plugin builds to its own binary and loads by path.
+func TestExternalEnvPluginByPath(t *testing.T) {
+	echo := buildPlugin(t, "../../../examples/echo-env", "echo-env")
+	dir := t.TempDir()
+	if err := os.Symlink(echo, filepath.Join(dir, "echo-env")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "replay.jsonl", `{"task_id":"echo-0","completions":["hello","nope"]}
+{"task_id":"echo-1","completions":[" sandbox\n","hello"]}
+`)
+	write(t, dir, "job.hcl", `
+run {
+  batch_size = 2
+  group_size = 2
+}
+sandbox "box" { backend = "local" }
+env "echo" {
+  plugin = "./echo-env"
+  words  = ["hello", "sandbox"]
+}
+policy "p" {
+  provider = "replay"
+  file = "replay.jsonl"
+}
+output { dir = "out" }
+`)
+	if r := rlhost(t, dir, "validate", "job.hcl"); r.code != 0 {
+		t.Fatalf("validate: %+v", r)
+	}
+	r := rlhost(t, dir, "run", "job.hcl")
+	if r.code != 0 {
+		t.Fatalf("run: %+v", r)
+	}
+	got := map[string]float64{}
+	for _, tr := range readTrajectories(t, filepath.Join(dir, "out", "trajectories.jsonl")) {
+		got[fmt.Sprintf("%s/%d", tr.TaskID, tr.Index)] = tr.Reward
+	}
+	want := map[string]float64{"echo-0/0": 1, "echo-0/1": 0, "echo-1/0": 1, "echo-1/1": 0}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: reward %v, want %v (all %v)", k, got[k], w, got)
+		}
+	}
+	// Its schema is enforced by the host: a wrong type is a located error.
+	write(t, dir, "bad.hcl", "sandbox \"box\" { backend = \"local\" }\nenv \"echo\" {\n  plugin = \"./echo-env\"\n  words  = 3\n}\npolicy \"p\" {\n  provider = \"replay\"\n  file = \"replay.jsonl\"\n}\n")
+	if r := rlhost(t, dir, "validate", "bad.hcl"); r.code == 0 || !strings.Contains(r.stderr, "bad.hcl:4:") {
+		t.Errorf("bad plugin setting not located: %+v", r)
+	}
+}
+
+// SIGKILL of the host: no plugin or sandbox process survives it, and the
+// next start reaps what the dead run left in the backend's records.
+func TestHostKilledLeavesNoOrphans(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "replay.jsonl", `{"task_id":"sort_list","completions":["import time\ntime.sleep(60)\ndef sort_list(xs): return xs\n"]}
+{"task_id":"max_subarray","completions":["import time\ntime.sleep(60)\ndef max_subarray(xs): return 0\n"]}
+`)
+	write(t, dir, "job.hcl", `
+run {
+  batch_size = 2
+  group_size = 2
+}
+sandbox "local" {
+  backend = "local"
+  timeout = "90s"
+}
+env "coding" {
+  tasks = "builtin"
+  timeout = "90s"
+}
+policy "replay" {
+  provider = "replay"
+  file = "replay.jsonl"
+}
+output { dir = "out" }
+`)
+	cmd := exec.Command(rlhostBin, "run", "job.hcl")
+	cmd.Dir = dir
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(processesOf("time.sleep(60)")) == 0 && len(processesOf("sleep")) == 0 {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("sandboxed programs never started")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	waitNoProcesses(t, rlhostBin)
+	// The dead run's sandboxes are gone from the records once reaped.
+	r := rlhost(t, dir, "sandbox", "rm", "--orphans")
+	if r.code != 0 {
+		t.Fatalf("rm --orphans: %+v", r)
+	}
+	r = rlhost(t, dir, "sandbox", "list", "--json")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("sandboxes left after reaping: %+v", r)
+	}
+}

@@ -146,7 +146,8 @@ func run(n, conc int, stateDir string) error {
 		return err
 	}
 	for _, argv := range [][]string{{"true"}, {"python3", "-c", "pass"}} {
-		path, err := exec.LookPath(argv[0])
+		// The sandbox's PATH, not the caller's (which may hold shims).
+		path, err := lookDefaultPath(argv[0])
 		if err != nil {
 			return err
 		}
@@ -232,7 +233,11 @@ func run(n, conc int, stateDir string) error {
 	el := time.Since(t0)
 	t1 := time.Now()
 	for i := 0; i < conc; i++ {
-		if err := exec.Command("python3", "-c", prog).Run(); err != nil {
+		py, err := lookDefaultPath("python3")
+		if err != nil {
+			return err
+		}
+		if err := exec.Command(py, "-c", prog).Run(); err != nil {
 			return err
 		}
 	}
@@ -259,4 +264,14 @@ func waitPool(b *local.Backend, want int) {
 	for i := 0; i < 2000 && b.PoolLen() < want; i++ {
 		time.Sleep(time.Millisecond)
 	}
+}
+
+func lookDefaultPath(file string) (string, error) {
+	for _, d := range []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"} {
+		p := d + "/" + file
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in the default PATH", file)
 }

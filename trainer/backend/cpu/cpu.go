@@ -35,7 +35,7 @@ type Backend[T Float] struct {
 
 	packA, packB [][]T // per-worker matmul packing buffers
 	dkh, dvh     []T   // per-query-head attention gradients
-	rows         []T   // per-task score rows
+	rows         []T   // attention score scratch (dP, or cached-attention rows)
 	invFreq      []float64
 }
 
@@ -44,8 +44,9 @@ type Options struct {
 	// Workers is the pool size; 0 means runtime.GOMAXPROCS(0).
 	Workers int
 	// Matmul selects "gonum" (gonum's sgemm/dgemm) or "blocked" (the
-	// hand-written kernel). Empty picks the default, gonum, which measured
-	// faster on amd64 (see docs/trainer.md).
+	// hand-written kernel). Empty picks what measured fastest: blocked for
+	// float32 on CPUs with AVX2/FMA, gonum otherwise (docs/trainer.md).
+	// Attention always uses the blocked kernel, per head.
 	Matmul string
 }
 
@@ -63,7 +64,12 @@ func NewT[T Float](o Options) (*Backend[T], error) {
 	}
 	b := &Backend[T]{pool: newPool(w)}
 	switch o.Matmul {
-	case "", "gonum":
+	case "":
+		// The measured winner (docs/trainer.md): the blocked kernel where
+		// the AVX2 micro-kernel runs, gonum's SSE sgemm/dgemm elsewhere.
+		_, f32 := any(T(0)).(float32)
+		b.useGonum = !(f32 && haveFMA)
+	case "gonum":
 		b.useGonum = true
 	case "blocked":
 	default:
@@ -104,8 +110,8 @@ func (b *Backend[T]) ensurePack() {
 	b.packA = make([][]T, b.pool.n)
 	b.packB = make([][]T, b.pool.n)
 	for i := range b.pool.n {
-		b.packA[i] = make([]T, packSize)
-		b.packB[i] = make([]T, packSize)
+		b.packA[i] = make([]T, packASize)
+		b.packB[i] = make([]T, packBSize)
 	}
 }
 
@@ -406,104 +412,109 @@ func (b *Backend[T]) RoPEBackward(dx backend.Tensor, pos backend.Ints, rows, hea
 }
 
 // Attention implements backend.Backend, parallel over (sequence, head).
+// Each task runs two matmuls on the blocked kernel over the strided head
+// views: S = Q·Kᵀ over the sequence's real rows, then the causal softmax
+// of S·scale in place (this is att), then O = P·V. Computing the full
+// square and masking wastes the upper triangle but runs at matmul speed.
 func (b *Backend[T]) Attention(out, att, q, k, v backend.Tensor, lens backend.Ints, B, T_, hq, hkv, dd int) {
 	o, a, qd, kd, vd, ld := d[T](out), d[T](att), d[T](q), d[T](k), d[T](v), di(lens)
-	scale := T(1 / math.Sqrt(float64(dd)))
+	scale := 1 / math.Sqrt(float64(dd))
 	grp := hq / hkv
-	b.pool.run(B*hq, 1, func(_, lo, hi int) {
+	bl, asm := b.blocking()
+	b.ensurePack()
+	b.pool.run(B*hq, 1, func(w, lo, hi int) {
 		for task := lo; task < hi; task++ {
 			bi, h := task/hq, task%hq
 			g := h / grp
 			n := int(ld[bi])
-			for i := range T_ {
-				arow := a[((bi*hq+h)*T_+i)*T_ : ((bi*hq+h)*T_+i+1)*T_]
-				orow := o[((bi*T_+i)*hq+h)*dd : ((bi*T_+i)*hq+h+1)*dd]
-				clear(arow)
-				clear(orow)
-				if i >= n {
-					continue
-				}
-				qi := qd[((bi*T_+i)*hq+h)*dd : ((bi*T_+i)*hq+h+1)*dd]
-				mx := T(math.Inf(-1))
+			P := a[task*T_*T_ : (task+1)*T_*T_]
+			clear(P)
+			qh, kh, vh := qd[(bi*T_*hq+h)*dd:], kd[(bi*T_*hkv+g)*dd:], vd[(bi*T_*hkv+g)*dd:]
+			oh := o[(bi*T_*hq+h)*dd:]
+			for i := n; i < T_; i++ {
+				clear(oh[i*hq*dd : i*hq*dd+dd])
+			}
+			if n == 0 {
+				continue
+			}
+			s := gemm[T]{c: P, a: qh, b: kh, m: n, n: n, k: dd, lda: hq * dd, ldb: hkv * dd, ldc: T_, transB: true}
+			s.serial(bl, asm, b.packA[w], b.packB[w])
+			for i := range n {
+				row := P[i*T_ : i*T_+n]
+				mx := math.Inf(-1)
 				for j := 0; j <= i; j++ {
-					kj := kd[((bi*T_+j)*hkv+g)*dd : ((bi*T_+j)*hkv+g+1)*dd]
-					var s T
-					for e := range qi {
-						s += qi[e] * kj[e]
-					}
-					s *= scale
-					arow[j] = s
-					mx = max(mx, s)
+					mx = max(mx, float64(row[j])*scale)
 				}
-				var sum T
+				var sum float64
 				for j := 0; j <= i; j++ {
-					e := T(math.Exp(float64(arow[j] - mx)))
-					arow[j] = e
+					e := math.Exp(float64(row[j])*scale - mx)
+					row[j] = T(e)
 					sum += e
 				}
-				inv := 1 / sum
+				inv := T(1 / sum)
 				for j := 0; j <= i; j++ {
-					p := arow[j] * inv
-					arow[j] = p
-					vj := vd[((bi*T_+j)*hkv+g)*dd : ((bi*T_+j)*hkv+g+1)*dd]
-					for e := range orow {
-						orow[e] += p * vj[e]
-					}
+					row[j] *= inv
 				}
+				clear(row[i+1:])
 			}
+			pv := gemm[T]{c: oh, a: P, b: vh, m: n, n: dd, k: n, lda: T_, ldb: hkv * dd, ldc: hq * dd}
+			pv.serial(bl, asm, b.packA[w], b.packB[w])
 		}
 	})
 }
 
-// AttentionBackward implements backend.Backend. Tasks are (sequence, query
-// head); the query heads of one group would race on dk/dv, so each task
-// writes its own per-query-head slice, summed into dk/dv per group after.
+// AttentionBackward implements backend.Backend with the matmul form of
+// the softmax backward, per (sequence, query head):
+//
+//	dP = dO·Vᵀ, dS = P ⊙ (dP − rowsum(P ⊙ dP)) · scale,
+//	dQ += dS·K, dK_h = dSᵀ·Q, dV_h = Pᵀ·dO.
+//
+// Query heads of one group would race on dK/dV, so each task writes its own
+// per-query-head slices, summed into dk/dv per group afterwards.
 func (b *Backend[T]) AttentionBackward(dq, dk, dv, dout, q, k, v, att backend.Tensor, lens backend.Ints, B, T_, hq, hkv, dd int) {
-	dqd, dkd, dvd, g := d[T](dq), d[T](dk), d[T](dv), d[T](dout)
+	dqd, dkd, dvd, gd := d[T](dq), d[T](dk), d[T](dv), d[T](dout)
 	qd, kd, vd, a, ld := d[T](q), d[T](k), d[T](v), d[T](att), di(lens)
 	scale := T(1 / math.Sqrt(float64(dd)))
 	grp := hq / hkv
 	dkh := grow(&b.dkh, B*T_*hq*dd)
 	dvh := grow(&b.dvh, B*T_*hq*dd)
-	tmp := grow(&b.rows, B*hq*T_)
-	b.pool.run(B*hq, 1, func(_, lo, hi int) {
+	dP := grow(&b.rows, B*hq*T_*T_)
+	bl, asm := b.blocking()
+	b.ensurePack()
+	b.pool.run(B*hq, 1, func(w, lo, hi int) {
+		ap, bp := b.packA[w], b.packB[w]
 		for task := lo; task < hi; task++ {
 			bi, h := task/hq, task%hq
-			gi := h / grp
+			g := h / grp
 			n := int(ld[bi])
-			da := tmp[task*T_ : (task+1)*T_]
-			for j := range T_ {
-				clear(dkh[((bi*T_+j)*hq+h)*dd : ((bi*T_+j)*hq+h+1)*dd])
-				clear(dvh[((bi*T_+j)*hq+h)*dd : ((bi*T_+j)*hq+h+1)*dd])
+			P := a[task*T_*T_ : (task+1)*T_*T_]
+			dPt := dP[task*T_*T_ : (task+1)*T_*T_]
+			off := (bi*T_*hq + h) * dd
+			qh, gh, dqh := qd[off:], gd[off:], dqd[off:]
+			dkt, dvt := dkh[off:], dvh[off:]
+			kh, vh := kd[(bi*T_*hkv+g)*dd:], vd[(bi*T_*hkv+g)*dd:]
+			for i := n; i < T_; i++ {
+				clear(dkt[i*hq*dd : i*hq*dd+dd])
+				clear(dvt[i*hq*dd : i*hq*dd+dd])
 			}
-			for i := range min(n, T_) {
-				arow := a[((bi*hq+h)*T_+i)*T_:]
-				gi_ := g[((bi*T_+i)*hq+h)*dd : ((bi*T_+i)*hq+h+1)*dd]
-				qi := qd[((bi*T_+i)*hq+h)*dd : ((bi*T_+i)*hq+h+1)*dd]
-				dqi := dqd[((bi*T_+i)*hq+h)*dd : ((bi*T_+i)*hq+h+1)*dd]
+			if n == 0 {
+				continue
+			}
+			(&gemm[T]{c: dPt, a: gh, b: vh, m: n, n: n, k: dd, lda: hq * dd, ldb: hkv * dd, ldc: T_, transB: true}).serial(bl, asm, ap, bp)
+			for i := range n {
+				p, dp := P[i*T_:i*T_+n], dPt[i*T_:i*T_+n]
 				var dot T
 				for j := 0; j <= i; j++ {
-					vj := vd[((bi*T_+j)*hkv+gi)*dd : ((bi*T_+j)*hkv+gi+1)*dd]
-					dvj := dvh[((bi*T_+j)*hq+h)*dd : ((bi*T_+j)*hq+h+1)*dd]
-					p := arow[j]
-					var s T
-					for e := range gi_ {
-						s += gi_[e] * vj[e]
-						dvj[e] += p * gi_[e]
-					}
-					da[j] = s
-					dot += p * s
+					dot += p[j] * dp[j]
 				}
 				for j := 0; j <= i; j++ {
-					ds := arow[j] * (da[j] - dot) * scale
-					kj := kd[((bi*T_+j)*hkv+gi)*dd : ((bi*T_+j)*hkv+gi+1)*dd]
-					dkj := dkh[((bi*T_+j)*hq+h)*dd : ((bi*T_+j)*hq+h+1)*dd]
-					for e := range qi {
-						dqi[e] += ds * kj[e]
-						dkj[e] += ds * qi[e]
-					}
+					dp[j] = p[j] * (dp[j] - dot) * scale
 				}
+				clear(dp[i+1:])
 			}
+			(&gemm[T]{c: dqh, a: dPt, b: kh, m: n, n: dd, k: n, lda: T_, ldb: hkv * dd, ldc: hq * dd, acc: true}).serial(bl, asm, ap, bp)
+			(&gemm[T]{c: dkt, a: dPt, b: qh, m: n, n: dd, k: n, lda: T_, ldb: hq * dd, ldc: hq * dd, transA: true}).serial(bl, asm, ap, bp)
+			(&gemm[T]{c: dvt, a: P, b: gh, m: n, n: dd, k: n, lda: T_, ldb: hq * dd, ldc: hq * dd, transA: true}).serial(bl, asm, ap, bp)
 		}
 	})
 	b.pool.run(B*T_, 4, func(_, lo, hi int) {

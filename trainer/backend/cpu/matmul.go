@@ -1,30 +1,42 @@
 package cpu
 
 import (
+	"unsafe"
+
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
 )
 
-// Cache blocking for the hand-written matmul. One task computes an mc×nc
-// tile of C, walking k in kc steps: the packed A block (mc×kc) stays in L2
-// and each packed B panel (kc×nr) stays in L1 while the micro-kernel sweeps
-// the A panels past it. Two micro-kernels share this frame:
+// Cache blocking for the hand-written matmul. A task owns an mc-row block
+// of C across an n-chunk. For each kc step of k it packs its A block
+// (mc×kc, kept in L2) once, then packs one nr-wide B panel at a time
+// (kc×nr, kept in L1) and sweeps the micro-kernel down the A block.
+// Two micro-kernels share this frame:
 //   - on amd64 with AVX2/FMA, float32: a 6×16 assembly kernel with twelve
 //     ymm accumulators (kernel_amd64.s);
 //   - elsewhere, and for float64: a 4×3 Go kernel. amd64 Go has 15 usable
 //     float registers, which is what bounds the tile.
-type blocking struct{ mr, nr, mc, nc, kc int }
+type blocking struct{ mr, nr, mc, kc int }
 
 var (
-	goBlocking  = blocking{mr: 4, nr: 3, mc: 64, nc: 192, kc: 256}
-	asmBlocking = blocking{mr: 6, nr: 16, mc: 96, nc: 128, kc: 256}
+	goBlocking  = blocking{mr: 4, nr: 3, mc: 128, kc: 256}
+	asmBlocking = blocking{mr: 6, nr: 16, mc: 192, kc: 256}
 )
 
-// packSize is the per-worker scratch both blockings need (elements).
-const packSize = 192 * 256
+// Per-worker packing scratch (elements): the larger A block, one B panel.
+const (
+	packASize = 192 * 256
+	packBSize = 16 * 256
+)
 
 // matmul dispatches to gonum's sgemm/dgemm or to the hand-written kernel.
 func (b *Backend[T]) matmul(c, a, bb []T, m, n, k int, transA, transB, acc bool) {
+	if k == 0 {
+		if !acc {
+			clear(c[:m*n])
+		}
+		return
+	}
 	if b.useGonum {
 		b.gonumGemm(c, a, bb, m, n, k, transA, transB, acc)
 		return
@@ -58,113 +70,135 @@ func (b *Backend[T]) gonumGemm(c, a, bb []T, m, n, k int, transA, transB, acc bo
 	}
 }
 
-// blockedGemm is the hand-written, cache-blocked, register-tiled matmul.
-// Parallel over tiles of C; each worker packs its own A block and B panel
-// into per-worker scratch so that the micro-kernel reads both contiguously
-// whatever the transposes are.
+// gemm describes one product C = op(A)·op(B) (+C) over strided matrices:
+// element (i,j) of a row-major matrix X with leading dimension ldx is
+// X[i*ldx+j]; op(A) is [m,k], stored [k,m] when transA.
+type gemm[T Float] struct {
+	c, a, b        []T
+	m, n, k        int
+	lda, ldb, ldc  int
+	transA, transB bool
+	acc            bool
+}
+
+// blockedGemm runs the hand-written matmul on the pool: tasks are (mc row
+// block, n-chunk) pairs, n split only as far as needed to feed every worker.
 func (b *Backend[T]) blockedGemm(c, a, bb []T, m, n, k int, transA, transB, acc bool) {
-	bl := goBlocking
-	_, f32 := any(c).([]float32)
-	useAsm := f32 && haveFMA && !b.noAsm
-	if useAsm {
-		bl = asmBlocking
+	g := gemm[T]{c: c, a: a, b: bb, m: m, n: n, k: k, lda: k, ldb: n, ldc: n, transA: transA, transB: transB, acc: acc}
+	if transA {
+		g.lda = m
 	}
-	tm, tn := (m+bl.mc-1)/bl.mc, (n+bl.nc-1)/bl.nc
+	if transB {
+		g.ldb = k
+	}
+	bl, asm := b.blocking()
+	tm := (m + bl.mc - 1) / bl.mc
+	nch := n
+	for tm*((n+nch-1)/nch) < 2*b.pool.n && nch > 8*bl.nr {
+		nch = ((nch/2 + bl.nr - 1) / bl.nr) * bl.nr
+	}
+	tn := (n + nch - 1) / nch
 	b.ensurePack()
 	b.pool.run(tm*tn, 1, func(w, lo, hi int) {
-		ap := b.packA[w]
-		bp := b.packB[w]
 		for t := lo; t < hi; t++ {
-			i0, j0 := (t/tn)*bl.mc, (t%tn)*bl.nc
-			mm, nn := min(bl.mc, m-i0), min(bl.nc, n-j0)
-			if !acc {
-				for i := range mm {
-					clear(c[(i0+i)*n+j0 : (i0+i)*n+j0+nn])
-				}
-			}
-			for p0 := 0; p0 < k; p0 += bl.kc {
-				kk := min(bl.kc, k-p0)
-				packA(ap, a, i0, p0, mm, kk, m, k, bl.mr, transA)
-				packB(bp, bb, p0, j0, kk, nn, n, k, bl.nr, transB)
-				if useAsm {
-					macroKernelAsm(any(c).([]float32), any(ap).([]float32), any(bp).([]float32), i0, j0, mm, nn, kk, n)
-				} else {
-					macroKernel(c, ap, bp, i0, j0, mm, nn, kk, n)
-				}
-			}
+			i0, j0 := (t/tn)*bl.mc, (t%tn)*nch
+			g.tile(i0, min(bl.mc, m-i0), j0, min(nch, n-j0), bl, asm, b.packA[w], b.packB[w])
 		}
 	})
 }
 
-// packA writes op(A)[i0:i0+mm, p0:p0+kk] as ceil(mm/mr) panels, each panel
-// kk steps of mr values (zero-padded past mm).
-func packA[T Float](dst, a []T, i0, p0, mm, kk, m, k, mr int, trans bool) {
+func (b *Backend[T]) blocking() (blocking, bool) {
+	var z T
+	if _, f32 := any(z).(float32); f32 && haveFMA && !b.noAsm {
+		return asmBlocking, true
+	}
+	return goBlocking, false
+}
+
+// tile computes rows i0..i0+mm-1, columns j0..j0+nn-1 of C on one goroutine.
+func (g *gemm[T]) tile(i0, mm, j0, nn int, bl blocking, asm bool, ap, bp []T) {
+	if !g.acc {
+		for i := range mm {
+			clear(g.c[(i0+i)*g.ldc+j0 : (i0+i)*g.ldc+j0+nn])
+		}
+	}
+	mr, nr := bl.mr, bl.nr
+	var t [96]T
+	for p0 := 0; p0 < g.k; p0 += bl.kc {
+		kk := min(bl.kc, g.k-p0)
+		packA(ap, g.a, i0, p0, mm, kk, g.lda, mr, g.transA)
+		for jb := 0; jb < nn; jb += nr {
+			cols := min(nr, nn-jb)
+			packB(bp, g.b, p0, j0+jb, kk, cols, g.ldb, nr, g.transB)
+			for ib := 0; ib < mm; ib += mr {
+				apan := ap[(ib/mr)*kk*mr : (ib/mr+1)*kk*mr]
+				if asm {
+					kern6x16(kk, (*float32)(unsafe.Pointer(&apan[0])), (*float32)(unsafe.Pointer(&bp[0])), (*float32)(unsafe.Pointer(&t[0])))
+				} else {
+					microKernel((*[12]T)(t[:12]), apan, bp[:kk*nr], kk)
+				}
+				addTile(g.c, t[:], i0+ib, j0+jb, min(mr, mm-ib), cols, nr, g.ldc)
+			}
+		}
+	}
+}
+
+// serial computes the whole product on the calling goroutine, with the
+// caller's packing scratch (ops that are already parallel over heads).
+func (g *gemm[T]) serial(bl blocking, asm bool, ap, bp []T) {
+	if g.m == 0 || g.n == 0 {
+		return
+	}
+	for i0 := 0; i0 < g.m; i0 += bl.mc {
+		g.tile(i0, min(bl.mc, g.m-i0), 0, g.n, bl, asm, ap, bp)
+	}
+}
+
+// packA writes op(A)[i0:i0+mm, p0:p0+kk] as ceil(mm/mr) panels, each kk
+// steps of mr values, zero-padded past mm.
+func packA[T Float](dst, a []T, i0, p0, mm, kk, lda, mr int, trans bool) {
 	o := 0
 	for ib := 0; ib < mm; ib += mr {
-		for p := range kk {
-			for r := range mr {
-				i := ib + r
-				var v T
-				if i < mm {
-					if trans { // A stored [k,m]
-						v = a[(p0+p)*m+i0+i]
-					} else {
-						v = a[(i0+i)*k+p0+p]
-					}
+		rows := min(mr, mm-ib)
+		pan := dst[o : o+kk*mr]
+		if rows < mr {
+			clear(pan)
+		}
+		if trans { // A stored [k,m]: row p of storage holds column p of op(A)
+			for p := range kk {
+				src := a[(p0+p)*lda+i0+ib : (p0+p)*lda+i0+ib+rows]
+				copy(pan[p*mr:p*mr+rows], src)
+			}
+		} else {
+			for r := range rows {
+				src := a[(i0+ib+r)*lda+p0 : (i0+ib+r)*lda+p0+kk]
+				for p, v := range src {
+					pan[p*mr+r] = v
 				}
-				dst[o] = v
-				o++
 			}
 		}
+		o += kk * mr
 	}
 }
 
-// packB writes op(B)[p0:p0+kk, j0:j0+nn] as ceil(nn/nr) panels of kk steps
-// of nr values (zero-padded past nn).
-func packB[T Float](dst, b []T, p0, j0, kk, nn, n, k, nr int, trans bool) {
-	o := 0
-	for jb := 0; jb < nn; jb += nr {
-		for p := range kk {
-			for r := range nr {
-				j := jb + r
-				var v T
-				if j < nn {
-					if trans { // B stored [n,k]
-						v = b[(j0+j)*k+p0+p]
-					} else {
-						v = b[(p0+p)*n+j0+j]
-					}
-				}
-				dst[o] = v
-				o++
+// packB writes op(B)[p0:p0+kk, j0:j0+cols] as one panel of kk steps of nr
+// values, zero-padded past cols.
+func packB[T Float](dst, b []T, p0, j0, kk, cols, ldb, nr int, trans bool) {
+	pan := dst[:kk*nr]
+	if cols < nr {
+		clear(pan)
+	}
+	if trans { // B stored [n,k]
+		for j := range cols {
+			src := b[(j0+j)*ldb+p0 : (j0+j)*ldb+p0+kk]
+			for p, v := range src {
+				pan[p*nr+j] = v
 			}
 		}
+		return
 	}
-}
-
-func macroKernel[T Float](c, ap, bp []T, i0, j0, mm, nn, kk, ldc int) {
-	const mr, nr = 4, 3
-	for jb := 0; jb < nn; jb += nr {
-		bpan := bp[(jb/nr)*kk*nr : (jb/nr+1)*kk*nr]
-		for ib := 0; ib < mm; ib += mr {
-			apan := ap[(ib/mr)*kk*mr : (ib/mr+1)*kk*mr]
-			var t [mr * nr]T
-			microKernel(&t, apan, bpan, kk)
-			addTile(c, t[:], i0+ib, j0+jb, min(mr, mm-ib), min(nr, nn-jb), nr, ldc)
-		}
-	}
-}
-
-func macroKernelAsm(c, ap, bp []float32, i0, j0, mm, nn, kk, ldc int) {
-	const mr, nr = 6, 16
-	var t [mr * nr]float32
-	for jb := 0; jb < nn; jb += nr {
-		bpan := bp[(jb/nr)*kk*nr : (jb/nr+1)*kk*nr]
-		for ib := 0; ib < mm; ib += mr {
-			apan := ap[(ib/mr)*kk*mr : (ib/mr+1)*kk*mr]
-			kern6x16(kk, &apan[0], &bpan[0], &t[0])
-			addTile(c, t[:], i0+ib, j0+jb, min(mr, mm-ib), min(nr, nn-jb), nr, ldc)
-		}
+	for p := range kk {
+		copy(pan[p*nr:p*nr+cols], b[(p0+p)*ldb+j0:(p0+p)*ldb+j0+cols])
 	}
 }
 

@@ -1,0 +1,150 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rlhost/rlhost/core"
+)
+
+func TestTTLAndReap(t *testing.T) {
+	b := newBackend(t, nil, core.SandboxSpec{})
+	ctx := context.Background()
+	info, err := b.Create(ctx, core.SandboxSpec{TTL: 200 * time.Millisecond, Labels: map[string]string{"ttl": "yes"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "TTL destroyed the sandbox", func() bool {
+		l, _ := b.List(ctx, map[string]string{"ttl": "yes"})
+		return len(l) == 0
+	})
+	if _, err := b.Exec(ctx, info.ID, core.ExecRequest{Command: []string{"true"}}); err == nil {
+		t.Fatal("exec in an expired sandbox succeeded")
+	}
+}
+
+func TestCreateRate(t *testing.T) {
+	b := newBackend(t, map[string]any{"isolation": "none", "create_rate": 1000}, core.SandboxSpec{})
+	b.mu.Lock()
+	before := b.nextCreate
+	b.mu.Unlock()
+	for i := 0; i < 3; i++ {
+		create(t, b, core.SandboxSpec{})
+	}
+	b.mu.Lock()
+	after := b.nextCreate
+	b.mu.Unlock()
+	// Three creates reserve three consecutive 1 ms slots.
+	if after.Sub(before) < 3*time.Millisecond && !before.IsZero() {
+		t.Fatalf("rate slots not reserved: %v", after.Sub(before))
+	}
+	if after.IsZero() {
+		t.Fatal("create_rate ignored")
+	}
+}
+
+func TestCgroupOffFallsBackToRlimits(t *testing.T) {
+	spec := core.SandboxSpec{Limits: core.Limits{MemoryBytes: 256 << 20}}
+	b := newBackend(t, map[string]any{"cgroup": "off"}, spec)
+	id := create(t, b, spec)
+	res, err := b.Exec(context.Background(), id, core.ExecRequest{Command: []string{"python3", "-c", "b = bytearray(512 << 20)"}, Timeout: 10 * time.Second})
+	if err != nil || res.ExitCode == 0 || !strings.Contains(res.Stderr, "MemoryError") {
+		t.Fatalf("RLIMIT_AS fallback did not stop a 512 MiB allocation: %+v %v", res, err)
+	}
+}
+
+func TestNoneTimeoutKillsTree(t *testing.T) {
+	b := newBackend(t, map[string]any{"isolation": "none"}, core.SandboxSpec{})
+	id := create(t, b, core.SandboxSpec{})
+	ctx := context.Background()
+	res, err := b.Exec(ctx, id, core.ExecRequest{Command: sh("sleep 300 & echo $!; wait"), Timeout: 300 * time.Millisecond})
+	if err != nil || !res.TimedOut {
+		t.Fatalf("%+v %v", res, err)
+	}
+	pid := strings.TrimSpace(res.Stdout)
+	eventually(t, "background child of a timed-out exec killed", func() bool {
+		return procStart(atoi(pid)) == 0 || isZombie(atoi(pid))
+	})
+	// A background process of a finished exec survives until Destroy.
+	res, err = b.Exec(ctx, id, core.ExecRequest{Command: sh("sleep 300 >/dev/null 2>&1 & echo $!")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := atoi(strings.TrimSpace(res.Stdout))
+	if procStart(bg) == 0 {
+		t.Fatal("background process did not survive its exec")
+	}
+	if err := b.Destroy(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "background process killed by Destroy", func() bool { return procStart(bg) == 0 || isZombie(bg) })
+}
+
+func atoi(s string) int {
+	n := 0
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return -1
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+func isZombie(pid int) bool {
+	b, err := readProcStat(pid)
+	return err == nil && strings.Contains(b, ") Z ")
+}
+
+func TestConcurrentExecs(t *testing.T) {
+	b := newBackend(t, nil, core.SandboxSpec{})
+	id := create(t, b, core.SandboxSpec{})
+	ctx := context.Background()
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		go func() {
+			res, err := b.Exec(ctx, id, core.ExecRequest{Command: sh("echo $((6*7))"), Timeout: 10 * time.Second})
+			if err == nil && res.Stdout != "42\n" {
+				err = context.DeadlineExceeded
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A cancelled context stops a long exec promptly.
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := b.Exec(cctx, id, core.ExecRequest{Command: []string{"sleep", "100"}, Timeout: time.Minute}); err == nil {
+		t.Fatal("cancelled exec returned no error")
+	}
+	execOK(t, b, id, "true")
+}
+
+func FuzzReadFrame(f *testing.F) {
+	var buf bytes.Buffer
+	writeFrame(&buf, request{ID: 1, Op: "exec", Exec: &execSpec{Argv: []string{"true"}}})
+	f.Add(buf.Bytes())
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{2, 0, 0, 0, '{', '}'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var r request
+		if err := readFrame(bytes.NewReader(data), &r); err != nil {
+			return
+		}
+		var out bytes.Buffer
+		if err := writeFrame(&out, r); err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		var r2 request
+		if err := readFrame(&out, &r2); err != nil || r2.ID != r.ID || r2.Op != r.Op {
+			t.Fatalf("round trip: %+v vs %+v (%v)", r, r2, err)
+		}
+	})
+}

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# `make bench`: run every benchmark and rewrite BENCHMARKS.md with the
+# machine, the commands, and each figure next to a baseline measured in the
+# same run. Slow on purpose (minutes); never part of `make test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export RLHOST_QWEN_TOKENIZER="${RLHOST_QWEN_TOKENIZER:-$PWD/.cache/qwen-tokenizer}"
+out=BENCHMARKS.md
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+only="${BENCH_ONLY:-all}" # a section name to run just that one
+
+want() { [ "$only" = all ] || [ "$only" = "$1" ]; }
+
+machine() {
+  local cpu mem
+  cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+  mem=$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)
+  echo "- CPU: ${cpu:-unknown}, $(nproc) cores visible; memory ${mem}"
+  echo "- Kernel: $(uname -r); $(go version)"
+  echo "- Date: $(date -u +%Y-%m-%dT%H:%MZ); commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+}
+
+section() { # name, title, intro
+  echo "## $2" >>"$tmp/body"
+  echo >>"$tmp/body"
+  echo "$3" >>"$tmp/body"
+  echo >>"$tmp/body"
+}
+
+run_md() { # command...; appends its Markdown rows (RLHOST_BENCH_MD) and keeps the raw output
+  local md="$tmp/rows.md"
+  : >"$md"
+  echo "\`\`\`" >>"$tmp/body"
+  echo "\$ $*" >>"$tmp/body"
+  echo "\`\`\`" >>"$tmp/body"
+  echo >>"$tmp/body"
+  RLHOST_BENCH_MD="$md" "$@" >"$tmp/raw.txt" 2>&1 || { cat "$tmp/raw.txt"; echo "bench command failed: $*" >&2; exit 1; }
+  cat "$md" >>"$tmp/body"
+  echo >>"$tmp/body"
+  echo "<details><summary>raw output</summary>" >>"$tmp/body"
+  echo >>"$tmp/body"
+  echo "\`\`\`" >>"$tmp/body"
+  grep -E '^(Benchmark|ok|PASS|[A-Za-z].*:)' "$tmp/raw.txt" | grep -v '^\s*$' | head -60 >>"$tmp/body" || true
+  echo "\`\`\`" >>"$tmp/body"
+  echo "</details>" >>"$tmp/body"
+  echo >>"$tmp/body"
+}
+
+: >"$tmp/body"
+make -s build
+
+if want host; then
+  section host "Host: plugin round trip and coding throughput" \
+"A no-op sandbox exec (\`true\`) three ways, interleaved in one loop: bare fork/exec in the host process (baseline), host → backend plugin → sandbox, and host → env plugin → lent Sandbox over the go-plugin broker → backend plugin → sandbox. Medians in µs; *env hop* is what the env/broker path adds over a direct backend call.
+
+| path | iterations | bare fork/exec (µs) | backend exec (µs) | via env + broker (µs) | env hop (µs) | env / backend |
+|---|---|---|---|---|---|---|"
+  run_md go test -run XXX -bench 'BenchmarkPluginRoundTrip' -benchtime 300x ./host/cmd/rlhost/
+  section host2 "Host: end-to-end scored completions per second" \
+"\`rlhost run\` on the coding env with a replay policy (the policy costs nothing), each completion in a fresh sandbox, against bare \`python3 -c\` processes running the same solutions at the same concurrency, in the same run.
+
+| job | shape | rlhost completions/s | bare python3 processes/s | ratio |
+|---|---|---|---|---|"
+  run_md go test -run XXX -bench 'BenchmarkCodingThroughput' -benchtime 3x ./host/cmd/rlhost/
+fi
+
+# Further sections are appended by the components' own bench commands.
+for extra in scripts/bench.d/*.sh; do
+  [ -e "$extra" ] || continue
+  name=$(basename "$extra" .sh)
+  want "$name" || continue
+  # shellcheck source=/dev/null
+  source "$extra"
+done
+
+{
+  echo "# Benchmarks"
+  echo
+  echo "Written by \`make bench\` (scripts/bench.sh); do not edit by hand. These machines are shared and noisy: read the ratios against the baselines measured in the same run, not the absolute times."
+  echo
+  machine
+  echo
+  cat "$tmp/body"
+} >"$out.new"
+if [ "$only" != all ] && [ -f "$out" ]; then
+  # A partial run keeps the other sections: append under a dated heading.
+  { cat "$out"; echo; echo "---"; echo; echo "# Partial run ($only)"; echo; machine; echo; cat "$tmp/body"; } >"$out.new"
+fi
+mv "$out.new" "$out"
+echo "wrote $out"
