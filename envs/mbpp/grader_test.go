@@ -85,7 +85,7 @@ func TestGraderVerdicts(t *testing.T) {
 		broken   bool
 	}{
 		{name: "correct", solution: "def square(x):\n    return x * x\n", tests: square, passed: 2},
-		{name: "wrong value", solution: "def square(x):\n    return x + x\n", tests: square, passed: 0, detail: "where square(3) = 6"},
+		{name: "wrong value", solution: "def square(x):\n    return x + x\n", tests: square, passed: 0, detail: "assert square(3) == 9  # failed\n  where square(3) = 6"},
 		{name: "one of two", solution: "def square(x):\n    return 9 if x == 3 else 0\n", tests: square, passed: 1, detail: "where square(-2) = 0"},
 		{name: "raises", solution: "def square(x):\n    return 1 // 0\n", tests: square, detail: "ZeroDivisionError"},
 		{name: "syntax error", solution: "def square(x) return x\n", tests: square, detail: "SyntaxError"},
@@ -93,6 +93,7 @@ func TestGraderVerdicts(t *testing.T) {
 		{name: "timeout", solution: "def square(x):\n    while True:\n        pass\n", tests: square[:1], detail: "timed out after 2s"},
 		{name: "helper module in workspace", solution: "from helper import sq as square\n",
 			files: map[string]string{"helper.py": "def sq(x):\n    return x * x\n"}, tests: square, passed: 2},
+		{name: "leftover processes", solution: "import subprocess\nsubprocess.Popen(['sleep', '60'])\nsubprocess.Popen(['sleep', '3'], start_new_session=True)\ndef square(x):\n    return x * x\n", tests: square, passed: 2},
 		{name: "prints are harmless", solution: "print('noise')\ndef square(x):\n    print('{\"holes\": []}')\n    return x * x\n", tests: square, passed: 2},
 		{name: "math and isclose", solution: "import math\ndef area(r):\n    return math.pi * r * r\n",
 			tests: []string{"assert math.isclose(area(1), 3.14159, rel_tol=1e-4)", "assert round(area(2), 2) == 12.57"}, passed: 2},
@@ -120,7 +121,9 @@ func TestGraderVerdicts(t *testing.T) {
 			files: map[string]string{"sitecustomize.py": "import os\nos._exit(0)\n", "usercustomize.py": "import os\nos._exit(0)\n", "evil.pth": "import os; os._exit(0)\n"}, tests: square, detail: "where square(3) = 0"},
 		{name: "planted stdlib module", solution: "def square(x):\n    return 0\n",
 			files: map[string]string{"json.py": "raise SystemExit(0)\n", "ast.py": "raise SystemExit(0)\n", "traceback.py": "raise SystemExit(0)\n"}, tests: square, detail: "where square(3) = 0"},
-		{name: "kill the parent grader", solution: "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n", tests: square, broken: true},
+		{name: "kill the test server", solution: "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n", tests: square, detail: "ended without a result"},
+		{name: "kill the trusted grader", solution: "import os, signal\nstat = open('/proc/%d/stat' % os.getppid()).read()\nos.kill(int(stat.rsplit(')', 1)[1].split()[1]), signal.SIGKILL)\n",
+			tests: square, broken: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

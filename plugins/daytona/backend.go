@@ -22,8 +22,8 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/pluginbase"
-	"github.com/rlhost/rlhost/core/schema"
 	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/schema"
 )
 
 var _ sandboxplugin.Backend = (*Backend)(nil)
@@ -364,14 +364,18 @@ func (b *Backend) discard(t *tracked) {
 	b.remove(ctx, t) // on failure the record stays; Shutdown and the next sweep retry
 }
 
-func (b *Backend) untrack(t *tracked) {
+// untrack forgets t and reports whether it was still tracked, so that
+// concurrent Destroys of one sandbox free its max_sandboxes slot once.
+func (b *Backend) untrack(t *tracked) bool {
 	b.mu.Lock()
+	_, had := b.byName[t.name]
 	delete(b.byName, t.name)
 	if t.id != "" {
 		delete(b.byID, t.id)
 	}
 	b.mu.Unlock()
 	b.state.remove(t.name)
+	return had
 }
 
 // waitStarted polls until the sandbox is STARTED. It uses the SDK's
@@ -458,16 +462,15 @@ var ErrStoppedInstead = errors.New("delete failed; sandbox stopped instead")
 
 // remove deletes a tracked sandbox; if deleting fails it stops it and
 // reports that. The record is dropped only once the sandbox is gone.
-func (b *Backend) remove(ctx context.Context, t *tracked) error {
+func (b *Backend) remove(ctx context.Context, t *tracked) (removed bool, err error) {
 	key := t.id
 	if key == "" {
 		key = t.name
 	}
-	err := b.deleteOrStop(ctx, key)
-	if err == nil {
-		b.untrack(t)
+	if err := b.deleteOrStop(ctx, key); err != nil {
+		return false, err
 	}
-	return err
+	return b.untrack(t), nil
 }
 
 func (b *Backend) deleteOrStop(ctx context.Context, idOrName string) error {
@@ -503,11 +506,11 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 	t := b.byID[id]
 	b.mu.Unlock()
 	if t != nil {
-		if err := b.remove(ctx, t); err != nil {
-			return err
+		removed, err := b.remove(ctx, t)
+		if removed {
+			b.live.release()
 		}
-		b.live.release()
-		return nil
+		return err
 	}
 	got, err := b.getDTO(ctx, s, id)
 	if err != nil {
@@ -703,7 +706,7 @@ func (b *Backend) Shutdown(ctx context.Context) error {
 				return
 			}
 			defer sem.release()
-			errs[i] = b.remove(ctx, t)
+			_, errs[i] = b.remove(ctx, t)
 		}()
 	}
 	wg.Wait()

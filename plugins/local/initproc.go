@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -47,9 +48,10 @@ type initServer struct {
 	spawns chan spawnReq
 	reap   *reaper
 
-	wmu     sync.Mutex
-	mu      sync.Mutex
-	cancels map[uint64]context.CancelFunc
+	wmu      sync.Mutex
+	mu       sync.Mutex
+	cancels  map[uint64]context.CancelFunc
+	oomFloor string // the init's own oom_score_adj, restored after each fork
 }
 
 func newInitServer(s initSetup) (*initServer, error) {
@@ -102,7 +104,10 @@ func newInitServer(s initSetup) (*initServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := &initServer{setup: s, ws: ws, spawns: make(chan spawnReq), reap: newReaper(), cancels: map[uint64]context.CancelFunc{}}
+	srv := &initServer{setup: s, ws: ws, spawns: make(chan spawnReq), reap: newReaper(), cancels: map[uint64]context.CancelFunc{}, oomFloor: "0"}
+	if b, err := os.ReadFile("/proc/self/oom_score_adj"); err == nil {
+		srv.oomFloor = strings.TrimSpace(string(b))
+	}
 	ready := make(chan error)
 	go spawner(srv.spawns, ready)
 	if err := <-ready; err != nil {
@@ -257,9 +262,17 @@ func (s initStarter) start(argv0 string, argv []string, attr *syscall.ProcAttr) 
 	r := s.srv.reap
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// Commands (and whatever they fork) must go first when the sandbox's
+	// memory runs out, so the OOM killer does not pick the init. A child
+	// inherits oom_score_adj at fork, before it can run anything, so the
+	// init raises its own for the length of the fork and lowers it back
+	// (allowed without privilege down to the floor it started with, which
+	// is also as low as a command can push itself).
+	os.WriteFile("/proc/self/oom_score_adj", []byte("1000"), 0)
 	reply := make(chan spawnRes, 1)
 	s.srv.spawns <- spawnReq{argv0, argv, attr, reply}
 	res := <-reply
+	os.WriteFile("/proc/self/oom_score_adj", []byte(s.srv.oomFloor), 0)
 	if res.err != nil {
 		return 0, nil, res.err
 	}

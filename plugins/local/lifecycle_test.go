@@ -183,6 +183,22 @@ func TestOwnerSIGKILLLeavesNothing(t *testing.T) {
 	if ents, _ := os.ReadDir(filepath.Join(state, "sandboxes")); len(ents) != 0 {
 		t.Errorf("state entries left: %v", ents)
 	}
+	checkNoHostMounts(t, state)
+}
+
+// checkNoHostMounts fails if any mount in the host's namespace refers to
+// the state dir or is one of the sandbox tmpfs mounts.
+func checkNoHostMounts(t *testing.T, state string) {
+	t.Helper()
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mi), "\n") {
+		if strings.Contains(line, state) || strings.Contains(line, "rlhost-root") || strings.Contains(line, "rlhost-hidden") {
+			t.Errorf("mount left on the host: %s", line)
+		}
+	}
 }
 
 func TestShutdownLeavesNothing(t *testing.T) {
@@ -217,6 +233,7 @@ func TestShutdownLeavesNothing(t *testing.T) {
 			if ents, _ := os.ReadDir(filepath.Join(state, "sandboxes")); len(ents) != 0 {
 				t.Errorf("state entries left: %v", ents)
 			}
+			checkNoHostMounts(t, state)
 		})
 	}
 }

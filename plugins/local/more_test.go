@@ -27,22 +27,25 @@ func TestTTLAndReap(t *testing.T) {
 }
 
 func TestCreateRate(t *testing.T) {
-	b := newBackend(t, map[string]any{"isolation": "none", "create_rate": 1000}, core.SandboxSpec{})
+	b := newBackend(t, map[string]any{"isolation": "none", "create_rate": 20}, core.SandboxSpec{})
+	create(t, b, core.SandboxSpec{})
 	b.mu.Lock()
-	before := b.nextCreate
+	first := b.nextCreate
 	b.mu.Unlock()
+	start := time.Now()
 	for i := 0; i < 3; i++ {
 		create(t, b, core.SandboxSpec{})
 	}
 	b.mu.Lock()
-	after := b.nextCreate
+	last := b.nextCreate
 	b.mu.Unlock()
-	// Three creates reserve three consecutive 1 ms slots.
-	if after.Sub(before) < 3*time.Millisecond && !before.IsZero() {
-		t.Fatalf("rate slots not reserved: %v", after.Sub(before))
+	// Each create reserves the next 50 ms slot and waits for its own; the
+	// three after the first cannot all have started before 100 ms passed.
+	if got := last.Sub(first); got < 150*time.Millisecond {
+		t.Errorf("slots advanced by %v; want >= 150ms", got)
 	}
-	if after.IsZero() {
-		t.Fatal("create_rate ignored")
+	if el := time.Since(start); el < 100*time.Millisecond {
+		t.Errorf("3 creates at 20/s took %v; the limiter did not wait", el)
 	}
 }
 

@@ -20,7 +20,7 @@ cpu=$(awk -F': ' '/^cpu:/ {print $2}' <<<"$go_out")
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1fx", a / b }'; }
 fmt() { awk -v a="$1" 'BEGIN { printf "%.2fM", a / 1e6 }'; }
 
-echo "Machine: ${cpu:-unknown}, $(nproc) cores; corpus: trainer/tokenizer/testdata/corpus (all files concatenated)"
+echo "Machine: ${cpu:-unknown}, $(nproc) cores; corpus: trainer/tokenizer/testdata/corpus in 16-line documents"
 echo "Command: bash scripts/tokenizer/bench.sh"
 echo
 echo "| benchmark | tokens/s | baseline | ratio |"

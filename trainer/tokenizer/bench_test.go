@@ -7,22 +7,30 @@ import (
 	"testing"
 )
 
-// benchCorpus is the committed corpus, every file concatenated.
-func benchCorpus(b *testing.B) string {
+// benchCorpus is the committed corpus cut into documents of 16 lines (a few
+// hundred tokens, like a prompt or a turn), exactly as bench.mjs cuts it.
+func benchCorpus(b *testing.B) (docs []string, bytes int) {
 	b.Helper()
 	files, err := filepath.Glob(filepath.Join("testdata", "corpus", "*.txt"))
 	if err != nil || len(files) == 0 {
 		b.Fatalf("no corpus: %v", err)
 	}
-	var sb strings.Builder
-	for _, f := range files {
+	for _, f := range files { // Glob sorts, as bench.mjs does
 		data, err := os.ReadFile(f)
 		if err != nil {
 			b.Fatal(err)
 		}
-		sb.Write(data)
+		lines := strings.SplitAfter(string(data), "\n")
+		if lines[len(lines)-1] == "" {
+			lines = lines[:len(lines)-1]
+		}
+		for i := 0; i < len(lines); i += 16 {
+			doc := strings.Join(lines[i:min(i+16, len(lines))], "")
+			docs = append(docs, doc)
+			bytes += len(doc)
+		}
 	}
-	return sb.String()
+	return docs, bytes
 }
 
 func (t *Tokenizer) resetCache() {
@@ -41,49 +49,59 @@ func (t *Tokenizer) resetCache() {
 // scripts/tokenizer/bench.sh adds the JavaScript reference on the same corpus.
 func BenchmarkEncode(b *testing.B) {
 	tok, _ := loadQwen(b)
-	text := benchCorpus(b)
-	ntok := len(tok.Encode(text))
+	docs, size := benchCorpus(b)
+	ntok := 0
+	for _, d := range docs {
+		ntok += len(tok.Encode(d))
+	}
 	report := func(b *testing.B) {
 		b.ReportMetric(float64(ntok)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
 	}
 	b.Run("warm", func(b *testing.B) {
-		b.SetBytes(int64(len(text)))
+		b.SetBytes(int64(size))
 		dst := make([]int, 0, ntok)
-		tok.AppendEncode(dst, text)
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			dst = tok.AppendEncode(dst[:0], text)
+			for _, d := range docs {
+				dst = tok.AppendEncode(dst[:0], d)
+			}
 		}
 		report(b)
 	})
 	b.Run("cold", func(b *testing.B) {
-		b.SetBytes(int64(len(text)))
+		b.SetBytes(int64(size))
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
 			tok.resetCache()
 			b.StartTimer()
-			tok.Encode(text)
+			for _, d := range docs {
+				tok.Encode(d)
+			}
 		}
 		report(b)
 	})
 	b.Run("split-only", func(b *testing.B) {
-		b.SetBytes(int64(len(text)))
+		b.SetBytes(int64(size))
 		for i := 0; i < b.N; i++ {
-			for j := 0; j < len(text); {
-				j = splitNext(text, j)
+			for _, d := range docs {
+				for j := 0; j < len(d); {
+					j = splitNext(d, j)
+				}
 			}
 		}
 		report(b)
 	})
 	b.Run("baseline-runescan", func(b *testing.B) {
-		b.SetBytes(int64(len(text)))
+		b.SetBytes(int64(size))
 		var sink int
 		for i := 0; i < b.N; i++ {
-			for j := 0; j < len(text); {
-				c, w := classAt(text, j)
-				sink += int(c)
-				j += w
+			for _, d := range docs {
+				for j := 0; j < len(d); {
+					c, w := classAt(d, j)
+					sink += int(c)
+					j += w
+				}
 			}
 		}
 		_ = sink

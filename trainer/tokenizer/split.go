@@ -24,6 +24,8 @@ const QwenSplitPattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|
 //   - (?i) folds case with Unicode simple case folding, so 's also matches
 //     'S and 'ſ (U+017F LATIN SMALL LETTER LONG S).
 //
+// TestSplitMatchesOniguruma checks all of this against Oniguruma itself.
+//
 // Bytes that are not valid UTF-8 are classed as "other" (neither letter,
 // number nor space), one byte at a time, so that any Go string splits and
 // round-trips.
@@ -47,7 +49,7 @@ var asciiClass = func() (t [utf8.RuneSelf]charClass) {
 }()
 
 // bmpClass is the class of every Basic Multilingual Plane character (64 KiB,
-// built once at start-up in about a millisecond): the unicode package's
+// built once at start-up in a few milliseconds): the unicode package's
 // range tables cost a binary search per character, which dominated the
 // scanner on CJK and Cyrillic text. Read-only after initialization.
 var bmpClass = func() *[0x10000]charClass {

@@ -83,7 +83,7 @@ def run(req, deadline):
     req_r, req_w = os.pipe()
     resp_r, resp_w = os.pipe()
     child = subprocess.Popen(
-        [sys.executable, "-I", "-c", req["child"], str(req_r), str(resp_w)],
+        [sys.executable, "-I", "-c", req["child"], str(req_r), str(resp_w), str(os.getpid())],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -1,26 +1,33 @@
 # Untrusted half of the MBPP grader (see grader.go for the design).
 #
 # Runs as `<python> -I -c <this>` in the solution's directory with a JSON job
-# on stdin: it loads the solution, runs the test setup, evaluates the "hole"
-# expressions the trusted grader asked for, and writes their values, encoded
-# as plain data, to the original stdout. The agent's code runs in this
-# process and could rewrite anything here; that is fine, because the trusted
-# grader only trusts plain values, never a verdict.
+# on stdin. For each test it forks a fresh process (in its own session, with
+# a wall-clock limit) that loads the solution, runs the test setup, evaluates
+# the "hole" expressions the trusted grader asked for, and reports their
+# values encoded as plain data. The reports of all tests go to the original
+# stdout as one JSON list. The agent's code runs only in the forked
+# processes; it could still rewrite anything here, which is fine, because
+# the trusted grader trusts plain values, never a verdict.
 import builtins
 import json
 import math
 import os
+import select
+import signal
 import sys
+import time
 import traceback
 
 RESULT = os.fdopen(os.dup(1), "w", encoding="utf-8")
-os.dup2(2, 1)  # the solution's prints go to stderr, not the result channel
+os.dup2(2, 1)  # stray prints go to stderr, never the result channel
 JOB = json.loads(sys.stdin.read())
 sys.stdin = open(os.devnull)
 sys.dont_write_bytecode = True
-SAVED = dict(builtins.__dict__)  # before the solution can change builtins
-_type, _str, _repr = type, str, repr
+SAVED = dict(builtins.__dict__)  # before any solution can change builtins
+_type, _str = type, str
 PLAIN_SEQ = {list: "list", tuple: "tuple", set: "set", frozenset: "frozenset"}
+MAX_REPORT = 8 << 20
+STDERR_TAIL = 2000
 
 
 class Unrepresentable(Exception):
@@ -58,39 +65,110 @@ def failure(e):
     return {"err": "%s: %s" % (type(e).__name__, e), "tb": text[-3000:]}
 
 
-REPORT = {"holes": []}
-
-
-def finish():
-    RESULT.write(json.dumps(REPORT))
-    RESULT.flush()
-    os._exit(0)  # skip atexit hooks the solution may have registered
-
-
-sys.path.insert(0, JOB["dir"])
-NS = {"__name__": "solution", "__file__": JOB["path"], "__builtins__": builtins}
-try:
-    exec(compile(JOB["source"], JOB["path"], "exec"), NS)
-except BaseException as e:  # SystemExit too: exit() while importing is a failure
-    REPORT["load"] = failure(e)
-    finish()
-for key in ("setup", "prelude"):
+def run_test(test):
+    """Runs in the forked process: returns the report of one test."""
+    sys.path.insert(0, JOB["dir"])
+    ns = {"__name__": "solution", "__file__": JOB["path"], "__builtins__": builtins}
     try:
-        exec(compile(JOB[key], "<test setup>", "exec"), NS)
-    except BaseException as e:
-        REPORT["setup"] = failure(e)
-        finish()
+        exec(compile(JOB["source"], JOB["path"], "exec"), ns)
+    except BaseException as e:  # SystemExit too: exit() while importing is a failure
+        return {"load": failure(e)}
+    for code in (JOB["setup"], test["prelude"]):
+        try:
+            exec(compile(code, "<test setup>", "exec"), ns)
+        except BaseException as e:
+            return {"setup": failure(e)}
+    # Test expressions mean the real builtins and math, whatever the solution bound.
+    env = dict(ns)
+    env.update({k: v for k, v in SAVED.items() if not k.startswith("__")})
+    env["math"] = math
+    env["__builtins__"] = SAVED
+    holes = []
+    for src in test["holes"]:
+        try:
+            holes.append({"v": canon(eval(compile(src, "<test>", "eval"), env))})
+        except Unrepresentable as e:
+            holes.append({"bad": str(e)})
+        except BaseException as e:
+            holes.append(failure(e))
+    return {"holes": holes}
 
-# Test expressions mean the real builtins and math, whatever the solution bound.
-ENV = dict(NS)
-ENV.update({k: v for k, v in SAVED.items() if not k.startswith("__")})
-ENV["math"] = math
-ENV["__builtins__"] = SAVED
-for src in JOB["holes"]:
+
+def fork_test(test):
+    rr, rw = os.pipe()
+    er, ew = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            os.close(rr)
+            os.close(er)
+            RESULT.close()
+            os.dup2(ew, 1)
+            os.dup2(ew, 2)
+            rep = json.dumps(run_test(test)).encode()
+            view = memoryview(rep)
+            while view:
+                view = view[os.write(rw, view):]
+        finally:
+            os._exit(0)  # skip atexit hooks the solution may have registered
+    os.close(rw)
+    os.close(ew)
+    out, err = bytearray(), bytearray()
+    open_fds = {rr: out, er: err}
+    deadline = time.monotonic() + JOB["test_timeout"]
+    exited, timed_out = False, False
+    while open_fds:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            timed_out = True
+            break
+        ready, _, _ = select.select(list(open_fds), [], [], min(left, 0.05))
+        for fd in ready:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                os.close(fd)
+                del open_fds[fd]
+                continue
+            buf = open_fds[fd]
+            buf += chunk
+            if fd == er and len(buf) > 2 * STDERR_TAIL:
+                del buf[: len(buf) - STDERR_TAIL]
+            if fd == rr and len(buf) > MAX_REPORT:
+                os.close(fd)
+                del open_fds[fd]
+                out.clear()
+        if exited:
+            # The test process wrote everything before it exited; what is
+            # still open is held by processes it left behind. Stop once the
+            # pipes have nothing more to give right now.
+            if not select.select(list(open_fds), [], [], 0)[0]:
+                break
+        elif os.waitpid(pid, os.WNOHANG)[0] == pid:
+            exited = True
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
     try:
-        REPORT["holes"].append({"v": canon(eval(compile(src, "<test>", "eval"), ENV))})
-    except Unrepresentable as e:
-        REPORT["holes"].append({"bad": str(e)})
-    except BaseException as e:
-        REPORT["holes"].append(failure(e))
-finish()
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    for fd in open_fds:
+        os.close(fd)
+    if not exited:
+        os.waitpid(pid, 0)
+    if timed_out:
+        return {"none": "timed out after %gs" % JOB["test_timeout"]}
+    try:
+        return json.loads(bytes(out))
+    except ValueError:
+        note = "the test process ended without a result"
+        tail = bytes(err[-STDERR_TAIL:]).decode("utf-8", "replace").strip()
+        if tail:
+            note += "\nstderr:\n" + tail
+        return {"none": note}
+
+
+RESULT.write(json.dumps([fork_test(t) for t in JOB["tests"]]))
+RESULT.flush()

@@ -119,11 +119,12 @@ def decode(c, depth=0):
     raise ValueError("malformed value")
 
 
-def run_child(source, setup, prelude, holes):
-    """Run the untrusted child on one test; return (report or None, note)."""
+def run_children(source, setup, jobs):
+    """Run the untrusted test server on all runnable tests at once; it forks
+    one process per test. Return (list of per-test reports, or None, note)."""
     job = json.dumps(
         {"path": JOB["solution_path"], "dir": JOB["solution_dir"], "source": source,
-         "setup": setup, "prelude": prelude, "holes": holes}
+         "setup": setup, "tests": jobs, "test_timeout": JOB["test_timeout"]}
     ).encode()
     try:
         p = subprocess.Popen(
@@ -135,12 +136,11 @@ def run_child(source, setup, prelude, holes):
         return None, "could not start the test process: %s" % e
     timed_out = False
     try:
-        out, err = p.communicate(job, timeout=JOB["test_timeout"])
+        out, err = p.communicate(job, timeout=len(jobs) * JOB["test_timeout"] + 5)
     except subprocess.TimeoutExpired:
         timed_out = True
         out, err = b"", b""
     finally:
-        # Kill whatever the solution left behind in the test's session.
         try:
             os.killpg(p.pid, signal.SIGKILL)
         except OSError:
@@ -150,16 +150,16 @@ def run_child(source, setup, prelude, holes):
             p.communicate(timeout=2)
         except subprocess.TimeoutExpired:
             pass
-        return None, "timed out after %gs" % JOB["test_timeout"]
-    errtail = cap(err.decode("utf-8", "replace"), 1500)
+        return None, "the tests timed out"
     try:
         rep = json.loads(out)
-        if type(rep) is not dict or type(rep.get("holes")) is not list:
+        if type(rep) is not list or len(rep) != len(jobs):
             raise ValueError("bad report")
     except ValueError:
         note = "the test process ended without a result (exit status %s)" % p.returncode
-        if errtail.strip():
-            note += "\nstderr:\n" + errtail
+        tail = cap(err.decode("utf-8", "replace"), 1500)
+        if tail.strip():
+            note += "\nstderr:\n" + tail
         return None, note
     return rep, ""
 
@@ -170,33 +170,39 @@ def failure_of(err):
     return cap(str(err.get("tb") or err.get("err") or "error"), 2000)
 
 
-def grade(index, test, source, setup):
+def plan(test):
+    """Parse one test entry: (prelude, checks, holes), or an error string."""
     try:
         tree = ast.parse(test)
     except SyntaxError as e:
-        return False, "test does not parse: %s" % e
+        return "test does not parse: %s" % e
     prelude, checks, holes = [], [], []
     for st in tree.body:
         if isinstance(st, ast.Assert):
-            src = ast.unparse(st)
+            src = ast.unparse(st)  # before split rewrites the tree
             first = len(holes)
             tmpl = split(st.test, holes)
             checks.append((src, tmpl, first, len(holes)))
         else:
             prelude.append(ast.unparse(st))
     if not checks:
-        return False, "test has no assert statement; it cannot be graded"
-    if source is None:
-        return False, "%s\n  no solution file at %s" % (checks[0][0], JOB["display_path"])
-    rep, note = run_child(source, setup, "\n".join(prelude), holes)
-    if rep is None:
-        return False, "%s\n  %s" % (checks[0][0], note)
+        return "test has no assert statement; it cannot be graded"
+    return "\n".join(prelude), checks, holes
+
+
+def verdict(checks, holes, rep):
+    """Evaluate one test's assertions on the values its process reported."""
+    first = checks[0][0]
+    if type(rep) is not dict:
+        return False, "%s\n  malformed result" % first
+    if rep.get("none"):
+        return False, "%s\n  %s" % (first, cap(str(rep["none"]), 2000))
     for key, what in (("load", "importing the solution failed"), ("setup", "test setup failed")):
         if rep.get(key):
-            return False, "%s\n  %s:\n%s" % (checks[0][0], what, failure_of(rep[key]))
-    got = rep["holes"]
-    if len(got) != len(holes):
-        return False, "%s\n  the test process reported %d values for %d expressions" % (checks[0][0], len(got), len(holes))
+            return False, "%s\n  %s:\n%s" % (first, what, failure_of(rep[key]))
+    got = rep.get("holes")
+    if type(got) is not list or len(got) != len(holes):
+        return False, "%s\n  the test process reported the wrong number of values" % first
     for src, tmpl, lo, hi in checks:
         env = {"__builtins__": builtins}
         env.update(SAFE_MODULES)
@@ -212,7 +218,7 @@ def grade(index, test, source, setup):
                     src, holes[i], cap(str(h["bad"]), 100))
             try:
                 v = decode(h.get("v"))
-            except (ValueError, TypeError, OverflowError) as e:
+            except (ValueError, TypeError, OverflowError, RecursionError) as e:
                 return False, "%s\n  malformed value for %s: %s" % (src, holes[i], e)
             env["_hole%d" % i] = v
             shown.append("  where %s = %s" % (cap(holes[i], 200), cap(repr(v), REPR_CAP)))
@@ -225,26 +231,51 @@ def grade(index, test, source, setup):
     return True, ""
 
 
-def main():
-    source = None
+def read_solution():
     try:
         with open(JOB["solution_path"], "rb") as f:
-            source = f.read(JOB["max_source"] + 1)
-        if len(source) > JOB["max_source"]:
-            source = "# solution file is larger than %d bytes\nraise SystemExit(1)\n" % JOB["max_source"]
-        else:
-            source = source.decode("utf-8", "replace")
+            data = f.read(JOB["max_source"] + 1)
     except OSError:
-        source = None
-    passed = 0
-    for i, test in enumerate(JOB["tests"]):
+        return None
+    if len(data) > JOB["max_source"]:
+        return "raise SystemExit('solution file is larger than %d bytes')\n" % JOB["max_source"]
+    return data.decode("utf-8", "replace")
+
+
+def main():
+    tests = JOB["tests"]
+    results = [None] * len(tests)
+    plans = []
+    for i, test in enumerate(tests):
         try:
-            ok, detail = grade(i, test, source, JOB["setup"])
+            pl = plan(test)
         except Exception as e:  # a bug here must fail the test, not pass it
-            ok, detail = False, "grader error: %s: %s" % (type(e).__name__, e)
-        passed += ok
+            pl = "grader error: %s: %s" % (type(e).__name__, e)
+        if isinstance(pl, str):
+            results[i] = (False, pl)
+        plans.append(pl)
+    runnable = [i for i in range(len(tests)) if results[i] is None]
+    source = read_solution()
+    reports, note = None, ""
+    if source is None:
+        note = "no solution file at %s" % JOB["display_path"]
+    elif runnable:
+        jobs = [{"prelude": plans[i][0], "holes": plans[i][2]} for i in runnable]
+        reports, note = run_children(source, JOB["setup"], jobs)
+    for k, i in enumerate(runnable):
+        checks, holes = plans[i][1], plans[i][2]
+        if reports is None:
+            results[i] = (False, "%s\n  %s" % (checks[0][0], note))
+            continue
+        try:
+            results[i] = verdict(checks, holes, reports[k])
+        except Exception as e:
+            results[i] = (False, "grader error: %s: %s" % (type(e).__name__, e))
+    passed = 0
+    for i, (ok, detail) in enumerate(results):
+        passed += bool(ok)
         emit({"i": i, "ok": bool(ok), "detail": cap(detail, DETAIL_CAP)})
-    emit({"done": True, "passed": passed, "total": len(JOB["tests"])})
+    emit({"done": True, "passed": passed, "total": len(tests)})
 
 
 main()

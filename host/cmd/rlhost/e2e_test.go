@@ -69,10 +69,17 @@ type result struct {
 
 func rlhost(t *testing.T, dir string, args ...string) result {
 	t.Helper()
+	return rlhostEnv(t, dir, nil, args...)
+}
+
+// rlhostEnv runs rlhost with extra environment variables.
+func rlhostEnv(t *testing.T, dir string, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, rlhostBin, args...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -12,6 +12,12 @@ var haveFMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 //go:noescape
 func kern6x16(kk int, a, b, t *float32)
 
+// kern6x16acc adds the 6×16 product into c (row stride ldc elements); the
+// caller guarantees the whole tile lies inside C.
+//
+//go:noescape
+func kern6x16acc(kk int, a, b, c *float32, ldc int)
+
 // fmaPeak runs iters rounds of 12 independent 8-wide FMAs.
 //
 //go:noescape

@@ -67,6 +67,90 @@ done:
 	VZEROUPPER
 	RET
 
+// func kern6x16acc(kk int, a, b, c *float32, ldc int)
+// Like kern6x16, but adds the full 6×16 tile straight into C (row stride
+// ldc elements), saving the round trip through a scratch tile.
+TEXT ·kern6x16acc(SB), NOSPLIT, $0-40
+	MOVQ kk+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DI
+	MOVQ c+24(FP), DX
+	MOVQ ldc+32(FP), R8
+	SHLQ $2, R8
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+	VXORPS Y15, Y15, Y15
+	TESTQ CX, CX
+	JE    adone
+
+aloop:
+	VMOVUPS      0(DI), Y0
+	VMOVUPS      32(DI), Y1
+	VBROADCASTSS 0(SI), Y2
+	VFMADD231PS  Y0, Y2, Y4
+	VFMADD231PS  Y1, Y2, Y5
+	VBROADCASTSS 4(SI), Y3
+	VFMADD231PS  Y0, Y3, Y6
+	VFMADD231PS  Y1, Y3, Y7
+	VBROADCASTSS 8(SI), Y2
+	VFMADD231PS  Y0, Y2, Y8
+	VFMADD231PS  Y1, Y2, Y9
+	VBROADCASTSS 12(SI), Y3
+	VFMADD231PS  Y0, Y3, Y10
+	VFMADD231PS  Y1, Y3, Y11
+	VBROADCASTSS 16(SI), Y2
+	VFMADD231PS  Y0, Y2, Y12
+	VFMADD231PS  Y1, Y2, Y13
+	VBROADCASTSS 20(SI), Y3
+	VFMADD231PS  Y0, Y3, Y14
+	VFMADD231PS  Y1, Y3, Y15
+	ADDQ         $24, SI
+	ADDQ         $64, DI
+	DECQ         CX
+	JNE          aloop
+
+adone:
+	VADDPS  0(DX), Y4, Y4
+	VMOVUPS Y4, 0(DX)
+	VADDPS  32(DX), Y5, Y5
+	VMOVUPS Y5, 32(DX)
+	ADDQ    R8, DX
+	VADDPS  0(DX), Y6, Y6
+	VMOVUPS Y6, 0(DX)
+	VADDPS  32(DX), Y7, Y7
+	VMOVUPS Y7, 32(DX)
+	ADDQ    R8, DX
+	VADDPS  0(DX), Y8, Y8
+	VMOVUPS Y8, 0(DX)
+	VADDPS  32(DX), Y9, Y9
+	VMOVUPS Y9, 32(DX)
+	ADDQ    R8, DX
+	VADDPS  0(DX), Y10, Y10
+	VMOVUPS Y10, 0(DX)
+	VADDPS  32(DX), Y11, Y11
+	VMOVUPS Y11, 32(DX)
+	ADDQ    R8, DX
+	VADDPS  0(DX), Y12, Y12
+	VMOVUPS Y12, 0(DX)
+	VADDPS  32(DX), Y13, Y13
+	VMOVUPS Y13, 32(DX)
+	ADDQ    R8, DX
+	VADDPS  0(DX), Y14, Y14
+	VMOVUPS Y14, 0(DX)
+	VADDPS  32(DX), Y15, Y15
+	VMOVUPS Y15, 32(DX)
+	VZEROUPPER
+	RET
+
 // func fmaPeak(iters int) float32
 // Twelve independent chains of 8-wide fused multiply-adds, no memory
 // traffic: the vector FMA peak of one core (16 flops per instruction).

@@ -7,4 +7,6 @@ const haveFMA = false
 
 func kern6x16(kk int, a, b, t *float32) { panic("cpu: kern6x16 without AVX2") }
 
+func kern6x16acc(kk int, a, b, c *float32, ldc int) { panic("cpu: kern6x16acc without AVX2") }
+
 func fmaPeak(iters int) float32 { panic("cpu: fmaPeak without AVX2") }

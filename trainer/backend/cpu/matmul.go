@@ -132,6 +132,12 @@ func (g *gemm[T]) tile(i0, mm, j0, nn int, bl blocking, asm bool, ap, bp []T) {
 			packB(bp, g.b, p0, j0+jb, kk, cols, g.ldb, nr, g.transB)
 			for ib := 0; ib < mm; ib += mr {
 				apan := ap[(ib/mr)*kk*mr : (ib/mr+1)*kk*mr]
+				if asm && cols == nr && mm-ib >= mr {
+					ci := (i0+ib)*g.ldc + j0 + jb
+					_ = g.c[ci+(mr-1)*g.ldc+nr-1] // the whole tile is inside C
+					kern6x16acc(kk, (*float32)(unsafe.Pointer(&apan[0])), (*float32)(unsafe.Pointer(&bp[0])), (*float32)(unsafe.Pointer(&g.c[ci])), g.ldc)
+					continue
+				}
 				if asm {
 					kern6x16(kk, (*float32)(unsafe.Pointer(&apan[0])), (*float32)(unsafe.Pointer(&bp[0])), (*float32)(unsafe.Pointer(&t[0])))
 				} else {
