@@ -3,6 +3,7 @@ package coding
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -62,7 +63,7 @@ func BenchmarkScoreEpisode(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		sess, _, err := client.NewEpisode(ctx, envplugin.Episode{ID: "bench-" + time.Now().Format("150405.000000000"), Task: ts[0], Sandbox: sb})
+		sess, _, err := client.NewEpisode(ctx, envplugin.Episode{ID: fmt.Sprintf("bench-%d", i), Task: ts[0], Sandbox: sb})
 		if err != nil {
 			b.Fatal(err)
 		}

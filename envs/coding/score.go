@@ -185,7 +185,7 @@ func (e *Env) score(ctx context.Context, s settings, sb envplugin.Sandbox, t tas
 		return nil, fmt.Errorf("encode runner request: %w", err)
 	}
 	res, err := sb.Exec(ctx, core.ExecRequest{
-		Command:        []string{s.python, "-I", "-c", runnerPy},
+		Command:        []string{s.python, "-I", "-S", "-c", runnerPy},
 		Stdin:          stdin,
 		Env:            map[string]string{"PATH": s.path},
 		Timeout:        s.timeout,

@@ -155,7 +155,7 @@ func TestSolvedFirstAttempt(t *testing.T) {
 	if conv[1].Role != core.RoleUser || !strings.HasPrefix(conv[1].Content, p.Text) || !strings.Contains(conv[1].Content, p.TestList[2]) {
 		t.Errorf("first user message lacks the task text or tests: %q", conv[1].Content)
 	}
-	if m := toolMessages(conv)["w1"]; !strings.Contains(m.Content, "Wrote") || m.Name != "write_file" {
+	if m := toolMessages(conv)["w1"]; !strings.Contains(m.Content, "Wrote") || m.Role != core.RoleTool {
 		t.Errorf("write_file result: %+v", m)
 	}
 }
@@ -326,10 +326,47 @@ func TestStepAfterDoneFails(t *testing.T) {
 	if _, err := sess.Step(context.Background(), endTurn()); err == nil {
 		t.Fatal("step after done succeeded")
 	}
-	end, err := sess.End(context.Background(), "")
+	// Even if the host also reports a stop, the episode keeps its own end.
+	end, err := sess.End(context.Background(), core.FinishTimeout)
 	if err != nil || end.FinishReason != core.FinishAttemptsExceeded {
 		t.Fatalf("end: %v %+v", err, end)
 	}
+}
+
+func TestEndAfterPassKeepsReward(t *testing.T) {
+	r := newRig(t, nil, core.SandboxSpec{})
+	p := problem(t, 1020)
+	sess, _, err := r.env.NewEpisode(context.Background(), envplugin.Episode{ID: "keep", Task: core.Task{ID: "1020"}, Sandbox: r.sb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sess.Step(context.Background(), tools(write("s", "solution.py", p.Code))); err != nil {
+		t.Fatal(err)
+	}
+	if obs, err := sess.Step(context.Background(), endTurn()); err != nil || obs.Reward != 1 {
+		t.Fatalf("grade: %v %+v", err, obs)
+	}
+	end, err := sess.End(context.Background(), core.FinishContextLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFinal(t, end, 1, core.FinishPassed, map[string]float64{"passed": 1})
+}
+
+func TestEndForContextLimit(t *testing.T) {
+	r := newRig(t, nil, core.SandboxSpec{})
+	sess, _, err := r.env.NewEpisode(context.Background(), envplugin.Episode{ID: "ctx", Task: core.Task{ID: "1020"}, Sandbox: r.sb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sess.Step(context.Background(), tools(bash("b", "echo hi"))); err != nil {
+		t.Fatal(err)
+	}
+	end, err := sess.End(context.Background(), core.FinishContextLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFinal(t, end, 0, core.FinishContextLimit, map[string]float64{"turns": 1, "tool_calls": 1, "attempts": 0})
 }
 
 // TestTampering plays agents that try to pass without a correct solution.

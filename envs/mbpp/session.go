@@ -53,7 +53,7 @@ func (s *session) Step(ctx context.Context, reply core.Message) (envplugin.Obser
 			if out.failed {
 				s.toolErrors++
 			}
-			msgs = append(msgs, core.Message{Role: core.RoleTool, ToolCallID: tc.ID, Name: tc.Function.Name, Content: out.content})
+			msgs = append(msgs, core.Message{Role: core.RoleTool, ToolCallID: tc.ID, Content: out.content})
 		}
 		return envplugin.Observation{Messages: msgs, Metrics: s.metrics()}, nil
 	}
@@ -94,7 +94,9 @@ func (s *session) finish(reward float64, reason string) envplugin.Observation {
 func (s *session) End(_ context.Context, reason string) (envplugin.Observation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.done && reason == "" {
+	if s.done {
+		// Step already finished the episode; a late stop by the host does
+		// not take the earned reward away.
 		return s.final, nil
 	}
 	if reason == "" {

@@ -93,6 +93,7 @@ func (e *env) exec(t *testing.T, id string, req core.ExecRequest) core.ExecResul
 }
 
 func TestHappyPath(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	info := e.create(t, core.SandboxSpec{Image: "python:3.12-slim", Env: map[string]string{"GREETING": "hi"},
@@ -156,6 +157,7 @@ func TestHappyPath(t *testing.T) {
 }
 
 func TestFilePathsConfined(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	info := e.create(t, core.SandboxSpec{})
 	for _, p := range []string{"../etc/passwd", "/etc/passwd", "/workspace/../root/x", "/workspacex/y"} {
@@ -178,6 +180,7 @@ func TestFilePathsConfined(t *testing.T) {
 }
 
 func TestRateLimitStormDuringCreate(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	e.srv.RateLimitCreates(3, 0)
 	info := e.create(t, core.SandboxSpec{})
@@ -193,6 +196,7 @@ func TestRateLimitStormDuringCreate(t *testing.T) {
 }
 
 func TestRateLimitHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	e.srv.RateLimitCreates(1, time.Second)
 	start := time.Now()
@@ -204,6 +208,7 @@ func TestRateLimitHonoursRetryAfter(t *testing.T) {
 }
 
 func TestRateLimitStormOutlastsRetries(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, map[string]any{"max_retries": 1})
 	e.srv.RateLimitCreates(10, 0)
 	_, err := e.b.Create(context.Background(), core.SandboxSpec{})
@@ -219,6 +224,7 @@ func TestRateLimitStormOutlastsRetries(t *testing.T) {
 }
 
 func TestCreateFails(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		fault func(*fakedaytona.Server)
@@ -244,6 +250,7 @@ func TestCreateFails(t *testing.T) {
 }
 
 func TestExecTimeout(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	info := e.create(t, core.SandboxSpec{})
 	res := e.exec(t, info.ID, core.ExecRequest{Command: []string{"sleep", "30"}, Timeout: time.Second})
@@ -262,6 +269,7 @@ func TestExecTimeout(t *testing.T) {
 }
 
 func TestExecOutputCap(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	info := e.create(t, core.SandboxSpec{})
 	res := e.exec(t, info.ID, core.ExecRequest{
@@ -278,6 +286,7 @@ func TestExecOutputCap(t *testing.T) {
 }
 
 func TestExecStdinAndLargeScripts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	info := e.create(t, core.SandboxSpec{})
 	in := []byte("line1\nline2\x00\xfe\n")
@@ -301,6 +310,7 @@ func TestExecStdinAndLargeScripts(t *testing.T) {
 }
 
 func TestDeleteFailsThenSucceeds(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, map[string]any{"max_retries": 3})
 	ctx := context.Background()
 
@@ -338,6 +348,7 @@ func TestDeleteFailsThenSucceeds(t *testing.T) {
 }
 
 func TestShutdownLeavesNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, map[string]any{"max_sandboxes": 10})
 	for i := 0; i < 5; i++ {
 		e.create(t, core.SandboxSpec{})
@@ -358,6 +369,7 @@ func TestShutdownLeavesNothing(t *testing.T) {
 }
 
 func TestShutdownWithCancelledContext(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	e.create(t, core.SandboxSpec{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -371,6 +383,7 @@ func TestShutdownWithCancelledContext(t *testing.T) {
 }
 
 func TestConcurrentCreatesCapped(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, map[string]any{"max_sandboxes": 3, "max_starting": 2})
 	errs := make(chan error, 8)
 	ids := make(chan string, 8)
@@ -408,6 +421,7 @@ func deadPID(t *testing.T) int {
 }
 
 func TestOrphanSweepAtStart(t *testing.T) {
+	t.Parallel()
 	srv := newFake(t, fakedaytona.Options{})
 	dir := t.TempDir()
 	host, _ := os.Hostname()
@@ -471,6 +485,7 @@ func TestOrphanSweepAtStart(t *testing.T) {
 }
 
 func TestBadAPIKey(t *testing.T) {
+	t.Parallel()
 	srv := newFake(t, fakedaytona.Options{})
 	b, d := configure(t, srv, t.TempDir(), core.SandboxSpec{}, map[string]any{"api_key": "wrong-key"})
 	defer b.Shutdown(context.Background())
@@ -500,6 +515,7 @@ func TestBadAPIKey(t *testing.T) {
 }
 
 func TestDestroyForeign(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	// Another rlhost process made this one.
 	other, d := configure(t, e.srv, t.TempDir(), core.SandboxSpec{}, nil)

@@ -22,6 +22,7 @@ var hostile = []string{
 }
 
 func TestHostileArgv(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []fakedaytona.ExecMode{fakedaytona.ExecShell, fakedaytona.ExecArgv} {
 		t.Run(string(mode), func(t *testing.T) {
 			srv := newFake(t, fakedaytona.Options{ExecMode: mode})
@@ -65,6 +66,7 @@ func TestHostileArgv(t *testing.T) {
 }
 
 func TestExecRejectsUnpassable(t *testing.T) {
+	t.Parallel()
 	for _, sc := range []execScript{
 		{},
 		{argv: []string{""}},
@@ -116,6 +118,7 @@ func FuzzSplitInline(f *testing.F) {
 }
 
 func TestParseFrame(t *testing.T) {
+	t.Parallel()
 	n := "rlhostabc"
 	enc := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 	tests := []struct {
@@ -182,6 +185,7 @@ func FuzzParseModeString(f *testing.F) {
 }
 
 func TestParseModeString(t *testing.T) {
+	t.Parallel()
 	for s, want := range map[string]uint32{"-rw-r--r--": 0o644, "-rwxr-x---": 0o750, "dtrwxrwxrwx": 0o777, "--": 0} {
 		if got := parseModeString(s, false); got != want {
 			t.Errorf("%q: %o, want %o", s, got, want)

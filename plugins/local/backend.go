@@ -420,6 +420,11 @@ func (b *Backend) WriteFile(ctx context.Context, id, path string, data []byte, m
 	if err != nil {
 		return err
 	}
+	// Checked here too, so an oversized write never reaches (and never
+	// costs memory in) the sandbox.
+	if limit := b.fileCap(sb); int64(len(data)) > limit {
+		return fmt.Errorf("write %s: %d bytes > cap %d: %w", path, len(data), limit, core.ErrTooLarge)
+	}
 	return sb.impl.writeFile(ctx, path, data, mode, b.fileCap(sb))
 }
 

@@ -25,6 +25,12 @@ func initMain() error {
 	// Commands must not inherit the control socket.
 	unix.CloseOnExec(3)
 	unix.Close(4) // the fd this binary was executed through
+	// Not dumpable: commands share the init's uid, and must not ptrace it
+	// or read its /proc files (its threads other than the spawner keep
+	// capabilities in the sandbox's user namespace).
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("set non-dumpable: %w", err)
+	}
 	ctl := os.NewFile(3, "ctl")
 	var setup initSetup
 	if err := readFrame(ctl, &setup); err != nil {

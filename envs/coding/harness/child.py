@@ -27,6 +27,10 @@ def main():
     _die_with_runner(int(sys.argv[3]))
     rfile = open(int(sys.argv[1]), "rb")
     wfd = int(sys.argv[2])
+    # Programs the candidate starts must not hold our pipes open, or the
+    # runner could not tell that this process died.
+    os.set_inheritable(rfile.fileno(), False)
+    os.set_inheritable(wfd, False)
     dumps = json.dumps
     write = os.write
 

@@ -4,15 +4,19 @@
 # stdin. The candidate never sees the nonce nor the runner's stdout, so lines
 # it manages to print elsewhere are ignored by the host.
 #
+# Run with -I -S and no imports beyond the interpreter's core, because its
+# start-up time is paid by every episode.
+#
 # Input (stdin, JSON): nonce, code, func_name, tests, budget (seconds),
 # value_cap (bytes per encoded value), child (the child program source).
 import json
 import os
 import select
-import subprocess
+import signal
 import sys
-import threading
 import time
+
+_STDERR_KEEP = 2000
 
 
 class _Timeout(Exception):
@@ -27,43 +31,86 @@ class _TooLarge(Exception):
     pass
 
 
-class _Lines:
-    """Reads newline-terminated replies from fd under a deadline and a cap."""
+class _Child:
+    """The candidate's process. Its replies arrive on one pipe and its
+    stderr on another; both are read in one select loop, so a stderr flood
+    can neither block the child nor grow our memory. Its stdout is
+    /dev/null, so nothing it prints reaches the verdict's stream."""
 
-    def __init__(self, fd, cap):
-        self.fd = fd
+    def __init__(self, source, cap):
+        req_r, self.req_w = os.pipe()
+        self.resp_r, resp_w = os.pipe()
+        self.err_r, err_w = os.pipe()
+        os.set_inheritable(req_r, True)
+        os.set_inheritable(resp_w, True)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        argv = [sys.executable, "-I", "-c", source, str(req_r), str(resp_w), str(os.getpid())]
+        # The child stays in our process group: a backend that kills the
+        # exec's group on timeout (or at sandbox destroy) then takes the
+        # candidate and anything it spawned with it.
+        self.pid = os.posix_spawn(sys.executable, argv, os.environ, file_actions=[
+            (os.POSIX_SPAWN_DUP2, devnull, 0),
+            (os.POSIX_SPAWN_DUP2, devnull, 1),
+            (os.POSIX_SPAWN_DUP2, err_w, 2),
+        ])
+        for fd in (req_r, resp_w, err_w, devnull):
+            os.close(fd)
         self.cap = cap
         self.buf = b""
+        self.stderr = b""
+        self.err_open = True
 
-    def next(self, deadline):
+    def send(self, obj):
+        data = (json.dumps(obj) + "\n").encode()
+        while data:
+            data = data[os.write(self.req_w, data):]
+
+    def _read_stderr(self):
+        chunk = os.read(self.err_r, 1 << 16)
+        if not chunk:
+            self.err_open = False
+        elif len(self.stderr) < _STDERR_KEEP:
+            self.stderr += chunk[: _STDERR_KEEP - len(self.stderr)]
+
+    def reply(self, deadline):
+        """Returns the next reply object, read under the deadline and cap."""
         while True:
             i = self.buf.find(b"\n")
             if i >= 0:
                 line, self.buf = self.buf[:i], self.buf[i + 1:]
-                return line
+                obj = json.loads(line)
+                if not isinstance(obj, dict):
+                    raise ValueError("reply is not an object")
+                return obj
             if len(self.buf) > self.cap:
                 raise _TooLarge()
             left = deadline - time.monotonic()
             if left <= 0:
                 raise _Timeout()
-            ready, _, _ = select.select([self.fd], [], [], left)
+            fds = [self.resp_r, self.err_r] if self.err_open else [self.resp_r]
+            ready, _, _ = select.select(fds, [], [], left)
             if not ready:
                 raise _Timeout()
-            chunk = os.read(self.fd, 1 << 16)
-            if not chunk:
-                raise _Crash()
-            self.buf += chunk
+            if self.err_r in ready:
+                self._read_stderr()
+            if self.resp_r in ready:
+                chunk = os.read(self.resp_r, 1 << 16)
+                if not chunk:
+                    raise _Crash()
+                self.buf += chunk
 
-
-def _drain(stream, keep, out):
-    # Keeps the first `keep` bytes of the child's stderr and discards the
-    # rest, so a flood can neither block the child nor fill our memory.
-    while True:
-        chunk = stream.read(1 << 16)
-        if not chunk:
-            return
-        if len(out[0]) < keep:
-            out[0] += chunk[: keep - len(out[0])]
+    def close(self):
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(self.pid, 0)
+        # Keep what stderr already holds, without waiting on anything the
+        # candidate may have left holding the pipe.
+        while self.err_open and select.select([self.err_r], [], [], 0)[0] and len(self.stderr) < _STDERR_KEEP:
+            self._read_stderr()
+        for fd in (self.req_w, self.resp_r, self.err_r):
+            os.close(fd)
 
 
 def _syntax_error(e):
@@ -79,56 +126,20 @@ def run(req, deadline):
         compile(code, "<candidate>", "exec")
     except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as e:
         return {"stage": "syntax", "error": _syntax_error(e)}
-
-    req_r, req_w = os.pipe()
-    resp_r, resp_w = os.pipe()
-    child = subprocess.Popen(
-        [sys.executable, "-I", "-c", req["child"], str(req_r), str(resp_w), str(os.getpid())],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        pass_fds=(req_r, resp_w),
-        # The child stays in our process group: a backend that kills the
-        # exec's group on timeout (or at sandbox destroy) then takes the
-        # candidate and anything it spawned with it.
-    )
-    os.close(req_r)
-    os.close(resp_w)
-    stderr = [b""]
-    drainer = threading.Thread(target=_drain, args=(child.stderr, 2000, stderr), daemon=True)
-    drainer.start()
     value_cap = int(req["value_cap"])
-    lines = _Lines(resp_r, value_cap + 4096)
-    verdict = {"stage": "load"}
+    child = _Child(req["child"], value_cap + 4096)
     try:
-        verdict = _converse(req, req_w, lines, deadline)
+        verdict = _converse(req, child, deadline)
     finally:
-        child.kill()
-        child.wait()
-        drainer.join(0.1)
-        os.close(req_w)
-        os.close(resp_r)
-    verdict["stderr"] = stderr[0].decode("utf-8", "replace")
+        child.close()
+    verdict["stderr"] = child.stderr.decode("utf-8", "replace")
     return verdict
 
 
-def _send(fd, obj):
-    data = (json.dumps(obj) + "\n").encode()
-    while data:
-        data = data[os.write(fd, data):]
-
-
-def _reply(line):
-    obj = json.loads(line)
-    if not isinstance(obj, dict):
-        raise ValueError("reply is not an object")
-    return obj
-
-
-def _converse(req, w, lines, deadline):
+def _converse(req, child, deadline):
     try:
-        _send(w, {"code": req["code"], "func_name": req["func_name"], "value_cap": req["value_cap"]})
-        first = _reply(lines.next(deadline))
+        child.send({"code": req["code"], "func_name": req["func_name"], "value_cap": req["value_cap"]})
+        first = child.reply(deadline)
     except _Timeout:
         return {"stage": "load", "status": "timeout"}
     except (_Crash, BrokenPipeError):
@@ -142,8 +153,8 @@ def _converse(req, w, lines, deadline):
     tests = req["tests"]
     for i, expr in enumerate(tests):
         try:
-            _send(w, {"args": expr})
-            reply = _reply(lines.next(deadline))
+            child.send({"args": expr})
+            reply = child.reply(deadline)
         except _Timeout:
             results.append({"status": "timeout"})
             break

@@ -24,8 +24,7 @@ JOB = json.loads(sys.stdin.read())
 sys.stdin = open(os.devnull)
 sys.dont_write_bytecode = True
 SAVED = dict(builtins.__dict__)  # before any solution can change builtins
-_type, _str = type, str
-PLAIN_SEQ = {list: "list", tuple: "tuple", set: "set", frozenset: "frozenset"}
+_type, _issubclass = type, issubclass
 MAX_REPORT = 8 << 20
 STDERR_TAIL = 2000
 
@@ -34,28 +33,33 @@ class Unrepresentable(Exception):
     pass
 
 
+# Values are reduced to the data their builtin base type stores, read with
+# the base type's own methods: a subclass (Counter, OrderedDict, namedtuple,
+# IntEnum, or one with a rigged __eq__) becomes the plain value it holds, so
+# only data, never behaviour, reaches the trusted grader.
 def canon(v, depth=0):
     if depth > 150:
         raise Unrepresentable("value nested too deeply")
-    t = _type(v)
+    t = _type(v)  # the real type; __class__ can lie, type() cannot
     if v is None:
         return ["none"]
     if t is bool:
-        return ["bool", v]
-    if t is int:
-        return ["int", _str(v)]
-    if t is float:
-        return ["float", v.hex()]
+        return ["bool", v is True]
+    if _issubclass(t, int):
+        return ["int", int.__repr__(v)]
+    if _issubclass(t, float):
+        return ["float", float.hex(v)]
     if t is complex:
         return ["complex", v.real.hex(), v.imag.hex()]
-    if t is str:
-        return ["str", v]
-    if t is bytes:
-        return ["bytes", v.hex()]
-    if t in PLAIN_SEQ:
-        return [PLAIN_SEQ[t], [canon(x, depth + 1) for x in v]]
-    if t is dict:
-        return ["dict", [[canon(k, depth + 1), canon(x, depth + 1)] for k, x in v.items()]]
+    if _issubclass(t, str):
+        return ["str", str.__str__(v)]
+    if _issubclass(t, bytes):
+        return ["bytes", bytes.hex(v)]
+    for base, tag in ((list, "list"), (tuple, "tuple"), (set, "set"), (frozenset, "frozenset")):
+        if _issubclass(t, base):
+            return [tag, [canon(x, depth + 1) for x in base.__iter__(v)]]
+    if _issubclass(t, dict):
+        return ["dict", [[canon(k, depth + 1), canon(x, depth + 1)] for k, x in dict.items(v)]]
     raise Unrepresentable("%s.%s" % (t.__module__, t.__qualname__))
 
 

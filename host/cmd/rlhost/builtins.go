@@ -8,6 +8,7 @@ import (
 	"github.com/rlhost/rlhost/core/pluginbase"
 	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/envs/coding"
+	"github.com/rlhost/rlhost/envs/mbpp"
 	"github.com/rlhost/rlhost/host/pluginmgr"
 	"github.com/rlhost/rlhost/plugins/daytona"
 	"github.com/rlhost/rlhost/plugins/local"
@@ -20,6 +21,7 @@ const builtinPluginArg = pluginmgr.BuiltinArg
 func builtinEnvs() map[string]func() envplugin.Environment {
 	return map[string]func() envplugin.Environment{
 		"coding": func() envplugin.Environment { return coding.New() },
+		"mbpp":   func() envplugin.Environment { return mbpp.New() },
 	}
 }
 

@@ -1,0 +1,83 @@
+# The flagship job: an agent solves MBPP-format problems with tools (bash,
+# read_file, write_file) in a sandbox that persists across all its turns and
+# attempts. When the hidden tests fail, it gets the failure back and tries
+# again, in the same sandbox.
+#
+# Rollouts against any OpenAI-compatible server (vLLM, OpenAI), like ART's
+# `--use-openai --dry-run`:
+#
+#   OPENAI_BASE_URL=http://127.0.0.1:8000/v1 OPENAI_MODEL=Qwen/Qwen2.5-7B-Instruct \
+#     rlhost run examples/mbpp.hcl --dry-run
+#
+# Offline, with scripted agents replayed from a file (no server needed):
+#
+#   rlhost run examples/mbpp.hcl --dry-run --var policy=replay
+#
+# Real MBPP: point --var dataset=... at a file you downloaded elsewhere (see
+# the README's MBPP section); nothing is downloaded at run time.
+
+variable "policy" {
+  default     = "openai"
+  description = "openai (any OpenAI-compatible server) or replay (scripted agents)"
+}
+
+variable "dataset" {
+  default     = "mbpp/sample.jsonl"
+  description = "MBPP .jsonl, sanitized .json, or HF-layout .parquet file or directory"
+}
+
+variable "backend" {
+  default = "local"
+}
+
+run {
+  name            = "mbpp"
+  steps           = 4
+  batch_size      = 4  # problems per step
+  group_size      = 4  # episodes per problem
+  seed            = 1
+  concurrency     = 16
+  max_turns       = 12 # policy calls per episode
+  episode_timeout = "10m"
+  policy          = var.policy
+}
+
+sandbox "local" {
+  backend = var.backend
+  timeout = "30s"
+  limits {
+    memory = "512MiB"
+    pids   = 128
+  }
+}
+
+env "mbpp" {
+  plugin           = "mbpp"
+  sandbox          = sandbox.local
+  dataset          = var.dataset
+  shuffle          = true
+  seed             = 1
+  tools            = ["bash", "read_file", "write_file"]
+  max_attempts     = 3
+  attempt_discount = 1.0
+  bash_timeout     = "30s"
+  test_timeout     = "10s"
+}
+
+policy "openai" {
+  provider    = "openai"
+  base_url    = env("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1")
+  model       = env("OPENAI_MODEL", "Qwen/Qwen2.5-7B-Instruct")
+  api_key_env = "OPENAI_API_KEY"
+  temperature = 0.7
+  max_tokens  = 1024
+}
+
+policy "replay" {
+  provider = "replay"
+  file     = "mbpp/replay.jsonl"
+}
+
+output {
+  dir = "runs/${run.name}"
+}
