@@ -386,3 +386,15 @@ func TestConcurrentEpisodes(t *testing.T) {
 		}
 	})
 }
+
+func TestCandidateStderrIsReported(t *testing.T) {
+	h := newHarness(t, map[string]any{"timeout": "5s"})
+	obs := h.run(t, TaskMaxSubarray, fenced("import sys\nsys.stderr.write('warming up\\n')\n"+kadane))
+	checkScore(t, obs, scoreCase{reward: 1})
+	if !strings.Contains(obs.Info["stderr"], "warming up") {
+		t.Errorf("info stderr = %q, want the candidate's stderr", obs.Info["stderr"])
+	}
+	if obs.Info["extract"] != ExtractFenced {
+		t.Errorf("info extract = %q", obs.Info["extract"])
+	}
+}

@@ -474,25 +474,35 @@ func (b *Backend) remove(ctx context.Context, t *tracked) (removed bool, err err
 }
 
 func (b *Backend) deleteOrStop(ctx context.Context, idOrName string) error {
+	_, err := b.deleteOrStopFound(ctx, idOrName)
+	return err
+}
+
+// deleteOrStopFound is deleteOrStop that also says whether there was a
+// sandbox to delete (false: it was already gone).
+func (b *Backend) deleteOrStopFound(ctx context.Context, idOrName string) (bool, error) {
 	b.mu.Lock()
 	s := b.s
 	b.mu.Unlock()
 	del := retry(ctx, "delete sandbox "+idOrName, b.opts(s), func(ctx context.Context) error {
 		return b.bare(idOrName).DeleteWithTimeout(ctx, 0)
 	})
-	if del == nil || errors.Is(del, core.ErrNotFound) {
-		return nil
+	if del == nil {
+		return true, nil
+	}
+	if errors.Is(del, core.ErrNotFound) {
+		return false, nil
 	}
 	if ctx.Err() != nil {
-		return del
+		return true, del
 	}
 	stop := retry(ctx, "stop sandbox "+idOrName, b.opts(s), func(ctx context.Context) error {
 		return b.bare(idOrName).StopWithTimeout(ctx, 0, false)
 	})
 	if stop != nil {
-		return fmt.Errorf("daytona: %w; stopping failed too: %w", del, stop)
+		return true, fmt.Errorf("daytona: %w; stopping failed too: %w", del, stop)
 	}
-	return fmt.Errorf("daytona sandbox %s: %w (%v)", idOrName, ErrStoppedInstead, del)
+	return true, fmt.Errorf("daytona sandbox %s: %w (%v)", idOrName, ErrStoppedInstead, del)
 }
 
 // Destroy deletes a sandbox. Sandboxes of other processes may be destroyed
@@ -618,12 +628,16 @@ func (b *Backend) ReapOrphans(ctx context.Context) ([]core.SandboxInfo, error) {
 			if key == "" {
 				key = name
 			}
-			if err := b.deleteOrStop(ctx, key); err != nil {
+			found, err := b.deleteOrStopFound(ctx, key)
+			if err != nil {
 				errs = append(errs, err)
 				left.Sandboxes[name] = e
 				continue
 			}
 			seen[key] = true
+			if !found {
+				continue
+			}
 			removed = append(removed, core.SandboxInfo{ID: key, Backend: backendName, CreatedAt: e.CreatedAt, Isolation: isolationCloud,
 				Labels: map[string]string{runLabel: rec.RunID}})
 		}

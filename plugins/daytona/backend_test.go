@@ -254,7 +254,7 @@ func TestExecTimeout(t *testing.T) {
 	e := newEnv(t, nil)
 	info := e.create(t, core.SandboxSpec{})
 	res := e.exec(t, info.ID, core.ExecRequest{Command: []string{"sleep", "30"}, Timeout: time.Second})
-	if !res.TimedOut || res.ExitCode != -1 || res.LimitHit() != "timed_out" {
+	if !res.TimedOut || res.ExitCode != 137 || res.Signal != "SIGKILL" || res.LimitHit() != "timed_out" {
 		t.Errorf("sleep past timeout: %+v", res)
 	}
 	e.srv.SetExecDelay(3 * time.Second)

@@ -1,8 +1,15 @@
-// Package daytona is the Daytona cloud sandbox backend for rlhost.
+// Package daytona is the Daytona cloud sandbox backend for rlhost: it
+// implements sandboxplugin.Backend on top of the official Daytona Go SDK,
+// so the same run file works on Daytona by switching backend = "local" to
+// backend = "daytona".
+//
+// It owns what rlhost needs beyond the SDK: argv-exact exec with separate,
+// capped stdout and stderr over Daytona's single-string execute API
+// (exec.go), labels and a per-user crash record so sandboxes of dead runs
+// are found and deleted (owner.go), bounded retries with jitter that honour
+// Retry-After, and caps on concurrent and per-second creates (retry.go).
+//
+// It deliberately does not build or manage snapshots, volumes, previews or
+// sessions, and it does not reimplement any Daytona API call: every call
+// goes through the SDK or its generated API clients.
 package daytona
-
-import (
-	_ "github.com/daytonaio/daytona/libs/api-client-go"
-	_ "github.com/daytonaio/daytona/libs/sdk-go/pkg/daytona"
-	_ "github.com/daytonaio/daytona/libs/toolbox-api-client-go"
-)

@@ -31,8 +31,8 @@ func only429(ctx context.Context, err error) bool {
 // Timeouts: the request's timeout, rounded up to whole seconds, goes to
 // the daemon, which kills the command's process group and answers HTTP 408.
 // That 408, or the call outliving timeout + api_timeout, is reported as
-// TimedOut with exit code -1 and no output: Daytona discards the output of
-// a command it killed.
+// TimedOut, killed by SIGKILL (exit 137) like the local backend's timeouts,
+// with no output: Daytona discards the output of a command it killed.
 func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (core.ExecResult, error) {
 	s, err := b.ready()
 	if err != nil {
@@ -98,7 +98,9 @@ func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (co
 	if err != nil {
 		st, _ := apiStatus(err)
 		if st == http.StatusRequestTimeout || (errors.Is(callCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil) {
-			res.ExitCode, res.TimedOut = -1, true
+			// Shaped like the local backend's timeouts: the daemon ends
+			// the process group, with SIGKILL at the latest.
+			res.ExitCode, res.Signal, res.TimedOut = 128+9, "SIGKILL", true
 			return res, nil
 		}
 		return core.ExecResult{}, err

@@ -372,14 +372,16 @@ func (nb *nsBox) stop() error {
 	syscall.Kill(nb.pid, syscall.SIGKILL)
 	nb.conn.Close()
 	var err error
-	if nb.cg != nil {
-		err = nb.cg.destroy()
-	}
-	// Wait until the init is reaped so no zombie or namespace outlives stop.
+	// The init is reaped only after the kernel has killed and collected
+	// every other process of its PID namespace, so after this the cgroup
+	// is normally empty and removing it does not have to retry.
 	select {
 	case <-nb.exited:
 	case <-time.After(5 * time.Second):
-		err = errors.Join(err, fmt.Errorf("sandbox init %d did not exit", nb.pid))
+		err = fmt.Errorf("sandbox init %d did not exit", nb.pid)
+	}
+	if nb.cg != nil {
+		err = errors.Join(err, nb.cg.destroy())
 	}
 	return err
 }

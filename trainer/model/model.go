@@ -61,6 +61,11 @@ func New(be backend.Backend, cfg *hfconfig.Config) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
+	// A config is user input: refuse shapes no machine could hold before
+	// allocating (1<<36 float32 parameters is 256 GiB).
+	if n := cfg.NumParams(); n > 1<<36 {
+		return nil, fmt.Errorf("model: config implies %d parameters, more than the supported %d", n, int64(1)<<36)
+	}
 	m := &Model{Cfg: cfg, be: be, byName: map[string]*Param{}}
 	C, I, V := cfg.HiddenSize, cfg.IntermediateSize, cfg.VocabSize
 	qd, kvd := cfg.NumHeads*cfg.HeadDim, cfg.NumKVHeads*cfg.HeadDim

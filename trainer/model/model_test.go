@@ -691,6 +691,14 @@ func TestInputValidation(t *testing.T) {
 	}
 }
 
+func TestRejectsHugeConfig(t *testing.T) {
+	cfg := tinyConfig(t, true, true)
+	cfg.HiddenSize, cfg.IntermediateSize, cfg.VocabSize, cfg.NumLayers = 1<<20, 1<<22, 1<<20, 4000
+	if _, err := New(newBackend32(t), cfg); err == nil {
+		t.Fatal("want error for a config of ~10^16 parameters")
+	}
+}
+
 func TestInitDeterministic(t *testing.T) {
 	be := newBackend32(t)
 	cfg := tinyConfig(t, true, true)

@@ -24,7 +24,10 @@ JOB = json.loads(sys.stdin.read())
 sys.stdin = open(os.devnull)
 sys.dont_write_bytecode = True
 SAVED = dict(builtins.__dict__)  # before any solution can change builtins
-_type, _issubclass = type, issubclass
+# Bound now, before any solution can rebind the builtins canon relies on.
+_type, _issubclass, _repr = type, issubclass, repr
+_int, _float, _str, _bytes, _dict = int, float, str, bytes, dict
+_SEQS = ((list, "list"), (tuple, "tuple"), (set, "set"), (frozenset, "frozenset"))
 MAX_REPORT = 8 << 20
 STDERR_TAIL = 2000
 
@@ -45,28 +48,31 @@ def canon(v, depth=0):
         return ["none"]
     if t is bool:
         return ["bool", v is True]
-    if _issubclass(t, int):
-        return ["int", int.__repr__(v)]
-    if _issubclass(t, float):
-        return ["float", float.hex(v)]
+    if _issubclass(t, _int):
+        return ["int", _int.__repr__(v)]
+    if _issubclass(t, _float):
+        return ["float", _float.hex(v)]
     if t is complex:
         return ["complex", v.real.hex(), v.imag.hex()]
-    if _issubclass(t, str):
-        return ["str", str.__str__(v)]
-    if _issubclass(t, bytes):
-        return ["bytes", bytes.hex(v)]
-    for base, tag in ((list, "list"), (tuple, "tuple"), (set, "set"), (frozenset, "frozenset")):
+    if _issubclass(t, _str):
+        return ["str", _str.__str__(v)]
+    if _issubclass(t, _bytes):
+        return ["bytes", _bytes.hex(v)]
+    for base, tag in _SEQS:
         if _issubclass(t, base):
             return [tag, [canon(x, depth + 1) for x in base.__iter__(v)]]
-    if _issubclass(t, dict):
-        return ["dict", [[canon(k, depth + 1), canon(x, depth + 1)] for k, x in dict.items(v)]]
+    if _issubclass(t, _dict):
+        return ["dict", [[canon(k, depth + 1), canon(x, depth + 1)] for k, x in _dict.items(v)]]
     raise Unrepresentable("%s.%s" % (t.__module__, t.__qualname__))
 
 
 def failure(e):
-    tb = e.__traceback__.tb_next if e.__traceback__ is not None else None  # drop this file's frame
-    text = "".join(traceback.format_exception(type(e), e, tb))
-    return {"err": "%s: %s" % (type(e).__name__, e), "tb": text[-3000:]}
+    try:
+        tb = e.__traceback__.tb_next if e.__traceback__ is not None else None  # drop this file's frame
+        text = "".join(traceback.format_exception(_type(e), e, tb))
+        return {"err": "%s: %s" % (_type(e).__name__, e), "tb": text[-3000:]}
+    except BaseException:  # the solution may have broken what formatting needs
+        return {"err": "%s (no traceback available)" % _type(e).__name__}
 
 
 def run_test(test):

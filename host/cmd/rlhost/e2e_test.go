@@ -14,11 +14,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/host/policy/fakeopenai"
 )
 
 var (
@@ -406,6 +408,9 @@ output { dir = "out" }
 `)
 	cmd := exec.Command(rlhostBin, "run", "job.hcl")
 	cmd.Dir = dir
+	// Its own process group, so the signal below reaches every process in
+	// it, as a terminal's Ctrl-C does.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
@@ -421,7 +426,7 @@ output { dir = "out" }
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(500 * time.Millisecond)
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -584,5 +589,51 @@ output { dir = "out" }
 	r = rlhost(t, dir, "sandbox", "list", "--json")
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
 		t.Errorf("sandboxes left after reaping: %+v", r)
+	}
+}
+
+// Single-shot envs: a group's episodes share their prompt, so the policy is
+// asked once per group with n = group size, as vLLM batches best.
+func TestGroupAskedOnceWithN(t *testing.T) {
+	var mu sync.Mutex
+	var ns []int
+	srv := fakeopenai.New(func(req fakeopenai.ChatRequest) fakeopenai.Reply {
+		mu.Lock()
+		ns = append(ns, req.NumChoices())
+		mu.Unlock()
+		var cs []fakeopenai.ReplyChoice
+		for i := 0; i < req.NumChoices(); i++ {
+			cs = append(cs, fakeopenai.Text(fmt.Sprintf("def sort_list(xs):\n    return %d\n", i)))
+		}
+		return fakeopenai.Reply{Choices: cs, IgnoreN: true}
+	})
+	defer srv.Close()
+	dir := t.TempDir()
+	write(t, dir, "job.hcl", fmt.Sprintf(`
+run {
+  batch_size = 2
+  group_size = 4
+  concurrency = 8
+}
+sandbox "local" { backend = "local" }
+env "coding" { tasks = "builtin" }
+policy "fake" {
+  provider = "openai"
+  base_url = %q
+  model = "m"
+}
+output { dir = "out" }
+`, srv.URL))
+	r := rlhost(t, dir, "run", "job.hcl")
+	if r.code != 0 {
+		t.Fatalf("run: %+v", r)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ns) != 2 || ns[0] != 4 || ns[1] != 4 {
+		t.Fatalf("policy requests asked for n = %v, want [4 4]", ns)
+	}
+	if n := len(readTrajectories(t, filepath.Join(dir, "out", "trajectories.jsonl"))); n != 8 {
+		t.Fatalf("%d trajectories, want 8", n)
 	}
 }
