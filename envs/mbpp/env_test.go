@@ -353,6 +353,16 @@ func TestEndAfterPassKeepsReward(t *testing.T) {
 	wantFinal(t, end, 1, core.FinishPassed, map[string]float64{"passed": 1})
 }
 
+func TestEndAfterFailedAttemptCountsIt(t *testing.T) {
+	r := newRig(t, nil, core.SandboxSpec{})
+	_, obs := r.run(t, "1013", 3,
+		tools(write("s", "solution.py", "def popcount(n):\n    return n\n")),
+		endTurn(),
+		tools(bash("b", "cat solution.py")),
+	)
+	wantFinal(t, obs, 0, core.FinishMaxTurns, map[string]float64{"attempts": 1, "turns": 3, "tool_calls": 2, "tests_passed": 1, "tests_total": 3})
+}
+
 func TestEndForContextLimit(t *testing.T) {
 	r := newRig(t, nil, core.SandboxSpec{})
 	sess, _, err := r.env.NewEpisode(context.Background(), envplugin.Episode{ID: "ctx", Task: core.Task{ID: "1020"}, Sandbox: r.sb})
@@ -390,7 +400,7 @@ func TestTampering(t *testing.T) {
 		{name: "monkeypatched assert", replies: []core.Message{tools(write("s", "solution.py",
 			"import builtins, sys\nbuiltins.AssertionError = type('Never', (BaseException,), {})\nsys.excepthook = lambda *a: None\n"+
 				"class Yes(int):\n    def __eq__(self, o):\n        return True\n    __hash__ = int.__hash__\n"+
-				"def count_vowels(s):\n    return Yes(0)\n"))}},
+				"def count_vowels(s):\n    return Yes(-1)\n"))}},
 		{name: "sitecustomize, pth and usercustomize", replies: []core.Message{tools(
 			write("s", "solution.py", wrong),
 			write("c1", "sitecustomize.py", "import os\nos._exit(0)\n"),

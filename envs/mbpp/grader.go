@@ -12,10 +12,11 @@ package mbpp
 //   - splits the trusted program from the agent's code: harness/grader.py
 //     (trusted) parses each assertion, replaces the sub-expressions that need
 //     the agent's code by holes, and runs harness/child.py (untrusted: it
-//     imports the solution) to evaluate only those holes. The child returns
-//     plain data (numbers, strings, containers of them; exact types, so no
-//     object with a rigged __eq__ gets through); the trusted side evaluates
-//     the assertion itself with the real builtins and math. An exit(0), a
+//     forks one process per test that imports the solution) to evaluate only
+//     those holes. The child returns plain data (numbers, strings and
+//     containers of them, read with the builtin base type's own methods, so
+//     no rigged __eq__ gets through); the trusted side evaluates the
+//     assertion itself with the real builtins and math. An exit(0), a
 //     monkeypatched builtin or a planted module can only make the child
 //     report wrong values or none, which fails the test;
 //   - reads verdicts only from stdout lines carrying the nonce, which agent

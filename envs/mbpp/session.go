@@ -28,7 +28,7 @@ type session struct {
 	toolErrors  int
 	testsPassed int
 	testsTotal  int
-	graded      bool // at least one test run happened
+	graded      int // test runs so far
 	done        bool
 	final       envplugin.Observation
 }
@@ -61,7 +61,7 @@ func (s *session) Step(ctx context.Context, reply core.Message) (envplugin.Obser
 	if err != nil {
 		return envplugin.Observation{}, fmt.Errorf("mbpp: attempt %d: %w", s.attempt, err)
 	}
-	s.graded = true
+	s.graded++
 	s.testsPassed, s.testsTotal = g.NumPassed(), len(g.Tests)
 	switch {
 	case g.Passed():
@@ -106,14 +106,8 @@ func (s *session) End(_ context.Context, reason string) (envplugin.Observation, 
 }
 
 func (s *session) metrics() map[string]float64 {
-	attempts := s.attempt
-	if !s.graded {
-		attempts = 0
-	} else if !s.done {
-		attempts = s.attempt - 1 // attempt s.attempt has not been tested yet
-	}
 	return map[string]float64{
-		"attempts":     float64(attempts),
+		"attempts":     float64(s.graded),
 		"turns":        float64(s.turns),
 		"tool_calls":   float64(s.toolCalls),
 		"tool_errors":  float64(s.toolErrors),

@@ -82,6 +82,24 @@ type decoder struct {
 	vars   map[string]cty.Value
 }
 
+// labelled returns the blocks of type t, reporting any whose label repeats
+// an earlier one.
+func (d *decoder) labelled(t string) (hcl.Blocks, hcl.Diagnostics) {
+	var out hcl.Blocks
+	var diags hcl.Diagnostics
+	seen := map[string]bool{}
+	for _, b := range d.ofType(t) {
+		name := b.Labels[0]
+		if seen[name] {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate " + t + " block", Detail: fmt.Sprintf("A %s named %q is already defined.", t, name), Subject: b.DefRange.Ptr()})
+			continue
+		}
+		seen[name] = true
+		out = append(out, b)
+	}
+	return out, diags
+}
+
 func (d *decoder) ofType(t string) hcl.Blocks {
 	var out hcl.Blocks
 	for _, b := range d.blocks {
@@ -312,15 +330,9 @@ type limitsHCL struct {
 }
 
 func (d *decoder) sandboxes() hcl.Diagnostics {
-	var diags hcl.Diagnostics
-	seen := map[string]bool{}
-	for _, b := range d.ofType("sandbox") {
+	blocks, diags := d.labelled("sandbox")
+	for _, b := range blocks {
 		name := b.Labels[0]
-		if seen[name] {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate sandbox block", Detail: fmt.Sprintf("A sandbox named %q is already defined.", name), Subject: b.DefRange.Ptr()})
-			continue
-		}
-		seen[name] = true
 		content, remain, cd := b.Body.PartialContent(sandboxSchema)
 		diags = append(diags, cd...)
 		s := &Sandbox{Name: name, Body: remain, DefRange: b.DefRange, ExecTimeout: DefaultExecTimeout, AttrRanges: map[string]hcl.Range{}}
@@ -425,15 +437,9 @@ func decodeLimits(b *hcl.Block, ctx *hcl.EvalContext, l *core.Limits) hcl.Diagno
 var envSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "plugin"}, {Name: "sandbox"}}}
 
 func (d *decoder) envs() hcl.Diagnostics {
-	var diags hcl.Diagnostics
-	seen := map[string]bool{}
-	for _, b := range d.ofType("env") {
+	blocks, diags := d.labelled("env")
+	for _, b := range blocks {
 		name := b.Labels[0]
-		if seen[name] {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate env block", Detail: fmt.Sprintf("An env named %q is already defined.", name), Subject: b.DefRange.Ptr()})
-			continue
-		}
-		seen[name] = true
 		content, remain, cd := b.Body.PartialContent(envSchema)
 		diags = append(diags, cd...)
 		e := &Env{Name: name, Plugin: name, Body: remain, DefRange: b.DefRange, AttrRanges: map[string]hcl.Range{}}
@@ -452,15 +458,9 @@ func (d *decoder) envs() hcl.Diagnostics {
 }
 
 func (d *decoder) policies() hcl.Diagnostics {
-	var diags hcl.Diagnostics
-	seen := map[string]bool{}
-	for _, b := range d.ofType("policy") {
+	blocks, diags := d.labelled("policy")
+	for _, b := range blocks {
 		name := b.Labels[0]
-		if seen[name] {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate policy block", Detail: fmt.Sprintf("A policy named %q is already defined.", name), Subject: b.DefRange.Ptr()})
-			continue
-		}
-		seen[name] = true
 		p := &Policy{Name: name, Body: b.Body, DefRange: b.DefRange}
 		content, _, cd := b.Body.PartialContent(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "provider", Required: true}}})
 		diags = append(diags, cd...)

@@ -59,6 +59,7 @@ type tracked struct {
 	sb       *sdk.Sandbox // with rlhost's toolbox client; nil until started
 	created  time.Time
 	labels   map[string]string
+	slot     bool // holds a max_sandboxes slot; guarded by Backend.mu
 }
 
 // New returns an unconfigured backend.
@@ -334,7 +335,7 @@ func (b *Backend) create(ctx context.Context, s settings) (core.SandboxInfo, err
 		return core.SandboxInfo{}, fmt.Errorf("%w (is workdir %s writable by the sandbox user?)", err, s.workdir)
 	}
 	b.mu.Lock()
-	t.sb = h
+	t.sb, t.slot = h, true
 	b.mu.Unlock()
 	return core.SandboxInfo{
 		ID: sb.ID, Backend: backendName, Labels: labels, State: string(apiclient.SANDBOXSTATE_STARTED),
@@ -516,9 +517,17 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 	t := b.byID[id]
 	b.mu.Unlock()
 	if t != nil {
-		removed, err := b.remove(ctx, t)
-		if removed {
-			b.live.release()
+		_, err := b.remove(ctx, t)
+		if err == nil || errors.Is(err, ErrStoppedInstead) {
+			// A stopped sandbox no longer runs, so it frees its slot; it
+			// stays on record and Shutdown deletes it.
+			b.mu.Lock()
+			free := t.slot
+			t.slot = false
+			b.mu.Unlock()
+			if free {
+				b.live.release()
+			}
 		}
 		return err
 	}

@@ -473,7 +473,7 @@ func TestOrphanSweepAtStart(t *testing.T) {
 	}
 	var warned bool
 	for _, x := range d {
-		warned = warned || strings.Contains(x.Summary, "removed sandboxes of dead rlhost runs")
+		warned = warned || (strings.Contains(x.Summary, "removed sandboxes of dead rlhost runs") && strings.HasPrefix(x.Detail, "3 sandbox(es)"))
 	}
 	if !warned {
 		t.Errorf("no diagnostic about the sweep: %+v", d)
@@ -544,5 +544,86 @@ func TestDestroyForeign(t *testing.T) {
 	}
 	if err := e.b.Destroy(context.Background(), "no-such-id"); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("destroy unknown: %v", err)
+	}
+}
+
+func TestCrashRecordWrittenBeforeCreateReturns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.srv.RateLimitCreates(1, 2*time.Second) // holds Create in its retry wait
+	done := make(chan error, 1)
+	go func() { _, err := e.b.Create(context.Background(), core.SandboxSpec{}); done <- err }()
+	var rec stateRecord
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if len(readRecords(t, e.stateDir)) > 0 {
+			rec = readRecords(t, e.stateDir)[0]
+			break
+		}
+	}
+	if len(rec.Sandboxes) != 1 {
+		t.Fatalf("no record while the create call was pending: %+v", rec)
+	}
+	for name, ent := range rec.Sandboxes {
+		if !strings.HasPrefix(name, "rlhost-") || ent.ID != "" {
+			t.Errorf("pending entry %q %+v", name, ent)
+		}
+	}
+	if rec.Owner.PID != os.Getpid() || rec.APIURL != e.srv.URL || rec.RunID != "run-1" {
+		t.Errorf("record header %+v", rec)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	recs := readRecords(t, e.stateDir)
+	for _, ent := range recs[0].Sandboxes {
+		if ent.ID == "" {
+			t.Errorf("id not recorded after create: %+v", recs)
+		}
+	}
+}
+
+func readRecords(t *testing.T, dir string) []stateRecord {
+	t.Helper()
+	ents, _ := os.ReadDir(dir)
+	var out []stateRecord
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		var r stateRecord
+		if json.Unmarshal(b, &r) == nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func TestShutdownDuringCreate(t *testing.T) {
+	t.Parallel()
+	srv := newFake(t, fakedaytona.Options{StartPolls: 1 << 20}) // never reaches STARTED
+	b, d := configure(t, srv, t.TempDir(), core.SandboxSpec{}, nil)
+	if d.HasErrors() {
+		t.Fatal(d.Err())
+	}
+	done := make(chan error, 1)
+	go func() { _, err := b.Create(context.Background(), core.SandboxSpec{}); done <- err }()
+	for deadline := time.Now().Add(10 * time.Second); srv.Creates() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if srv.Creates() == 0 {
+		t.Fatal("create never reached the server")
+	}
+	if err := b.Shutdown(context.Background()); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if err := <-done; err == nil {
+		t.Error("create succeeded through shutdown")
+	}
+	if n := len(srv.Sandboxes()); n != 0 {
+		t.Errorf("%d sandboxes left after shutdown interrupted a create", n)
 	}
 }

@@ -256,10 +256,13 @@ func (b *Backend) build(ctx context.Context, spec core.SandboxSpec) (*sandbox, e
 		return nil, err
 	}
 	id := newID()
+	tr := newTracer("build " + id)
+	defer tr.done()
 	e, err := st.reserve(id)
 	if err != nil {
 		return nil, err
 	}
+	tr.mark("reserve")
 	m := meta{ID: id, Labels: maps.Clone(spec.Labels), CreatedAt: time.Now().UTC(), Isolation: set.Isolation, OwnerPID: os.Getpid()}
 	if spec.TTL > 0 {
 		m.Expires = m.CreatedAt.Add(spec.TTL)
@@ -276,9 +279,11 @@ func (b *Backend) build(ctx context.Context, spec core.SandboxSpec) (*sandbox, e
 			sb.meta.InitPID, sb.meta.InitStart, sb.meta.Cgroup, sb.meta.HostUID = nb.pid, procStart(nb.pid), nb.cg, nb.uid
 		}
 	}
+	tr.mark("start")
 	if err == nil {
 		err = st.publish(e, sb.meta)
 	}
+	tr.mark("publish")
 	if err != nil {
 		if sb.impl != nil {
 			sb.impl.stop()

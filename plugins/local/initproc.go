@@ -120,9 +120,8 @@ func newInitServer(s initSetup) (*initServer, error) {
 		return nil, err
 	}
 	tr.mark("misc")
-	// After the ready answer: it costs a few ms, and the first exec rarely
-	// arrives before it is done.
-	go prewarmThreads()
+	prewarmThreads()
+	tr.mark("threads")
 	return srv, nil
 }
 
@@ -147,19 +146,26 @@ func loopbackUp() error {
 	return nil
 }
 
-// prewarmThreads makes the runtime create spare OS threads now, so the init
-// never needs a new one while a fork bomb holds every pid of the cgroup.
+// prewarmThreads makes the runtime create spare OS threads now, before the
+// sandbox runs anything, so the init never needs a new one while a fork
+// bomb holds every pid of the cgroup. Each goroutine pins a thread; while
+// all are pinned the scheduler must start new ones; once unpinned the
+// threads stay idle in the runtime's pool.
 func prewarmThreads() {
-	var wg sync.WaitGroup
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
+	const n = 6
+	var pinned sync.WaitGroup
+	release := make(chan struct{})
+	pinned.Add(n)
+	for i := 0; i < n; i++ {
 		go func() {
-			defer wg.Done()
-			ts := unix.Timespec{Nsec: 2e6}
-			unix.Nanosleep(&ts, nil)
+			runtime.LockOSThread()
+			pinned.Done()
+			<-release
+			runtime.UnlockOSThread()
 		}()
 	}
-	wg.Wait()
+	pinned.Wait()
+	close(release)
 }
 
 type spawnReq struct {

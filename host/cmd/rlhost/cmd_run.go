@@ -97,19 +97,9 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	if done, code := parse(fs, args); done {
 		return code
 	}
-	if fs.NArg() != 1 {
-		a.errorf("run takes exactly one config file (got %d arguments); see rlhost run --help", fs.NArg())
-		return 2
-	}
-	vars, err := cf.varMap()
-	if err != nil {
-		a.errorf("%v", err)
-		return 2
-	}
-	f, diags := config.Load(fs.Arg(0), vars)
-	printDiags(a.stderr, f, diags)
-	if diags.HasErrors() {
-		return 1
+	f, code := a.loadConfig("run", fs, &cf)
+	if f == nil {
+		return code
 	}
 	if *steps < 0 {
 		a.errorf("--steps must be positive")
@@ -212,6 +202,26 @@ func prepareOutDir(dir string, overwrite, appendOut bool) error {
 		}
 	}
 	return nil
+}
+
+// loadConfig reads the one config file a command takes, printing
+// diagnostics; it returns nil and the exit code on failure.
+func (a *app) loadConfig(cmd string, fs *pflag.FlagSet, cf *commonFlags) (*config.File, int) {
+	if fs.NArg() != 1 {
+		a.errorf("%s takes exactly one config file (got %d arguments); see rlhost %s --help", cmd, fs.NArg(), cmd)
+		return nil, 2
+	}
+	vars, err := cf.varMap()
+	if err != nil {
+		a.errorf("%v", err)
+		return nil, 2
+	}
+	f, diags := config.Load(fs.Arg(0), vars)
+	printDiags(a.stderr, f, diags)
+	if diags.HasErrors() {
+		return nil, 1
+	}
+	return f, 0
 }
 
 func envOr(name, def string) string {

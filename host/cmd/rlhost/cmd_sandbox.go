@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/spf13/pflag"
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/host/config"
@@ -57,6 +58,13 @@ type backendFlags struct {
 	cfgPath string
 	sandbox string
 	backend string
+}
+
+func (b *backendFlags) add(fs *pflag.FlagSet) {
+	b.common.add(fs)
+	fs.StringVar(&b.cfgPath, "config", "", "job file whose sandbox block to use")
+	fs.StringVar(&b.sandbox, "sandbox", "", "sandbox block name in --config")
+	fs.StringVar(&b.backend, "backend", "", "built-in backend with default settings (default local)")
 }
 
 func (a *app) startBackendFromFlags(ctx context.Context, b *backendFlags) (*pluginmgr.Manager, *pluginmgr.Instance, *config.Sandbox, int) {
@@ -127,10 +135,7 @@ output_truncated).
 func (a *app) sandboxExec(ctx context.Context, args []string) int {
 	fs := newFlagSet("sandbox exec", sandboxExecUsage, a)
 	var b backendFlags
-	b.common.add(fs)
-	fs.StringVar(&b.cfgPath, "config", "", "job file whose sandbox block to use")
-	fs.StringVar(&b.sandbox, "sandbox", "", "sandbox block name in --config")
-	fs.StringVar(&b.backend, "backend", "", "built-in backend with default settings (default local)")
+	b.add(fs)
 	timeout := fs.Duration("timeout", 0, "wall-clock limit for the command (default: the block's timeout, else 30s)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the command's output")
 	envs := fs.StringArray("env", nil, "environment variable for the command, NAME=VALUE (repeatable)")
@@ -247,10 +252,7 @@ processes, filtered by labels. rlhost labels every sandbox with rlhost.run
 func (a *app) sandboxList(ctx context.Context, args []string) int {
 	fs := newFlagSet("sandbox list", sandboxListUsage, a)
 	var b backendFlags
-	b.common.add(fs)
-	fs.StringVar(&b.cfgPath, "config", "", "job file whose sandbox block to use")
-	fs.StringVar(&b.sandbox, "sandbox", "", "sandbox block name in --config")
-	fs.StringVar(&b.backend, "backend", "", "built-in backend (default local)")
+	b.add(fs)
 	labels := fs.StringArray("label", nil, "only sandboxes with this label, key=value (repeatable)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if done, code := parse(fs, args); done {
@@ -314,10 +316,7 @@ or (--orphans) every sandbox whose owning rlhost process or run is gone.
 func (a *app) sandboxRm(ctx context.Context, args []string) int {
 	fs := newFlagSet("sandbox rm", sandboxRmUsage, a)
 	var b backendFlags
-	b.common.add(fs)
-	fs.StringVar(&b.cfgPath, "config", "", "job file whose sandbox block to use")
-	fs.StringVar(&b.sandbox, "sandbox", "", "sandbox block name in --config")
-	fs.StringVar(&b.backend, "backend", "", "built-in backend (default local)")
+	b.add(fs)
 	labels := fs.StringArray("label", nil, "remove sandboxes with this label, key=value (repeatable)")
 	orphans := fs.Bool("orphans", false, "remove sandboxes whose owner is gone")
 	if done, code := parse(fs, args); done {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/job"
 )
 
@@ -23,19 +22,9 @@ func (a *app) cmdValidate(ctx context.Context, args []string) int {
 	if done, code := parse(fs, args); done {
 		return code
 	}
-	if fs.NArg() != 1 {
-		a.errorf("validate takes exactly one config file; see rlhost validate --help")
-		return 2
-	}
-	vars, err := cf.varMap()
-	if err != nil {
-		a.errorf("%v", err)
-		return 2
-	}
-	f, diags := config.Load(fs.Arg(0), vars)
-	printDiags(a.stderr, f, diags)
-	if diags.HasErrors() {
-		return 1
+	f, code := a.loadConfig("validate", fs, &cf)
+	if f == nil {
+		return code
 	}
 	mgr, err := a.manager(cf.logLevel)
 	if err != nil {

@@ -61,7 +61,9 @@ func mbppAgent(req fakeopenai.ChatRequest) fakeopenai.Reply {
 		}
 	}
 	turn := req.Turn()
-	one := func(c fakeopenai.ReplyChoice) fakeopenai.Reply { return fakeopenai.Reply{Choices: []fakeopenai.ReplyChoice{c}} }
+	one := func(c fakeopenai.ReplyChoice) fakeopenai.Reply {
+		return fakeopenai.Reply{Choices: []fakeopenai.ReplyChoice{c}}
+	}
 	last := req.LastMessage()
 	switch script {
 	case "solve":
