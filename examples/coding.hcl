@@ -22,7 +22,7 @@ run {
   name        = "coding-demo"
   steps       = 4
   batch_size  = 2 # tasks per step
-  group_size  = 6 # completions per task (the GRPO group)
+  group_size  = 7 # completions per task (the GRPO group)
   seed        = 1
   concurrency = 8 # episodes in flight at once
   policy      = var.policy

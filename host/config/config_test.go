@@ -282,3 +282,28 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestPluginDiagnosticsIndexedBlocks(t *testing.T) {
+	src := "env \"e\" {\n  task {\n    id = \"a\"\n  }\n  task {\n    id = \"b\"\n  }\n}\n"
+	f, diags := Parse("job.hcl", []byte(src), nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	e := f.Envs[0]
+	cases := []struct {
+		path []string
+		line int
+	}{
+		{[]string{"task", "1", "id"}, 6},
+		{[]string{"task", "0", "id"}, 3},
+		{[]string{"task", "1"}, 5},
+		{[]string{"task", "id"}, 3},
+		{[]string{"task", "7", "id"}, 1}, // out of range: the whole block
+	}
+	for _, tc := range cases {
+		pd := PluginDiagnostics(schema.Diagnostics{schema.Errorf(tc.path, "bad", "")}, "e", e.Body, e.AttrRanges, e.DefRange)
+		if got := pd[0].Subject.Start.Line; got != tc.line {
+			t.Errorf("path %v points at line %d, want %d", tc.path, got, tc.line)
+		}
+	}
+}

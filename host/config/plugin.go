@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -99,26 +100,37 @@ func PluginDiagnostics(ds schema.Diagnostics, pluginName string, body hcl.Body, 
 	return out
 }
 
-// findPath walks attribute/block names through a native-syntax body. JSON
-// bodies fall back to the block range.
+// findPath walks attribute/block names through a native-syntax body. A
+// numeric element after a block name picks the i-th block of that type
+// (["task", "2", "id"]). JSON bodies fall back to the block range.
 func findPath(body hcl.Body, path []string) (hcl.Range, bool) {
 	sb, ok := body.(*hclsyntax.Body)
 	if !ok || len(path) == 0 {
 		return hcl.Range{}, false
 	}
-	for i, name := range path {
+	for i := 0; i < len(path); i++ {
+		name := path[i]
 		if a, ok := sb.Attributes[name]; ok {
 			return a.Expr.Range(), true
 		}
-		var next *hclsyntax.Block
+		var matches []*hclsyntax.Block
 		for _, b := range sb.Blocks {
 			if b.Type == name {
-				next = b
-				break
+				matches = append(matches, b)
 			}
 		}
-		if next == nil {
+		if len(matches) == 0 {
 			return hcl.Range{}, false
+		}
+		next := matches[0]
+		if i+1 < len(path) {
+			if n, err := strconv.Atoi(path[i+1]); err == nil {
+				if n < 0 || n >= len(matches) {
+					return hcl.Range{}, false
+				}
+				next = matches[n]
+				i++
+			}
 		}
 		if i == len(path)-1 {
 			return next.DefRange(), true

@@ -627,3 +627,25 @@ func TestShutdownDuringCreate(t *testing.T) {
 		t.Errorf("%d sandboxes left after shutdown interrupted a create", n)
 	}
 }
+
+func TestStoppedSandboxFreesItsSlot(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, map[string]any{"max_sandboxes": 1, "max_retries": 1})
+	a := e.create(t, core.SandboxSpec{})
+	e.srv.FailDeletes(100, 500)
+	if err := e.b.Destroy(context.Background(), a.ID); !errors.Is(err, ErrStoppedInstead) {
+		t.Fatalf("destroy: %v", err)
+	}
+	e.srv.FailDeletes(0, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := e.b.Create(ctx, core.SandboxSpec{}); err != nil {
+		t.Fatalf("create after the only slot's sandbox was stopped: %v", err)
+	}
+	if err := e.b.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.srv.Sandboxes()); n != 0 {
+		t.Errorf("%d sandboxes left; the stopped one must be deleted at shutdown", n)
+	}
+}

@@ -554,7 +554,16 @@ func (b *Backend) ReapOrphans(ctx context.Context) ([]core.SandboxInfo, error) {
 				errs = append(errs, err)
 				continue
 			}
-		} else if err := destroyRecord(r); err != nil {
+		} else {
+			if r.meta.Cgroup == nil && b.cg != nil {
+				r.meta.Cgroup = b.cg.guess(r.meta.ID) // crashed before writing meta
+			}
+			if err := destroyRecord(r); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		if false {
 			errs = append(errs, err)
 			continue
 		}

@@ -278,6 +278,23 @@ func (r *cgroupRoot) create(id string, lim core.Limits, pids int) (*sandboxCgrou
 	return cg, nil
 }
 
+// guess returns the cgroup a sandbox of this process would have had, for
+// reaping entries that crashed before their meta was written.
+func (r *cgroupRoot) guess(id string) *sandboxCgroup {
+	name := "rlhost-" + id
+	switch r.kind {
+	case cgroupV2:
+		return &sandboxCgroup{Kind: r.kind, Dirs: map[string]string{"": filepath.Join(r.v2Base, name)}}
+	case cgroupV1:
+		cg := &sandboxCgroup{Kind: r.kind, Dirs: map[string]string{}}
+		for c, base := range r.v1Base {
+			cg.Dirs[c] = filepath.Join(base, name)
+		}
+		return cg
+	}
+	return nil
+}
+
 // addProc moves a process (and, for v1, the hierarchies it is in) into the cgroup.
 func (c *sandboxCgroup) addProc(pid int) error {
 	for _, d := range c.Dirs {
