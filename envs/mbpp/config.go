@@ -184,16 +184,10 @@ func (c *config) workspaceRel(p string) (string, error) {
 
 // runtimeInfo is what the env learns about a sandbox before the agent acts.
 type runtimeInfo struct {
-	python  string // absolute interpreter path
-	workdir string // the workspace's real path inside the sandbox
-}
-
-// realPath maps a workspace path (already validated) to its real path.
-func (r runtimeInfo) realPath(p, workspace string) string {
-	c := config{Workspace: workspace}
-	rel, err := c.workspaceRel(p)
-	if err != nil {
-		return p
-	}
-	return path.Join(r.workdir, rel)
+	python   string // absolute interpreter path
+	workdir  string // the workspace's real path inside the sandbox
+	solution string // the solution file's real path
+	// isolation is what the backend reported for the probe exec; with
+	// "namespaces" the env may kill every process in the sandbox.
+	isolation string
 }

@@ -137,7 +137,11 @@ func probe(ctx context.Context, sb envplugin.Sandbox, cfg *config) (runtimeInfo,
 		return runtimeInfo{}, fmt.Errorf("mbpp: sandbox %s has no usable %q in %s (exit %d): %s",
 			sb.ID(), cfg.Python, safePath, res.ExitCode, strings.TrimSpace(res.Stdout+" "+res.Stderr))
 	}
-	return runtimeInfo{python: lines[0], workdir: lines[1]}, nil
+	rel, err := cfg.workspaceRel(cfg.SolutionPath) // validated by Configure
+	if err != nil {
+		return runtimeInfo{}, fmt.Errorf("mbpp: solution_path: %w", err)
+	}
+	return runtimeInfo{python: lines[0], workdir: lines[1], solution: path.Join(lines[1], rel), isolation: res.Isolation}, nil
 }
 
 func systemPrompt(cfg *config) string {

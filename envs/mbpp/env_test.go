@@ -46,6 +46,7 @@ func newRigIsolated(t testing.TB, isolation string, envCfg map[string]any, spec 
 	b := local.New()
 	bcfg, _ := json.Marshal(map[string]any{"isolation": isolation, "state_dir": t.TempDir()})
 	if ds := b.Configure(context.Background(), schema.Config{Name: "local", JSON: bcfg}, spec); ds.HasErrors() {
+		skipWithoutUserNamespaces(t, ds.Err())
 		t.Fatalf("configure local backend: %v", ds.Err())
 	}
 	t.Cleanup(func() {
@@ -53,6 +54,18 @@ func newRigIsolated(t testing.TB, isolation string, envCfg map[string]any, spec 
 			t.Errorf("shutdown local backend: %v", err)
 		}
 	})
+	if isolation == "namespaces" {
+		// Create once by hand, to tell a kernel without user namespaces
+		// from a failure.
+		info, err := b.Create(context.Background(), spec)
+		if err != nil {
+			skipWithoutUserNamespaces(t, err)
+			t.Fatalf("create namespaced sandbox: %v", err)
+		}
+		if err := b.Destroy(context.Background(), info.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
 	sb := envtest.NewSandbox(t, b, spec, 60*time.Second)
 	client := envtest.Serve(t, mbpp.New())
 	cfg := map[string]any{"dataset": "sample.jsonl"}
@@ -64,6 +77,15 @@ func newRigIsolated(t testing.TB, isolation string, envCfg map[string]any, spec 
 		t.Fatalf("configure mbpp: %v", ds.Err())
 	}
 	return &rig{env: client, sb: sb}
+}
+
+// skipWithoutUserNamespaces skips, loudly, where the kernel has user
+// namespaces switched off (the local backend names that in its errors).
+func skipWithoutUserNamespaces(t testing.TB, err error) {
+	t.Helper()
+	if msg := err.Error(); strings.Contains(msg, "user namespaces are disabled") || strings.Contains(msg, "user namespaces look unavailable") {
+		t.Skipf("SKIP: this kernel cannot run namespaced sandboxes, so the namespaced mbpp tests cannot run here: %v", err)
+	}
 }
 
 // run plays one episode on task with a scripted policy: turn i sends
@@ -495,4 +517,73 @@ func TestUnderNamespaces(t *testing.T) {
 	if m := toolMessages(conv)["sys"]; !strings.Contains(m.Content, "Read-only file system") {
 		t.Fatalf("agent could write system directories: %q", m.Content)
 	}
+}
+
+// TestConcurrentEpisodes runs episodes of one env at once, each in its own
+// sandbox, as the host does.
+func TestConcurrentEpisodes(t *testing.T) {
+	b := local.New()
+	bcfg, _ := json.Marshal(map[string]any{"isolation": "none", "state_dir": t.TempDir()})
+	if ds := b.Configure(context.Background(), schema.Config{Name: "local", JSON: bcfg}, core.SandboxSpec{}); ds.HasErrors() {
+		t.Fatal(ds.Err())
+	}
+	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+	env := envtest.Serve(t, mbpp.New())
+	if ds := env.Configure(context.Background(), schema.Config{Name: "mbpp", JSON: []byte(`{"dataset": "sample.jsonl"}`), BaseDir: sampleDir}); ds.HasErrors() {
+		t.Fatal(ds.Err())
+	}
+	ids := []int{1001, 1007, 1011, 1019}
+	sbs := make([]*envtest.BackendSandbox, len(ids))
+	for i := range ids {
+		sbs[i] = envtest.NewSandbox(t, b, core.SandboxSpec{}, time.Minute)
+	}
+	errs := make(chan error, len(ids))
+	for i, id := range ids {
+		p := problem(t, id)
+		go func() {
+			ctx := context.Background()
+			sess, _, err := env.NewEpisode(ctx, envplugin.Episode{ID: fmt.Sprint("c", id), Task: core.Task{ID: fmt.Sprint(id)}, Sandbox: sbs[i]})
+			if err != nil {
+				errs <- err
+				return
+			}
+			if _, err := sess.Step(ctx, tools(write("s", "solution.py", p.Code))); err != nil {
+				errs <- err
+				return
+			}
+			obs, err := sess.Step(ctx, endTurn())
+			if err == nil && obs.Reward != 1 {
+				err = fmt.Errorf("task %d: reward %v %v", id, obs.Reward, obs.Metrics)
+			}
+			if _, endErr := sess.End(ctx, ""); err == nil {
+				err = endErr
+			}
+			errs <- err
+		}()
+	}
+	for range ids {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestLeftoverProcessesStoppedBeforeGrading: under namespace isolation, a
+// process the agent left running is gone when the tests run. The solution
+// misbehaves if its heartbeat file is still changing at import time.
+func TestLeftoverProcessesStoppedBeforeGrading(t *testing.T) {
+	p := problem(t, 1010)
+	sol := "import time\n" +
+		"def beat():\n    try:\n        return open('/workspace/beat').read()\n    except OSError:\n        return ''\n" +
+		"a = beat()\ntime.sleep(0.3)\nALIVE = beat() != a\n" + p.Code + "\n" +
+		"if ALIVE:\n    def reverse_digits(n):\n        return -1\n"
+	r := newRigIsolated(t, "namespaces", map[string]any{"max_attempts": 1}, core.SandboxSpec{})
+	conv, obs := r.run(t, "1010", 3, tools(
+		write("s", "/workspace/solution.py", sol),
+		bash("bg", "(while true; do date +%s%N > /workspace/beat; sleep 0.02; done) >/dev/null 2>&1 & setsid sh -c 'while true; do sleep 1; done' >/dev/null 2>&1 & sleep 0.3; cat /workspace/beat"),
+	))
+	if m := toolMessages(conv)["bg"]; !strings.Contains(m.Content, "exit_code: 0") {
+		t.Fatalf("background loop did not start: %q", m.Content)
+	}
+	wantFinal(t, obs, 1, core.FinishPassed, map[string]float64{"tests_passed": 3})
 }

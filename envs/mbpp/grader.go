@@ -35,6 +35,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"path"
 	"strings"
 	"time"
 
@@ -114,14 +115,10 @@ func gradeRequest(python, realSolution, displayPath string, tests []string, setu
 		return core.ExecRequest{}, "", fmt.Errorf("grader nonce: %w", err)
 	}
 	nonce := hex.EncodeToString(nb[:])
-	dir := realSolution[:strings.LastIndexByte(realSolution, '/')+1]
 	job := gradeJob{
-		Nonce: nonce, SolutionPath: realSolution, SolutionDir: strings.TrimSuffix(dir, "/"),
+		Nonce: nonce, SolutionPath: realSolution, SolutionDir: path.Dir(realSolution),
 		DisplayPath: displayPath, Tests: tests, Setup: setup, Child: childSource,
 		TestTimeout: testTimeout.Seconds(), MaxSource: maxSource,
-	}
-	if job.SolutionDir == "" {
-		job.SolutionDir = "/"
 	}
 	raw, err := json.Marshal(job)
 	if err != nil {
@@ -205,9 +202,19 @@ func grade(ctx context.Context, sb envplugin.Sandbox, rt runtimeInfo, cfg *confi
 	if len(p.TestImports) > 0 {
 		setup = strings.Join(p.TestImports, "\n") + "\n" + setup
 	}
-	req, nonce, err := gradeRequest(rt.python, rt.realPath(cfg.SolutionPath, cfg.Workspace), cfg.SolutionPath, tests, setup, cfg.testTimeout)
+	req, nonce, err := gradeRequest(rt.python, rt.solution, cfg.SolutionPath, tests, setup, cfg.testTimeout)
 	if err != nil {
 		return GradeResult{}, err
+	}
+	if rt.isolation == "namespaces" {
+		// A process the agent left running could race the grader for its
+		// stdin (and so its nonce) through /proc. In a sandbox with its own
+		// PID namespace, kill(-1) reaches exactly the sandbox's processes
+		// (never its init); elsewhere it would reach the host's.
+		kill := core.ExecRequest{Command: []string{"/bin/sh", "-c", "kill -KILL -1 2>/dev/null; exit 0"}, Env: map[string]string{"PATH": safePath}, Timeout: cfg.testTimeout}
+		if _, err := sb.Exec(ctx, kill); err != nil {
+			return GradeResult{}, fmt.Errorf("stop leftover processes in sandbox %s: %w", sb.ID(), err)
+		}
 	}
 	res, err := sb.Exec(ctx, req)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,7 +40,11 @@ func runGrader(t *testing.T, solution string, tests []string, setup string, file
 		}
 	}
 	sol := filepath.Join(dir, "solution.py")
-	if solution != "" {
+	if solution == "<fifo>" {
+		if err := syscall.Mkfifo(sol, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	} else if solution != "" {
 		if err := os.WriteFile(sol, []byte(solution), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -89,6 +94,7 @@ func TestGraderVerdicts(t *testing.T) {
 		{name: "one of two", solution: "def square(x):\n    return 9 if x == 3 else 0\n", tests: square, passed: 1, detail: "where square(-2) = 0"},
 		{name: "raises", solution: "def square(x):\n    return 1 // 0\n", tests: square, detail: "ZeroDivisionError"},
 		{name: "syntax error", solution: "def square(x) return x\n", tests: square, detail: "SyntaxError"},
+		{name: "solution is a fifo", solution: "<fifo>", tests: square, detail: "not a regular file"},
 		{name: "missing solution", solution: "", tests: square, detail: "no solution file at /workspace/solution.py"},
 		{name: "timeout", solution: "def square(x):\n    while True:\n        pass\n", tests: square[:1], detail: "timed out after 2s"},
 		{name: "helper module in workspace", solution: "from helper import sq as square\n",

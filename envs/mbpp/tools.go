@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -55,7 +56,7 @@ type toolOutcome struct {
 
 func (r toolRunner) call(ctx context.Context, tc core.ToolCall) (toolOutcome, error) {
 	name := tc.Function.Name
-	if !r.enabled(name) {
+	if !slices.Contains(r.cfg.Tools, name) {
 		return toolOutcome{fmt.Sprintf("Error: unknown tool %q. Available tools: %s.", name, strings.Join(r.cfg.Tools, ", ")), true}, nil
 	}
 	args, err := parseArgs(name, tc.Function.Arguments)
@@ -70,15 +71,6 @@ func (r toolRunner) call(ctx context.Context, tc core.ToolCall) (toolOutcome, er
 	default:
 		return r.writeFile(ctx, args["path"], args["content"])
 	}
-}
-
-func (r toolRunner) enabled(name string) bool {
-	for _, t := range r.cfg.Tools {
-		if t == name {
-			return true
-		}
-	}
-	return false
 }
 
 // toolParams lists each tool's (all required, all string) parameters.

@@ -33,23 +33,23 @@ type Backend struct {
 	owner owner
 	host  string
 
-	mu        sync.Mutex
-	s         settings
-	client    *sdk.Client
-	api       *apiclient.APIClient // generated client, for calls whose SDK wrapper drops labels
-	http      *http.Client         // toolbox calls: no client-wide timeout, deadlines come per call
-	state     *stateFile
-	live      semaphore // max_sandboxes
-	starting  semaphore // max_starting
-	pace      *pacer
-	byName    map[string]*tracked
-	byID      map[string]*tracked
-	foreign   map[string]*sdk.Sandbox // handles of sandboxes other processes made
-	closed    bool
-	life      context.Context
-	endLife   context.CancelFunc
-	inflight  sync.WaitGroup
-	configure bool
+	mu         sync.Mutex
+	s          settings
+	client     *sdk.Client
+	api        *apiclient.APIClient // generated client, for calls whose SDK wrapper drops labels
+	http       *http.Client         // toolbox calls: no client-wide timeout, deadlines come per call
+	state      *stateFile
+	live       semaphore // max_sandboxes
+	starting   semaphore // max_starting
+	pace       *pacer
+	byName     map[string]*tracked
+	byID       map[string]*tracked
+	foreign    map[string]*sdk.Sandbox // handles of sandboxes other processes made
+	closed     bool
+	life       context.Context
+	endLife    context.CancelFunc
+	inflight   sync.WaitGroup
+	configured bool
 }
 
 // tracked is a sandbox this process created (or is creating).
@@ -70,13 +70,16 @@ func New() *Backend {
 		owner: o, host: o.Host,
 		byName: map[string]*tracked{}, byID: map[string]*tracked{}, foreign: map[string]*sdk.Sandbox{},
 		life: life, endLife: end,
-		http: &http.Client{Transport: &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
-			MaxIdleConnsPerHost: 64,
-			IdleConnTimeout:     90 * time.Second,
-			TLSHandshakeTimeout: 10 * time.Second,
-		}},
+		http: &http.Client{Transport: transport()},
 	}
+}
+
+// transport is the default one with room for a batch of parallel calls to
+// the same API and toolbox hosts.
+func transport() http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	return t
 }
 
 // Info describes the backend and its config schema.
@@ -121,11 +124,11 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 	apiCfg.AddDefaultHeader("X-Daytona-Source", "rlhost")
 
 	b.mu.Lock()
-	if b.configure || b.closed {
+	if b.configured || b.closed {
 		b.mu.Unlock()
 		return append(diags, schema.Errorf(nil, "daytona backend already configured", "Configure is called once per plugin process"))
 	}
-	b.configure = true
+	b.configured = true
 	b.s, b.client, b.api, b.state = s, client, apiclient.NewAPIClient(apiCfg), st
 	b.live, b.starting = newSemaphore(s.maxSandboxes), newSemaphore(s.maxStarting)
 	b.pace = &pacer{interval: time.Duration(float64(time.Second) / s.createRate)}
@@ -169,7 +172,7 @@ func (b *Backend) ready() (settings, error) {
 	switch {
 	case b.closed:
 		return settings{}, fmt.Errorf("daytona backend: %w: shut down", core.ErrUnavailable)
-	case !b.configure:
+	case !b.configured:
 		return settings{}, errors.New("daytona backend: not configured")
 	}
 	return b.s, nil
@@ -693,7 +696,7 @@ func (b *Backend) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	b.closed = true
-	configured, s := b.configure, b.s
+	configured, s := b.configured, b.s
 	b.mu.Unlock()
 	b.endLife()
 	if !configured {

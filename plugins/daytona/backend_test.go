@@ -23,7 +23,7 @@ type env struct {
 	stateDir string
 }
 
-func newFake(t *testing.T, opts fakedaytona.Options) *fakedaytona.Server {
+func newFake(t testing.TB, opts fakedaytona.Options) *fakedaytona.Server {
 	t.Helper()
 	srv, err := fakedaytona.New(opts)
 	if err != nil {
@@ -35,7 +35,7 @@ func newFake(t *testing.T, opts fakedaytona.Options) *fakedaytona.Server {
 
 // settingsJSON is the decoded block the host would send, with the test
 // defaults (fast pacing) merged with overrides.
-func settingsJSON(t *testing.T, srv *fakedaytona.Server, over map[string]any) []byte {
+func settingsJSON(t testing.TB, srv *fakedaytona.Server, over map[string]any) []byte {
 	t.Helper()
 	m := map[string]any{
 		"api_key": srv.APIKey, "api_url": srv.URL, "create_rate": 1000, "max_retries": 4,
@@ -51,7 +51,7 @@ func settingsJSON(t *testing.T, srv *fakedaytona.Server, over map[string]any) []
 	return b
 }
 
-func configure(t *testing.T, srv *fakedaytona.Server, stateDir string, spec core.SandboxSpec, over map[string]any) (*Backend, schema.Diagnostics) {
+func configure(t testing.TB, srv *fakedaytona.Server, stateDir string, spec core.SandboxSpec, over map[string]any) (*Backend, schema.Diagnostics) {
 	t.Helper()
 	over2 := map[string]any{"state_dir": stateDir}
 	for k, v := range over {
@@ -647,5 +647,38 @@ func TestStoppedSandboxFreesItsSlot(t *testing.T) {
 	}
 	if n := len(e.srv.Sandboxes()); n != 0 {
 		t.Errorf("%d sandboxes left; the stopped one must be deleted at shutdown", n)
+	}
+}
+
+func TestTransientFaultsAbsorbed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, map[string]any{"max_retries": 3})
+	ctx := context.Background()
+
+	// A create whose response is lost is adopted by name, not repeated.
+	e.srv.LoseCreateResponses(1)
+	info := e.create(t, core.SandboxSpec{})
+	if n := len(e.srv.Sandboxes()); n != 1 || e.srv.Creates() != 1 {
+		t.Fatalf("%d sandboxes after a lost create response, %d creates; want 1, 1", n, e.srv.Creates())
+	}
+
+	// An exec refused with 429 runs once, after a retry.
+	e.srv.RateLimitExecs(2)
+	res := e.exec(t, info.ID, core.ExecRequest{Command: []string{"sh", "-c", "echo x >> runs; wc -l < runs"}})
+	if strings.TrimSpace(res.Stdout) != "1" {
+		t.Errorf("exec ran %q times", res.Stdout)
+	}
+
+	// 503s on the control plane are retried for list and destroy.
+	e.srv.Unavailable(2)
+	if list, err := e.b.List(ctx, nil); err != nil || len(list) != 1 {
+		t.Errorf("list through 503s: %+v %v", list, err)
+	}
+	e.srv.Unavailable(2)
+	if err := e.b.Destroy(ctx, info.ID); err != nil {
+		t.Errorf("destroy through 503s: %v", err)
+	}
+	if n := len(e.srv.Sandboxes()); n != 0 {
+		t.Errorf("%d sandboxes left", n)
 	}
 }

@@ -46,24 +46,23 @@ const (
 // Config is the daytona-specific part of a `sandbox` block. Durations are
 // Go duration strings ("90s", "45m").
 type Config struct {
-	APIKey             string            `json:"api_key"`
-	APIURL             string            `json:"api_url"`
-	Target             string            `json:"target"`
-	Snapshot           string            `json:"snapshot"`
-	Labels             map[string]string `json:"labels"`
-	AutoStopInterval   string            `json:"auto_stop_interval"`
-	AutoDeleteInterval string            `json:"auto_delete_interval"`
-	Ephemeral          bool              `json:"ephemeral"`
-	NetworkBlockAll    bool              `json:"network_block_all"`
-	NetworkAllowList   string            `json:"network_allow_list"`
-	MaxSandboxes       int               `json:"max_sandboxes"`
-	MaxStarting        int               `json:"max_starting"`
-	CreateRate         float64           `json:"create_rate"`
-	APITimeout         string            `json:"api_timeout"`
-	StartTimeout       string            `json:"start_timeout"`
-	ExecTimeout        string            `json:"exec_timeout"`
-	MaxRetries         int               `json:"max_retries"`
-	StateDir           string            `json:"state_dir"`
+	APIKey             string  `json:"api_key"`
+	APIURL             string  `json:"api_url"`
+	Target             string  `json:"target"`
+	Snapshot           string  `json:"snapshot"`
+	AutoStopInterval   string  `json:"auto_stop_interval"`
+	AutoDeleteInterval string  `json:"auto_delete_interval"`
+	Ephemeral          bool    `json:"ephemeral"`
+	NetworkBlockAll    bool    `json:"network_block_all"`
+	NetworkAllowList   string  `json:"network_allow_list"`
+	MaxSandboxes       int     `json:"max_sandboxes"`
+	MaxStarting        int     `json:"max_starting"`
+	CreateRate         float64 `json:"create_rate"`
+	APITimeout         string  `json:"api_timeout"`
+	StartTimeout       string  `json:"start_timeout"`
+	ExecTimeout        string  `json:"exec_timeout"`
+	MaxRetries         int     `json:"max_retries"`
+	StateDir           string  `json:"state_dir"`
 }
 
 func attr(name string, t cty.Type, def any, desc string) schema.Attribute {
@@ -83,11 +82,10 @@ func configSpec() schema.Spec {
 		attr("api_url", cty.String, "", "API URL; empty reads $"+apiURLEnv+", else "+defaultAPIURL),
 		attr("target", cty.String, "", "region to create sandboxes in; empty reads $"+targetEnv+", else the account default"),
 		attr("snapshot", cty.String, "", "Daytona snapshot to start from, instead of the block's image"),
-		attr("labels", cty.Map(cty.String), map[string]string{}, "extra labels on every sandbox, added to the block's labels"),
 		attr("auto_stop_interval", cty.String, "", "Daytona stops a sandbox idle this long (dead-man's switch); empty derives it from ttl, else 60m"),
 		attr("auto_delete_interval", cty.String, "0s", `how long after stopping Daytona deletes a sandbox; "0s" at once, "never" keeps it`),
 		attr("ephemeral", cty.Bool, false, "delete sandboxes as soon as they stop (forces auto_delete_interval = 0s)"),
-		attr("network_block_all", cty.Bool, false, "block all network access even when the block sets network = true"),
+		attr("network_block_all", cty.Bool, false, "block all network access; what network = false already does, and an error with network = true"),
 		attr("network_allow_list", cty.String, "", "comma-separated CIDRs reachable from the sandbox; needs network = true"),
 		attr("max_sandboxes", cty.Number, 0, "most sandboxes alive at once from this block; Create waits for a slot. 0 = no cap"),
 		attr("max_starting", cty.Number, defaultMaxStarting, "most sandboxes being created and started at once"),
@@ -104,7 +102,7 @@ func configSpec() schema.Spec {
 type settings struct {
 	apiKey, apiURL, target string
 	snapshot, image        string
-	labels, cfgLabels      map[string]string
+	labels                 map[string]string
 	cfgBlockAll            bool
 	autoStopFixed          bool
 	env                    map[string]string
@@ -156,7 +154,7 @@ func validateConfig(c Config, runID string, getenv func(string) string) (setting
 	errf := x.errf
 	s := settings{
 		apiKey: c.APIKey, apiURL: c.APIURL, target: c.Target,
-		snapshot: c.Snapshot, cfgLabels: c.Labels, cfgBlockAll: c.NetworkBlockAll,
+		snapshot: c.Snapshot, cfgBlockAll: c.NetworkBlockAll,
 		ephemeral: c.Ephemeral, allowList: strings.TrimSpace(c.NetworkAllowList),
 		maxSandboxes: c.MaxSandboxes, maxStarting: c.MaxStarting, createRate: c.CreateRate,
 		maxRetries: c.MaxRetries, stateDir: c.StateDir, runID: runID,
@@ -330,9 +328,6 @@ func (s settings) withSpec(spec core.SandboxSpec, d schema.Diagnostics) (setting
 
 	s.labels = map[string]string{}
 	for k, v := range spec.Labels {
-		s.labels[k] = v
-	}
-	for k, v := range s.cfgLabels {
 		s.labels[k] = v
 	}
 

@@ -58,7 +58,7 @@ func TestValidateRejects(t *testing.T) {
 }
 
 func TestValidateMaps(t *testing.T) {
-	s, d := validate(Config{Labels: map[string]string{"team": "rl"}}, core.SandboxSpec{
+	s, d := validate(Config{}, core.SandboxSpec{
 		Limits:  core.Limits{CPUs: 1.5, MemoryBytes: 3*gib + 1, DiskBytes: 10 * gib},
 		Network: true, TTL: 150 * time.Second, Labels: map[string]string{"task": "x"},
 	}, "run-9", func(k string) string { return map[string]string{apiKeyEnv: "from-env", targetEnv: "eu"}[k] })
@@ -81,7 +81,7 @@ func TestValidateMaps(t *testing.T) {
 	if s.autoStop != 3 || s.autoDelete != 0 || s.blockAll || s.outputBytes != defaultOutputBytes || s.workdir != core.DefaultWorkdir {
 		t.Errorf("autostop %d autodelete %d blockall %v output %d workdir %q", s.autoStop, s.autoDelete, s.blockAll, s.outputBytes, s.workdir)
 	}
-	if s.labels["team"] != "rl" || s.labels["task"] != "x" {
+	if len(s.labels) != 1 || s.labels["task"] != "x" {
 		t.Errorf("labels %v", s.labels)
 	}
 	s, _ = validate(Config{APIKey: "k", AutoStopInterval: "2h", AutoDeleteInterval: "never"}, core.SandboxSpec{TTL: time.Minute}, "", noEnv)

@@ -29,7 +29,7 @@ import (
 // which the backend decodes exactly, bytes and all. The nonce is fresh per
 // exec so program output cannot be mistaken for the frame. Scripts too big
 // for one argv string are uploaded to a file first and run with `sh file`.
-// The image needs sh, base64, mkfifo, mktemp, head, cat and tr: coreutils or
+// The image needs sh, base64, mkfifo, mktemp, head and cat: coreutils or
 // busybox.
 
 // shQuote quotes s for a POSIX shell: inside single quotes nothing is
@@ -113,9 +113,10 @@ func (s execScript) render() string {
 	w("rc=$?\n")
 	w("wait\n")
 	w("printf '%%s|%%s|' \"$N\" \"$rc\"\n")
-	w("base64 <\"$d/oc\" | tr -d '\\n'\n")
+	// base64 wraps its output; the decoder skips the newlines.
+	w("base64 <\"$d/oc\"\n")
 	w("printf '|'\n")
-	w("base64 <\"$d/ec\" | tr -d '\\n'\n")
+	w("base64 <\"$d/ec\"\n")
 	w("printf '|%%s\\n' \"$N\"\n")
 	w("exit \"$rc\"\n")
 	return b.String()

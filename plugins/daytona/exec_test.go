@@ -129,6 +129,7 @@ func TestParseFrame(t *testing.T) {
 	}{
 		{"plain", n + "|0|" + enc("hi\n") + "|" + enc("err") + "|" + n + "\n", true, 0, "hi\n", "err"},
 		{"empty streams", n + "|7|||" + n + "\n", true, 7, "", ""},
+		{"wrapped base64", n + "|0|" + enc(strings.Repeat("x", 60))[:40] + "\n" + enc(strings.Repeat("x", 60))[40:] + "\n|" + enc("e") + "\n|" + n + "\n", true, 0, strings.Repeat("x", 60), "e"},
 		{"noise before", "sh: warning\n" + n + "|1|" + enc("x") + "||" + n + "\n", true, 1, "x", ""},
 		{"fake frame before real", "rlhostzzz|0|||rlhostzzz\n" + n + "|2|||" + n, true, 2, "", ""},
 		{"no frame", "boom", false, 0, "", ""},

@@ -70,6 +70,7 @@ func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (co
 		return core.ExecResult{}, fmt.Errorf("daytona exec in %s: %w", id, err)
 	}
 	cmd := inlineCommand(sc.render())
+	var scriptFile string
 	if len(cmd) > maxInlineScriptBytes {
 		// Too long for one argv string: ship the script as a file next to
 		// the command's working directory and run it by relative path.
@@ -81,7 +82,7 @@ func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (co
 		if err != nil {
 			return core.ExecResult{}, err
 		}
-		cmd = "sh ./" + file
+		cmd, scriptFile = "sh ./"+file, path.Join(dir, file)
 	}
 
 	callCtx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+s.apiTimeout)
@@ -103,11 +104,17 @@ func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (co
 			res.ExitCode, res.Signal, res.TimedOut = 128+9, "SIGKILL", true
 			return res, nil
 		}
+		if scriptFile != "" && only429(ctx, err) {
+			// Never started, so the script did not delete itself.
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.apiTimeout)
+			h.FileSystem.DeleteFile(dctx, scriptFile, false)
+			cancel()
+		}
 		return core.ExecResult{}, err
 	}
 	fr, perr := parseFrame(resp.Result, sc.nonce)
 	if perr != nil {
-		return core.ExecResult{}, fmt.Errorf("daytona exec in %s: %v (exit %d, output %s); the image needs sh, base64, mkfifo, mktemp, head, cat and tr",
+		return core.ExecResult{}, fmt.Errorf("daytona exec in %s: %v (exit %d, output %s); the image needs sh, base64, mkfifo, mktemp, head and cat",
 			id, perr, resp.ExitCode, excerpt(resp.Result))
 	}
 	res.ExitCode = fr.exitCode

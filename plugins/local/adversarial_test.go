@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/plugins/local/sandboxinit"
 )
 
 var updateDoc = flag.Bool("rlhost.update-doc", false, "rewrite the adversarial results table in docs/local-sandbox.md")
@@ -112,7 +113,7 @@ func advCases() []advCase {
 		{"cpu-in-child", "busy loop in a background child, parent waits", "timeout kills the whole process group", func(e *advEnv) string {
 			r := e.exec("(while :; do :; done) & wait")
 			e.expect(r.TimedOut, "not timed out: %+v", r)
-			ps := e.exec("ps -eo comm= | grep -c sh || true")
+			ps := e.exec("cat /proc/[0-9]*/comm | grep -c '^sh$' || true")
 			e.expect(strings.TrimSpace(ps.Stdout) == "1", "child survived: %q", ps.Stdout)
 			return summary(r) + "; no child left"
 		}},
@@ -194,7 +195,7 @@ func advCases() []advCase {
 		}},
 		{"host-env", "dump env and every /proc/*/environ", "only configured variables; host secrets absent", func(e *advEnv) string {
 			r := e.exec("env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'")
-			for _, s := range []string{"sk-openai-host-secret", "dtn-host-secret", "OPENAI_API_KEY", "DAYTONA_API_KEY", roleEnv} {
+			for _, s := range []string{"sk-openai-host-secret", "dtn-host-secret", "OPENAI_API_KEY", "DAYTONA_API_KEY", sandboxinit.RoleEnv} {
 				e.expect(!strings.Contains(r.Stdout, s), "host secret %q visible", s)
 			}
 			e.expect(strings.Contains(r.Stdout, "SANDBOX_VAR=configured"), "configured env missing")
@@ -244,7 +245,7 @@ for addr in [("127.0.0.1", %d), ("8.8.8.8", 53)]:
 		}},
 		{"background", "`sleep 1000 &` then return", "exec returns; the process persists to the next exec", func(e *advEnv) string {
 			r := e.exec("sleep 1000 >/dev/null 2>&1 &")
-			ps := e.exec("ps -eo comm= | grep -c '^sleep$'")
+			ps := e.exec("cat /proc/[0-9]*/comm | grep -c '^sleep$'")
 			e.expect(!r.TimedOut && r.ExitCode == 0 && strings.TrimSpace(ps.Stdout) == "1", "background: %+v, ps %q", r, ps.Stdout)
 			return "exit 0; alive in the next exec"
 		}},
@@ -265,12 +266,12 @@ for addr in [("127.0.0.1", %d), ("8.8.8.8", 53)]:
 		}},
 		{"mount", "`mount -t tmpfs x /mnt`", "no capabilities in the sandbox's namespace", func(e *advEnv) string {
 			r := e.exec("mount -t tmpfs x /mnt; echo m=$?")
-			e.expect(strings.Contains(r.Stdout, "m=32") || strings.Contains(r.Stdout, "m=1"), "mount: %+v", r)
+			e.expect(!strings.Contains(r.Stdout, "m=0"), "mount: %+v", r)
 			return "mount fails: permission denied"
 		}},
 		{"proc-init", "read /proc/1/environ (and of each init thread) and /proc/1/mem", "init is non-dumpable: denied", func(e *advEnv) string {
 			r := e.exec("cat /proc/1/environ; for t in /proc/1/task/*; do cat $t/environ; done; dd if=/proc/1/mem of=/dev/null bs=1 count=1 skip=4194304 2>&1")
-			e.expect(strings.Contains(r.Stderr+r.Stdout, "Permission denied") && !strings.Contains(r.Stdout, roleEnv), "init readable: %+v", r)
+			e.expect(strings.Contains(r.Stderr+r.Stdout, "Permission denied") && !strings.Contains(r.Stdout, sandboxinit.RoleEnv), "init readable: %+v", r)
 			return "Permission denied"
 		}},
 		{"proc-sys", "write /proc/sys/kernel/hostname and /proc/sys/vm/drop_caches", "host-owned, read-only for the sandbox", func(e *advEnv) string {
@@ -278,8 +279,8 @@ for addr in [("127.0.0.1", %d), ("8.8.8.8", 53)]:
 			e.expect(!strings.Contains(r.Stdout, "a=0") && !strings.Contains(r.Stdout, "b=0"), "proc/sys writable: %+v", r)
 			return "Permission denied"
 		}},
-		{"pid-view", "`ps -e`", "only the sandbox's PID namespace", func(e *advEnv) string {
-			r := e.exec("ps -e --no-headers | wc -l")
+		{"pid-view", "list /proc", "only the sandbox's PID namespace", func(e *advEnv) string {
+			r := e.exec("ls -d /proc/[0-9]* | wc -l")
 			e.expect(strings.TrimSpace(r.Stdout) != "" && len(strings.TrimSpace(r.Stdout)) == 1, "sees many processes: %q", r.Stdout)
 			return strings.TrimSpace(r.Stdout) + " processes visible"
 		}},

@@ -19,11 +19,13 @@ import (
 	"github.com/rlhost/rlhost/core/pluginbase"
 	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/plugins/local/sandboxinit"
 )
 
 var _ sandboxplugin.Backend = (*Backend)(nil)
 
-const maxListEntries = 100000
+// refillDelay defers topping up the pool after a take.
+const refillDelay = 5 * time.Millisecond
 
 // Backend is the local sandbox backend. Create it with New and call
 // Configure before anything else.
@@ -47,7 +49,7 @@ type Backend struct {
 
 // boxImpl is one sandbox's running machinery.
 type boxImpl interface {
-	exec(ctx context.Context, s execSpec) (core.ExecResult, error)
+	exec(ctx context.Context, s sandboxinit.ExecSpec) (core.ExecResult, error)
 	readFile(ctx context.Context, p string, max int64) ([]byte, error)
 	writeFile(ctx context.Context, p string, data []byte, mode uint32, max int64) error
 	list(ctx context.Context, p string) ([]core.FileInfo, error)
@@ -256,13 +258,13 @@ func (b *Backend) build(ctx context.Context, spec core.SandboxSpec) (*sandbox, e
 		return nil, err
 	}
 	id := newID()
-	tr := newTracer("build " + id)
-	defer tr.done()
+	tr := sandboxinit.NewTracer("build " + id)
+	defer tr.Done()
 	e, err := st.reserve(id)
 	if err != nil {
 		return nil, err
 	}
-	tr.mark("reserve")
+	tr.Mark("reserve")
 	m := meta{ID: id, Labels: maps.Clone(spec.Labels), CreatedAt: time.Now().UTC(), Isolation: set.Isolation, OwnerPID: os.Getpid()}
 	if spec.TTL > 0 {
 		m.Expires = m.CreatedAt.Add(spec.TTL)
@@ -279,11 +281,11 @@ func (b *Backend) build(ctx context.Context, spec core.SandboxSpec) (*sandbox, e
 			sb.meta.InitPID, sb.meta.InitStart, sb.meta.Cgroup, sb.meta.HostUID = nb.pid, procStart(nb.pid), nb.cg, nb.uid
 		}
 	}
-	tr.mark("start")
+	tr.Mark("start")
 	if err == nil {
 		err = st.publish(e, sb.meta)
 	}
-	tr.mark("publish")
+	tr.Mark("publish")
 	if err != nil {
 		if sb.impl != nil {
 			sb.impl.stop()
@@ -352,8 +354,8 @@ func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (co
 // execSpecFor merges the sandbox's defaults with one request. The command
 // sees only the spec's and the request's variables, plus PATH and HOME
 // defaults: nothing from the host environment.
-func execSpecFor(set *settings, spec core.SandboxSpec, req core.ExecRequest, cg cgroupKind) execSpec {
-	env := map[string]string{"PATH": defaultPath, "HOME": core.DefaultWorkdir}
+func execSpecFor(set *settings, spec core.SandboxSpec, req core.ExecRequest, cg cgroupKind) sandboxinit.ExecSpec {
+	env := map[string]string{"PATH": sandboxinit.DefaultPath, "HOME": core.DefaultWorkdir}
 	maps.Copy(env, spec.Env)
 	maps.Copy(env, req.Env)
 	keys := make([]string, 0, len(env))
@@ -361,7 +363,7 @@ func execSpecFor(set *settings, spec core.SandboxSpec, req core.ExecRequest, cg 
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	s := execSpec{Argv: req.Command, Stdin: req.Stdin, Dir: req.Dir, Timeout: req.Timeout, MaxOutput: req.MaxOutputBytes}
+	s := sandboxinit.ExecSpec{Argv: req.Command, Stdin: req.Stdin, Dir: req.Dir, Timeout: req.Timeout, MaxOutput: req.MaxOutputBytes}
 	for _, k := range keys {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(env[k], 0) {
 			continue
@@ -385,6 +387,7 @@ func execSpecFor(set *settings, spec core.SandboxSpec, req core.ExecRequest, cg 
 	if s.MaxOutput <= 0 {
 		s.MaxOutput = defaultOutputBytes
 	}
+	s.MaxOutput = min(s.MaxOutput, maxOutputBytes)
 	s.CPUTime = spec.Limits.CPUTime
 	s.FileSize = orDefault(spec.Limits.FileSizeBytes, defaultFileSize)
 	s.OpenFiles = int(orDefault(int64(spec.Limits.OpenFiles), defaultOpenFiles))
@@ -563,10 +566,6 @@ func (b *Backend) ReapOrphans(ctx context.Context) ([]core.SandboxInfo, error) {
 				continue
 			}
 		}
-		if false {
-			errs = append(errs, err)
-			continue
-		}
 		out = append(out, r.meta.info("orphaned"))
 	}
 	return out, errors.Join(errs...)
@@ -678,7 +677,9 @@ func (b *Backend) takePooled(spec core.SandboxSpec) *sandbox {
 		sb := b.pool[0]
 		b.pool = b.pool[1:]
 		if sb.impl.alive() {
-			go b.kickPool()
+			// Refill a moment later: a new init competes for CPU with the
+			// first command the caller is about to run in this one.
+			time.AfterFunc(refillDelay, b.kickPool)
 			return sb
 		}
 		b.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/plugins/local/sandboxinit"
 )
 
 func modes() []string { return []string{"none", "namespaces"} }
@@ -23,7 +24,7 @@ func TestBasicLifecycle(t *testing.T) {
 			if res.Isolation != iso {
 				t.Errorf("Isolation = %q; want %q", res.Isolation, iso)
 			}
-			if !strings.HasPrefix(res.Stdout, "hi\n") || strings.Contains(res.Stdout, "sk-host-secret") || strings.Contains(res.Stdout, roleEnv) {
+			if !strings.HasPrefix(res.Stdout, "hi\n") || strings.Contains(res.Stdout, "sk-host-secret") || strings.Contains(res.Stdout, sandboxinit.RoleEnv) {
 				t.Errorf("env leaked or missing: %q", res.Stdout)
 			}
 			if err := b.WriteFile(context.Background(), id, "dir/f.txt", []byte("data"), 0o644); err != nil {

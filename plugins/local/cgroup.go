@@ -248,6 +248,9 @@ func (r *cgroupRoot) create(id string, lim core.Limits, pids int) (*sandboxCgrou
 		}
 	case cgroupV1:
 		for _, c := range []string{"memory", "pids", "cpu"} {
+			if c == "cpu" && lim.CPUs <= 0 {
+				continue // no quota, no need for a cpu cgroup
+			}
 			if base, ok := r.v1Base[c]; ok {
 				if err := mk(c, base); err != nil {
 					return fail(err)

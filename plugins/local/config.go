@@ -38,6 +38,7 @@ const (
 	defaultDiskBytes   = 1 << 30
 	defaultOutputBytes = 1 << 20
 	defaultReadMax     = 64 << 20
+	maxOutputBytes     = 128 << 20
 	defaultUIDBase     = 0x70000000
 	defaultExecTimeout = 60 * time.Second
 	uidRange           = 1 << 20
@@ -59,7 +60,7 @@ func configSpec() schema.Spec {
 		num("max_sandboxes", 256, "hard cap on sandboxes alive at once in this process, counted from creation start; 0 = no cap"),
 		num("create_rate", 0, "maximum sandbox creations per second; 0 = unlimited"),
 		str("exec_timeout", "60s", "default wall-clock timeout of one exec"),
-		str("helper", "", "binary re-executed as the sandbox init (must call local.Reexec first); default: this executable"),
+		str("helper", "", "binary run as the sandbox init (must call local.Reexec or sandboxinit.Reexec first); default: rlhost-sandbox-init beside this executable if present, else this executable"),
 		num("uid_base", defaultUIDBase, "when rlhost runs as root, sandbox root maps to a host uid in [uid_base, uid_base+2^20)"),
 	}}
 }
@@ -89,6 +90,14 @@ func defaultStateDir() string {
 		return filepath.Join(os.TempDir(), fmt.Sprintf("rlhost-%d", os.Geteuid()), "local")
 	}
 	return filepath.Join(home, ".local", "state", "rlhost", "local")
+}
+
+// helperName is the dedicated init binary (cmd/rlhost-sandbox-init).
+const helperName = "rlhost-sandbox-init"
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
 }
 
 // validate checks the backend config; paths are attribute names.
@@ -151,6 +160,10 @@ func (c Config) validate(cfgBase schema.Config) (settings, schema.Diagnostics) {
 			diags = append(diags, schema.Errorf([]string{"helper"}, "cannot find own executable", "%v", err))
 		}
 		s.helper = exe
+		// A dedicated init binary installed beside this one starts faster.
+		if sib := filepath.Join(filepath.Dir(exe), helperName); isExecutable(sib) {
+			s.helper = sib
+		}
 	} else {
 		s.helper = cfgBase.Path(s.helper)
 	}
@@ -188,6 +201,9 @@ func (s *settings) checkSpec(spec core.SandboxSpec, cg cgroupKind) schema.Diagno
 	neg("tmp_bytes", l.TmpBytes)
 	neg("output_bytes", l.OutputBytes)
 	neg("disk_bytes", l.DiskBytes)
+	if l.OutputBytes > maxOutputBytes {
+		diags = append(diags, schema.Errorf(lim("output_bytes"), "output_bytes too large", "%d > %d: outputs travel in one message", l.OutputBytes, int64(maxOutputBytes)))
+	}
 	if s.Isolation == "none" {
 		for name, set := range map[string]bool{"memory_bytes": l.MemoryBytes != 0, "pids": l.Pids != 0,
 			"tmp_bytes": l.TmpBytes != 0, "disk_bytes": l.DiskBytes != 0, "cpus": l.CPUs != 0} {

@@ -20,6 +20,10 @@ func TestMain(m *testing.M) {
 		ownerMain(dir)
 		return
 	}
+	if dir := os.Getenv(rootlessEnv); dir != "" {
+		rootlessMain(dir)
+		return
+	}
 	os.Exit(m.Run())
 }
 

@@ -289,6 +289,8 @@ func TestConfigureRejects(t *testing.T) {
 		{map[string]any{"exec_timeout": "soon"}, core.SandboxSpec{}, "exec_timeout"},
 		{map[string]any{"pool_size": 5, "max_sandboxes": 2}, core.SandboxSpec{}, "pool_size"},
 		{map[string]any{"cgroup": "v3"}, core.SandboxSpec{}, "cgroup"},
+		{map[string]any{"helper": "/bin/true"}, core.SandboxSpec{}, "isolation"}, // not an init: the probe fails
+		{nil, core.SandboxSpec{Limits: core.Limits{OutputBytes: 1 << 30}}, "limits.output_bytes"},
 	}
 	for _, c := range cases {
 		cfg := c.cfg
@@ -309,5 +311,38 @@ func TestConfigureRejects(t *testing.T) {
 			t.Errorf("cfg %v spec %+v: want an error at %q, got %v", c.cfg, c.spec, c.path, diags)
 		}
 		b.Shutdown(context.Background())
+	}
+}
+
+// A crash between creating the cgroup and writing meta.json leaves an entry
+// with only a free lock; the reaper must still remove its cgroup.
+func TestReapHalfCreated(t *testing.T) {
+	state := t.TempDir()
+	b := newBackend(t, map[string]any{"state_dir": state}, core.SandboxSpec{})
+	if b.cg.kind == cgroupOff {
+		t.Skip("SKIP: no cgroups on this machine")
+	}
+	id := newID()
+	e, err := b.state.reserve(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg, err := b.cg.create(id, core.Limits{MemoryBytes: 64 << 20}, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.lock.Close() // the owner "dies"
+	if len(cgroupDirsOf(id)) == 0 {
+		t.Fatalf("cgroup not created: %+v", cg)
+	}
+	reaped, err := b.ReapOrphans(context.Background())
+	if err != nil || len(reaped) != 1 || reaped[0].ID != id {
+		t.Fatalf("ReapOrphans = %+v, %v", reaped, err)
+	}
+	if d := cgroupDirsOf(id); len(d) != 0 {
+		t.Errorf("cgroups left: %v", d)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(state, "sandboxes")); len(ents) != 0 {
+		t.Errorf("state entries left: %v", ents)
 	}
 }

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -128,26 +127,4 @@ func TestConcurrentExecs(t *testing.T) {
 		t.Fatal("cancelled exec returned no error")
 	}
 	execOK(t, b, id, "true")
-}
-
-func FuzzReadFrame(f *testing.F) {
-	var buf bytes.Buffer
-	writeFrame(&buf, request{ID: 1, Op: "exec", Exec: &execSpec{Argv: []string{"true"}}})
-	f.Add(buf.Bytes())
-	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
-	f.Add([]byte{2, 0, 0, 0, '{', '}'})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var r request
-		if err := readFrame(bytes.NewReader(data), &r); err != nil {
-			return
-		}
-		var out bytes.Buffer
-		if err := writeFrame(&out, r); err != nil {
-			t.Fatalf("re-encode: %v", err)
-		}
-		var r2 request
-		if err := readFrame(&out, &r2); err != nil || r2.ID != r.ID || r2.Op != r.Op {
-			t.Fatalf("round trip: %+v vs %+v (%v)", r, r2, err)
-		}
-	})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/plugins/local/confine"
+	"github.com/rlhost/rlhost/plugins/local/sandboxinit"
 )
 
 // noneBox runs commands directly on the host for isolation = "none": each
@@ -51,12 +52,12 @@ func (b *noneBox) hostPath(p string) string {
 }
 
 type trackingStarter struct {
-	directStarter
+	sandboxinit.DirectStarter
 	b *noneBox
 }
 
-func (t trackingStarter) start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, waitFunc, error) {
-	pid, wait, err := t.directStarter.start(argv0, argv, attr)
+func (t trackingStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, sandboxinit.WaitFunc, error) {
+	pid, wait, err := t.DirectStarter.Start(argv0, argv, attr)
 	if err == nil {
 		t.b.mu.Lock()
 		t.b.pgids[pid] = true
@@ -65,14 +66,14 @@ func (t trackingStarter) start(argv0 string, argv []string, attr *syscall.ProcAt
 	return pid, wait, err
 }
 
-func (b *noneBox) exec(ctx context.Context, s execSpec) (core.ExecResult, error) {
+func (b *noneBox) exec(ctx context.Context, s sandboxinit.ExecSpec) (core.ExecResult, error) {
 	s.Dir = b.hostPath(s.Dir)
 	for i, kv := range s.Env {
 		if v, ok := strings.CutPrefix(kv, "HOME="); ok {
 			s.Env[i] = "HOME=" + b.hostPath(v)
 		}
 	}
-	res, err := run(ctx, s, trackingStarter{b: b}, "none", nil)
+	res, err := sandboxinit.Run(ctx, s, trackingStarter{b: b}, "none", nil)
 	// Forget groups with no members left, so stop never signals a reused pgid.
 	b.mu.Lock()
 	for pg := range b.pgids {
@@ -93,7 +94,7 @@ func (b *noneBox) writeFile(_ context.Context, p string, data []byte, mode uint3
 }
 
 func (b *noneBox) list(_ context.Context, p string) ([]core.FileInfo, error) {
-	return b.root.List(p, maxListEntries)
+	return b.root.List(p, sandboxinit.MaxListEntries)
 }
 
 func (b *noneBox) alive() bool { return true }

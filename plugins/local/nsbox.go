@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,29 +17,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/plugins/local/sandboxinit"
 )
-
-// roleEnv tells a re-executed binary to become a sandbox init (see Reexec).
-const roleEnv = "RLHOST_LOCAL_SANDBOX_ROLE"
 
 // initThreadAllowance is added to pids.max: the init (a Go program) lives in
 // the sandbox's cgroup and needs a few threads of its own even while a fork
 // bomb holds every other pid.
 const initThreadAllowance = 32
-
-// initSetup is the first frame the backend sends a new init.
-type initSetup struct {
-	Rootfs         string   `json:"rootfs"`
-	Hide           []string `json:"hide,omitempty"` // host paths to cover with an empty tmpfs
-	TmpBytes       int64    `json:"tmp_bytes"`
-	WorkspaceBytes int64    `json:"workspace_bytes"` // >0: tmpfs workspace
-	WorkspaceDir   string   `json:"workspace_dir"`   // else: this host directory
-	Network        bool     `json:"network"`
-	Trace          bool     `json:"trace,omitempty"` // log setup stage times to stderr
-	Hostname       string   `json:"hostname"`
-	FileSize       int64    `json:"file_size"`
-	OpenFiles      int      `json:"open_files"`
-}
 
 // nsBox is the backend's handle on a namespaced sandbox: its init process
 // and the socket to it.
@@ -54,7 +37,7 @@ type nsBox struct {
 	wmu     sync.Mutex
 	mu      sync.Mutex
 	nextID  uint64
-	pending map[uint64]chan response
+	pending map[uint64]chan sandboxinit.Response
 	dead    chan struct{}
 	deadErr error
 	exited  chan struct{} // closed once the init is reaped
@@ -73,10 +56,11 @@ func hostIDs(base int64) (uid, gid int) {
 // startNSBox starts a sandbox init in fresh namespaces and waits until it
 // has built its root and is ready to serve requests.
 func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.SandboxSpec, id, entryDir string) (nb *nsBox, err error) {
-	tr := newTracer("create " + id)
-	defer tr.done()
+	tr := sandboxinit.NewTracer("create " + id)
+	defer tr.Done()
 	lim := spec.Limits
-	setup := initSetup{
+	setup := sandboxinit.Setup{
+		Proto:     sandboxinit.ProtocolVersion,
 		Trace:     tr != nil,
 		Rootfs:    spec.Rootfs,
 		Hide:      []string{filepath.Dir(filepath.Dir(filepath.Join(entryDir, "x")))},
@@ -156,7 +140,7 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.S
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/fd/4",
 		Args:       []string{set.helper, "rlhost-sandbox-init", id},
-		Env:        []string{roleEnv + "=init"},
+		Env:        []string{sandboxinit.RoleEnv + "=init"},
 		Dir:        "/",
 		Stderr:     os.Stderr,
 		ExtraFiles: extra,
@@ -180,12 +164,12 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.S
 		defer d.Close()
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(d.Fd())
 	}
-	tr.mark("prepare")
+	tr.Mark("prepare")
 	if err := cmd.Start(); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("sandbox %s: start init %s: %w (%s)", id, set.helper, err, nsHint(err))
 	}
-	nb = &nsBox{pid: cmd.Process.Pid, uid: uid, cmd: cmd, conn: conn, cg: cg, pending: map[uint64]chan response{}, dead: make(chan struct{}), exited: make(chan struct{})}
+	nb = &nsBox{pid: cmd.Process.Pid, uid: uid, cmd: cmd, conn: conn, cg: cg, pending: map[uint64]chan sandboxinit.Response{}, dead: make(chan struct{}), exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(nb.exited) }()
 	defer func() {
 		if err != nil {
@@ -198,22 +182,22 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.S
 		}
 	}
 
-	tr.mark("start")
+	tr.Mark("start")
 	// The handshake: setup out, one response back.
 	deadline := time.Now().Add(30 * time.Second)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	conn.SetDeadline(deadline)
-	if err := writeFrame(conn, setup); err != nil {
+	if err := sandboxinit.WriteFrame(conn, setup); err != nil {
 		return nb, fmt.Errorf("sandbox %s: send setup: %w", id, err)
 	}
-	var ready response
-	if err := readFrame(conn, &ready); err != nil {
+	var ready sandboxinit.Response
+	if err := sandboxinit.ReadFrame(conn, &ready); err != nil {
 		return nb, fmt.Errorf("sandbox %s: init did not come up: %w", id, err)
 	}
 	conn.SetDeadline(time.Time{})
-	tr.mark("ready")
+	tr.Mark("ready")
 	if ready.Err != "" {
 		return nb, fmt.Errorf("sandbox %s: init setup: %s", id, ready.Err)
 	}
@@ -248,8 +232,8 @@ func checkNamespaces() error {
 func (nb *nsBox) readLoop() {
 	var err error
 	for {
-		var r response
-		if err = readFrame(nb.conn, &r); err != nil {
+		var r sandboxinit.Response
+		if err = sandboxinit.ReadFrame(nb.conn, &r); err != nil {
 			break
 		}
 		nb.mu.Lock()
@@ -277,55 +261,55 @@ func (nb *nsBox) alive() bool {
 
 // call sends one request and waits for its response. When ctx ends first,
 // the init is told to cancel, and the (prompt) response is still awaited.
-func (nb *nsBox) call(ctx context.Context, req request) (response, error) {
+func (nb *nsBox) call(ctx context.Context, req sandboxinit.Request) (sandboxinit.Response, error) {
 	nb.mu.Lock()
 	select {
 	case <-nb.dead:
 		err := nb.deadErr
 		nb.mu.Unlock()
-		return response{}, err
+		return sandboxinit.Response{}, err
 	default:
 	}
 	nb.nextID++
 	req.ID = nb.nextID
-	ch := make(chan response, 1)
+	ch := make(chan sandboxinit.Response, 1)
 	nb.pending[req.ID] = ch
 	nb.mu.Unlock()
 
 	nb.wmu.Lock()
-	err := writeFrame(nb.conn, req)
+	err := sandboxinit.WriteFrame(nb.conn, req)
 	nb.wmu.Unlock()
 	if err != nil {
 		nb.mu.Lock()
 		delete(nb.pending, req.ID)
 		nb.mu.Unlock()
-		return response{}, fmt.Errorf("send %s: %w", req.Op, err)
+		return sandboxinit.Response{}, fmt.Errorf("send %s: %w", req.Op, err)
 	}
 	done := ctx.Done()
 	for {
 		select {
 		case r := <-ch:
 			if r.Err != "" {
-				return r, kindErr(r.ErrKind, r.Err)
+				return r, sandboxinit.KindErr(r.ErrKind, r.Err)
 			}
 			return r, nil
 		case <-nb.dead:
-			return response{}, nb.deadErr
+			return sandboxinit.Response{}, nb.deadErr
 		case <-done:
 			done = nil
 			nb.wmu.Lock()
-			writeFrame(nb.conn, request{ID: req.ID, Op: "cancel"})
+			sandboxinit.WriteFrame(nb.conn, sandboxinit.Request{ID: req.ID, Op: "cancel"})
 			nb.wmu.Unlock()
 		}
 	}
 }
 
-func (nb *nsBox) exec(ctx context.Context, s execSpec) (core.ExecResult, error) {
+func (nb *nsBox) exec(ctx context.Context, s sandboxinit.ExecSpec) (core.ExecResult, error) {
 	var oom0, pids0 uint64
 	if nb.cg != nil {
 		oom0, pids0 = nb.cg.counters()
 	}
-	r, err := nb.call(ctx, request{Op: "exec", Exec: &s})
+	r, err := nb.call(ctx, sandboxinit.Request{Op: "exec", Exec: &s})
 	if err != nil {
 		return core.ExecResult{Isolation: "namespaces"}, err
 	}
@@ -342,7 +326,7 @@ func (nb *nsBox) exec(ctx context.Context, s execSpec) (core.ExecResult, error) 
 	if res.PidsExceeded && r.Pgid > 0 {
 		// A command that ran the sandbox out of pids (a fork bomb) has its
 		// process group killed when it ends, or the sandbox stays unusable.
-		nb.call(context.Background(), request{Op: "killpg", Pgid: r.Pgid})
+		nb.call(context.Background(), sandboxinit.Request{Op: "killpg", Pgid: r.Pgid})
 	}
 	res.Duration = time.Duration(res.DurationMS * float64(time.Millisecond))
 	if ctx.Err() != nil && !res.TimedOut {
@@ -352,17 +336,17 @@ func (nb *nsBox) exec(ctx context.Context, s execSpec) (core.ExecResult, error) 
 }
 
 func (nb *nsBox) readFile(ctx context.Context, p string, max int64) ([]byte, error) {
-	r, err := nb.call(ctx, request{Op: "read", Path: p, Max: max})
+	r, err := nb.call(ctx, sandboxinit.Request{Op: "read", Path: p, Max: max})
 	return r.Data, err
 }
 
 func (nb *nsBox) writeFile(ctx context.Context, p string, data []byte, mode uint32, max int64) error {
-	_, err := nb.call(ctx, request{Op: "write", Path: p, Data: data, Mode: mode, Max: max})
+	_, err := nb.call(ctx, sandboxinit.Request{Op: "write", Path: p, Data: data, Mode: mode, Max: max})
 	return err
 }
 
 func (nb *nsBox) list(ctx context.Context, p string) ([]core.FileInfo, error) {
-	r, err := nb.call(ctx, request{Op: "list", Path: p})
+	r, err := nb.call(ctx, sandboxinit.Request{Op: "list", Path: p})
 	return r.Files, err
 }
 
@@ -384,37 +368,4 @@ func (nb *nsBox) stop() error {
 		err = errors.Join(err, nb.cg.destroy())
 	}
 	return err
-}
-
-// tracer logs stage durations to stderr when RLHOST_LOCAL_TRACE is set; it
-// is nil (and free) otherwise.
-type tracer struct {
-	what  string
-	start time.Time
-	last  time.Time
-	parts []string
-}
-
-func newTracer(what string) *tracer {
-	if os.Getenv("RLHOST_LOCAL_TRACE") == "" {
-		return nil
-	}
-	now := time.Now()
-	return &tracer{what: what, start: now, last: now}
-}
-
-func (t *tracer) mark(stage string) {
-	if t == nil {
-		return
-	}
-	now := time.Now()
-	t.parts = append(t.parts, fmt.Sprintf("%s=%v", stage, now.Sub(t.last).Round(time.Microsecond)))
-	t.last = now
-}
-
-func (t *tracer) done() {
-	if t == nil {
-		return
-	}
-	fmt.Fprintf(os.Stderr, "rlhost local trace: %s: %s total=%v\n", t.what, strings.Join(t.parts, " "), time.Since(t.start).Round(time.Microsecond))
 }

@@ -1,9 +1,6 @@
 package local
 
-import (
-	"fmt"
-	"os"
-)
+import "github.com/rlhost/rlhost/plugins/local/sandboxinit"
 
 // Reexec runs the sandbox init role when this process was started as one
 // by the backend, and then exits; otherwise it returns false at once.
@@ -20,17 +17,7 @@ import (
 //		}
 //		...
 //	}
-func Reexec() bool {
-	if os.Getenv(roleEnv) != "init" {
-		return false
-	}
-	// The role variable must not reach sandboxed commands; they get only
-	// the environment the config passes in.
-	os.Clearenv()
-	if err := initMain(); err != nil {
-		fmt.Fprintf(os.Stderr, "rlhost sandbox init: %v\n", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
-	return true
-}
+//
+// A binary that only needs to be the init can import the much smaller
+// sandboxinit package instead (see cmd/rlhost-sandbox-init).
+func Reexec() bool { return sandboxinit.Reexec() }

@@ -111,7 +111,7 @@ func Parse(data []byte) (*Config, error) {
 	switch w.ModelType {
 	case "qwen2":
 		c.AttentionBias = true // modeling_qwen2 has q/k/v bias unconditionally
-	case "llama", "mistral":
+	case "llama":
 	default:
 		return nil, fmt.Errorf("model_type %q is not supported (want qwen2 or llama)", w.ModelType)
 	}

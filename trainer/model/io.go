@@ -78,8 +78,10 @@ func sameShape(a, b []int) bool {
 
 // auxFiles are copied from the source directory on Save: the tokenizer and
 // generation settings belong with the weights for vLLM and transformers.
-var auxFiles = []string{"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt",
-	"special_tokens_map.json", "added_tokens.json", "generation_config.json"}
+func auxFiles() []string {
+	return []string{"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt",
+		"special_tokens_map.json", "added_tokens.json", "generation_config.json"}
+}
 
 // Save writes the model to dir in Hugging Face layout: model.safetensors
 // (F32, or BF16 rounded to nearest even), config.json with torch_dtype set
@@ -111,7 +113,7 @@ func (m *Model) Save(dir string, dt safetensors.DType) error {
 	}
 	copied := map[string]bool{}
 	if m.srcDir != "" && filepath.Clean(m.srcDir) != filepath.Clean(dir) {
-		for _, f := range auxFiles {
+		for _, f := range auxFiles() {
 			err := CopyFile(filepath.Join(m.srcDir, f), filepath.Join(dir, f))
 			if err == nil {
 				copied[f] = true

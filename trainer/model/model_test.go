@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rlhost/rlhost/trainer/backend"
@@ -540,6 +542,52 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 				t.Fatalf("%s[%d]: loaded %g, want bf16 rounding %g of %g", name, i, P3[name][i], want, v[i])
 			}
 		}
+	}
+}
+
+func TestSaveCopiesTokenizerFiles(t *testing.T) {
+	be := newBackend32(t)
+	m := randomModel(t, be, tinyConfig(t, true, true), 6)
+	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	if err := m.Save(a, safetensors.F32); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(a, "tokenizer.json"), []byte(`{"x":1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m2, err := Load(be, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Save(b, safetensors.BF16); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(b, "tokenizer.json"))
+	if err != nil || string(got) != `{"x":1}` {
+		t.Fatalf("tokenizer.json not copied: %q %v", got, err)
+	}
+	gc, err := os.ReadFile(filepath.Join(b, "generation_config.json"))
+	if err != nil || !strings.Contains(string(gc), "63") { // tiny's EOS id
+		t.Fatalf("generation_config.json: %q %v", gc, err)
+	}
+	// A tensor the config does not account for is an error, not ignored.
+	ck, _ := safetensors.OpenDir(a)
+	var ts []safetensors.Tensor
+	for _, n := range ck.Names() {
+		info, _ := ck.Info(n)
+		data := make([]float32, info.Elems)
+		if err := ck.ReadF32(n, data); err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, safetensors.Tensor{Name: n, Shape: info.Shape, Data: data})
+	}
+	ck.Close()
+	ts = append(ts, safetensors.Tensor{Name: "model.layers.9.mlp.up_proj.weight", Shape: []int{1}, Data: []float32{1}})
+	if err := safetensors.Write(filepath.Join(a, "model.safetensors"), ts, safetensors.F32, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(be, a); err == nil || !strings.Contains(err.Error(), "unexpected tensor") {
+		t.Fatalf("err = %v, want unexpected tensor", err)
 	}
 }
 

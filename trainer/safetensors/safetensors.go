@@ -38,12 +38,21 @@ const (
 	BF16 DType = "BF16"
 )
 
-// dtypeSizes lists every dtype the format defines, so that files holding
-// other tensors still parse; only F32/F16/BF16 can be read as float32.
-var dtypeSizes = map[DType]int{
-	"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1,
-	"I16": 2, "U16": 2, "F16": 2, "BF16": 2,
-	"I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8,
+// dtypeSize returns the byte size of every dtype the format defines, so
+// that files holding other tensors still parse; only F32/F16/BF16 can be
+// read as float32. ok is false for unknown names.
+func dtypeSize(dt DType) (size int, ok bool) {
+	switch dt {
+	case "BOOL", "U8", "I8", "F8_E4M3", "F8_E5M2":
+		return 1, true
+	case "I16", "U16", "F16", "BF16":
+		return 2, true
+	case "I32", "U32", "F32":
+		return 4, true
+	case "I64", "U64", "F64":
+		return 8, true
+	}
+	return 0, false
 }
 
 // TensorInfo describes one tensor in a file.
@@ -101,7 +110,7 @@ func ParseHeader(b []byte, fileSize int64) (*Header, int64, error) {
 		if err := json.Unmarshal(msg, &e); err != nil {
 			return nil, 0, fmt.Errorf("safetensors: tensor %q: %w", name, err)
 		}
-		size, ok := dtypeSizes[e.DType]
+		size, ok := dtypeSize(e.DType)
 		if !ok {
 			return nil, 0, fmt.Errorf("safetensors: tensor %q: unknown dtype %q", name, e.DType)
 		}

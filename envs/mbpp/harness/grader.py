@@ -13,6 +13,7 @@ import json
 import math
 import os
 import signal
+import stat
 import subprocess
 import sys
 
@@ -232,11 +233,16 @@ def verdict(checks, holes, rep):
 
 
 def read_solution():
+    # O_NONBLOCK and the regular-file check: a FIFO or device planted as the
+    # solution must not hang or flood the grader.
     try:
-        with open(JOB["solution_path"], "rb") as f:
-            data = f.read(JOB["max_source"] + 1)
+        fd = os.open(JOB["solution_path"], os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "raise SystemExit('the solution is not a regular file')\n"
+        data = f.read(JOB["max_source"] + 1)
     if len(data) > JOB["max_source"]:
         return "raise SystemExit('solution file is larger than %d bytes')\n" % JOB["max_source"]
     return data.decode("utf-8", "replace")

@@ -96,6 +96,11 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		sb.polls = -1 // marks "ends in error"
 	}
 	s.creates++
+	if s.f.loseCreates > 0 {
+		s.f.loseCreates--
+		writeError(w, http.StatusBadGateway, "Bad Gateway")
+		return
+	}
 	writeJSON(w, http.StatusOK, s.dto(sb))
 }
 

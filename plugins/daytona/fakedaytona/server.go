@@ -113,6 +113,8 @@ type faults struct {
 	failDeleteStatus int
 	execDelay        time.Duration
 	unavailable      int
+	loseCreates      int
+	rateLimitExecs   int
 }
 
 // New starts a fake Daytona on a loopback port. Call Close when done.
@@ -209,6 +211,23 @@ func (s *Server) FailCreates(n, status int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.f.failCreates, s.f.failCreateStatus = n, status
+}
+
+// LoseCreateResponses makes the next n creates succeed on the server but
+// answer 502, as when a gateway drops the response: a client that simply
+// retries ends up with two sandboxes.
+func (s *Server) LoseCreateResponses(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.f.loseCreates = n
+}
+
+// RateLimitExecs makes the next n execute requests fail with 429 before
+// the command runs.
+func (s *Server) RateLimitExecs(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.f.rateLimitExecs = n
 }
 
 // FailStarts makes the next n created sandboxes end in state "error"

@@ -53,6 +53,10 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if s.take(&s.f.rateLimitExecs) {
+		writeError(w, http.StatusTooManyRequests, "ThrottlerException: Too Many Requests")
+		return
+	}
 	var req toolbox.ExecuteRequest
 	body, _ := io.ReadAll(r.Body)
 	if err := json.Unmarshal(body, &req); err != nil || strings.TrimSpace(req.Command) == "" {

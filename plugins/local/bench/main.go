@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -31,16 +32,30 @@ func main() {
 	}
 	n := flag.Int("n", 200, "iterations per latency figure")
 	conc := flag.Int("concurrent", 64, "sandboxes alive at once in the throughput test")
-	stateDir := flag.String("state-dir", "", "state dir (default: a temp dir)")
+	self := flag.Bool("helper-self", false, "re-execute this binary as the sandbox init instead of rlhost-sandbox-init beside it")
+	stateDir := flag.String("state-dir", filepath.Join(os.TempDir(), fmt.Sprintf("rlhost-local-bench-%d", os.Geteuid())),
+		"state dir; fixed by default so a run that crashed is reaped by the next")
 	flag.Parse()
-	if err := run(*n, *conc, *stateDir); err != nil {
+	helper := ""
+	if *self {
+		exe, err := os.Executable()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		helper = exe
+	}
+	if err := run(*n, *conc, *stateDir, helper); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func newBackend(ctx context.Context, stateDir string, cfg map[string]any) (*local.Backend, error) {
+func newBackend(ctx context.Context, stateDir, helper string, cfg map[string]any) (*local.Backend, error) {
 	cfg["state_dir"] = stateDir
+	if helper != "" {
+		cfg["helper"] = helper
+	}
 	js, _ := json.Marshal(cfg)
 	b := local.New()
 	if d := b.Configure(ctx, schema.Config{Name: "bench", JSON: js}, core.SandboxSpec{}); d.HasErrors() {
@@ -84,16 +99,8 @@ func machine() string {
 	return fmt.Sprintf("%s, %d cores, Linux %s", cpu, runtime.NumCPU(), strings.TrimSpace(string(kr)))
 }
 
-func run(n, conc int, stateDir string) error {
+func run(n, conc int, stateDir, helper string) error {
 	ctx := context.Background()
-	if stateDir == "" {
-		d, err := os.MkdirTemp("", "rlhost-bench-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(d)
-		stateDir = d
-	}
 	m := machine()
 	row := func(bench, command, baseline, figure, ratio string) {
 		fmt.Printf("| %s | %s | %s | %s | %s | %s |\n", m, bench, command, baseline, figure, ratio)
@@ -109,7 +116,7 @@ func run(n, conc int, stateDir string) error {
 	bwrap, bwrapErr := measure(n, bare(bwrapArgs...))
 
 	// Cold: no pool.
-	cold, err := newBackend(ctx, stateDir, map[string]any{})
+	cold, err := newBackend(ctx, stateDir, helper, map[string]any{})
 	if err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
@@ -173,7 +180,7 @@ func run(n, conc int, stateDir string) error {
 
 	// Warm pool.
 	poolSize := 16
-	warm, err := newBackend(ctx, stateDir, map[string]any{"pool_size": poolSize})
+	warm, err := newBackend(ctx, stateDir, helper, map[string]any{"pool_size": poolSize})
 	if err != nil {
 		return err
 	}
@@ -197,7 +204,7 @@ func run(n, conc int, stateDir string) error {
 	warm.Shutdown(ctx)
 
 	// Many at once.
-	many, err := newBackend(ctx, stateDir, map[string]any{"max_sandboxes": conc + 1})
+	many, err := newBackend(ctx, stateDir, helper, map[string]any{"max_sandboxes": conc + 1})
 	if err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ func NewT[T Float](o Options) (*Backend[T], error) {
 		// The measured winner (docs/trainer.md): the blocked kernel where
 		// the AVX2 micro-kernel runs, gonum's SSE sgemm/dgemm elsewhere.
 		_, f32 := any(T(0)).(float32)
-		b.useGonum = !(f32 && haveFMA)
+		b.useGonum = !(f32 && haveFMA())
 	case "gonum":
 		b.useGonum = true
 	case "blocked":

@@ -115,7 +115,7 @@ func naiveMatMul(a, b []float64, m, n, k int, ta, tb bool) []float64 {
 
 func TestMatMulAgainstNaive(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	shapes := [][3]int{{1, 1, 1}, {5, 7, 3}, {67, 201, 300}, {130, 5, 513}, {4, 3, 2}}
+	shapes := [][3]int{{1, 1, 1}, {5, 7, 3}, {67, 201, 300}, {130, 5, 513}, {4, 3, 2}, {1, 37, 100}, {3, 50, 64}, {4, 17, 97}, {8, 33, 70}}
 	// "blocked-go" is the blocked matmul with the portable Go micro-kernel
 	// even where the assembly one would run.
 	for _, kind := range []string{"blocked", "blocked-go", "gonum"} {
@@ -520,7 +520,7 @@ func TestSumSquaresAndElementwise(t *testing.T) {
 }
 
 func TestFMAPeakRuns(t *testing.T) {
-	if !haveFMA {
+	if !haveFMA() {
 		t.Skip("no AVX2/FMA on this machine: the assembly kernels are not used here")
 	}
 	// 12 chains of x ← 0.999x + 0.001 from 0 after n steps: 1 − 0.999ⁿ each;

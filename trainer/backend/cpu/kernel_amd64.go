@@ -2,9 +2,8 @@ package cpu
 
 import "golang.org/x/sys/cpu"
 
-// haveFMA reports AVX2 and FMA3, which the assembly kernels need. It is
-// fixed at start-up (a property of the machine, never written after).
-var haveFMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+// haveFMA reports AVX2 and FMA3, which the assembly kernels need.
+func haveFMA() bool { return cpu.X86.HasAVX2 && cpu.X86.HasFMA }
 
 // kern6x16 is the AVX2/FMA micro-kernel (kernel_amd64.s): it overwrites
 // t[0:96] with the 6×16 product of kk steps of packed A and B panels.
@@ -22,3 +21,8 @@ func kern6x16acc(kk int, a, b, c *float32, ldc int)
 //
 //go:noescape
 func fmaPeak(iters int) float32
+
+// dot32 returns the dot product of the first 32·blocks elements of a and b.
+//
+//go:noescape
+func dot32(a, b *float32, blocks int) float32

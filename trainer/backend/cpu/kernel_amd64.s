@@ -199,3 +199,43 @@ pdone:
 	VMOVSS  X4, ret+8(FP)
 	VZEROUPPER
 	RET
+
+// func dot32(a, b *float32, blocks int) float32
+// Σ a[i]·b[i] over blocks·32 elements with four 8-wide FMA chains; the
+// caller adds the tail. Used for matrix-vector products (decoding).
+TEXT ·dot32(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DI
+	MOVQ   blocks+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ  CX, CX
+	JE     ddone
+
+dloop:
+	VMOVUPS     0(SI), Y4
+	VFMADD231PS 0(DI), Y4, Y0
+	VMOVUPS     32(SI), Y5
+	VFMADD231PS 32(DI), Y5, Y1
+	VMOVUPS     64(SI), Y6
+	VFMADD231PS 64(DI), Y6, Y2
+	VMOVUPS     96(SI), Y7
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ        $128, SI
+	ADDQ        $128, DI
+	DECQ        CX
+	JNE         dloop
+
+ddone:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, ret+24(FP)
+	VZEROUPPER
+	RET

@@ -18,10 +18,6 @@ import (
 //     float registers, which is what bounds the tile.
 type blocking struct{ mr, nr, mc, kc int }
 
-var (
-	goBlocking  = blocking{mr: 4, nr: 3, mc: 128, kc: 256}
-	asmBlocking = blocking{mr: 6, nr: 16, mc: 192, kc: 256}
-)
 
 // Per-worker packing scratch (elements): the larger A block, one B panel.
 const (
@@ -41,7 +37,46 @@ func (b *Backend[T]) matmul(c, a, bb []T, m, n, k int, transA, transB, acc bool)
 		b.gonumGemm(c, a, bb, m, n, k, transA, transB, acc)
 		return
 	}
+	if m <= gemvRows && transB && !transA {
+		b.gemvNT(c, a, bb, m, n, k, acc)
+		return
+	}
 	b.blockedGemm(c, a, bb, m, n, k, transA, transB, acc)
+}
+
+// gemvRows is the row count up to which x·Wᵀ runs as dot products over the
+// rows of W instead of packed panels: decoding multiplies a handful of rows
+// by every weight, so it is bound by reading W once, which packing would
+// double.
+const gemvRows = 8
+
+// gemvNT computes c[m,n] (+)= a[m,k]·bᵀ for b stored [n,k], parallel over
+// the rows of b; each row of b is read once, for all m rows of a.
+func (b *Backend[T]) gemvNT(c, a, w []T, m, n, k int, acc bool) {
+	_, f32 := any(c).([]float32)
+	vec := f32 && haveFMA() && !b.noAsm
+	b.pool.run(n, 64, func(_, lo, hi int) {
+		for j := lo; j < hi; j++ {
+			wr := w[j*k : (j+1)*k]
+			for i := range m {
+				ar := a[i*k : (i+1)*k]
+				var s T
+				done := 0
+				if vec && k >= 32 {
+					s = T(dot32((*float32)(unsafe.Pointer(&ar[0])), (*float32)(unsafe.Pointer(&wr[0])), k/32))
+					done = k / 32 * 32
+				}
+				for p := done; p < k; p++ {
+					s += ar[p] * wr[p]
+				}
+				if acc {
+					c[i*n+j] += s
+				} else {
+					c[i*n+j] = s
+				}
+			}
+		}
+	})
 }
 
 func (b *Backend[T]) gonumGemm(c, a, bb []T, m, n, k int, transA, transB, acc bool) {
@@ -109,10 +144,10 @@ func (b *Backend[T]) blockedGemm(c, a, bb []T, m, n, k int, transA, transB, acc 
 
 func (b *Backend[T]) blocking() (blocking, bool) {
 	var z T
-	if _, f32 := any(z).(float32); f32 && haveFMA && !b.noAsm {
-		return asmBlocking, true
+	if _, f32 := any(z).(float32); f32 && haveFMA() && !b.noAsm {
+		return blocking{mr: 6, nr: 16, mc: 192, kc: 256}, true
 	}
-	return goBlocking, false
+	return blocking{mr: 4, nr: 3, mc: 128, kc: 256}, false
 }
 
 // tile computes rows i0..i0+mm-1, columns j0..j0+nn-1 of C on one goroutine.

@@ -32,7 +32,7 @@ func PeakScalarGFLOPS(iters int) (gflops float64, checksum float32) {
 // independent ymm chains, 16 flops each), the instruction the assembly
 // matmul kernel is built from. It returns 0 where AVX2/FMA is missing.
 func PeakVectorGFLOPS(iters int) (gflops float64, checksum float32) {
-	if !haveFMA {
+	if !haveFMA() {
 		return 0, 0
 	}
 	start := time.Now()

@@ -1,4 +1,4 @@
-package local
+package sandboxinit
 
 import (
 	"encoding/binary"
@@ -13,20 +13,47 @@ import (
 // The backend and a sandbox init exchange length-prefixed JSON frames over
 // a stream socketpair. Requests carry an ID so several can be in flight.
 
-const maxFrame = 512 << 20 // a frame carries at most a file or two output caps
+// MaxFrame caps one frame: at most a file or two output captures.
+const MaxFrame = 512 << 20
 
-type request struct {
+// MaxListEntries caps a directory listing.
+const MaxListEntries = 100000
+
+// ProtocolVersion is bumped on any incompatible change of the frames, so a
+// stale helper binary refuses to serve a newer backend.
+const ProtocolVersion = 1
+
+// RoleEnv, set to "init", tells a re-executed binary to become a sandbox
+// init (see Reexec).
+const RoleEnv = "RLHOST_LOCAL_SANDBOX_ROLE"
+
+// Setup is the first frame the backend sends a new init.
+type Setup struct {
+	Proto          int      `json:"proto"`
+	Rootfs         string   `json:"rootfs"`
+	Hide           []string `json:"hide,omitempty"` // host paths to cover with an empty tmpfs
+	TmpBytes       int64    `json:"tmp_bytes"`
+	WorkspaceBytes int64    `json:"workspace_bytes"` // >0: tmpfs workspace
+	WorkspaceDir   string   `json:"workspace_dir"`   // else: this host directory
+	Network        bool     `json:"network"`
+	Trace          bool     `json:"trace,omitempty"` // log setup stage times to stderr
+	Hostname       string   `json:"hostname"`
+	FileSize       int64    `json:"file_size"`
+	OpenFiles      int      `json:"open_files"`
+}
+
+type Request struct {
 	ID   uint64    `json:"id"`
 	Op   string    `json:"op"` // exec, cancel, killpg, read, write, list, ping
 	Pgid int       `json:"pgid,omitempty"`
-	Exec *execSpec `json:"exec,omitempty"`
+	Exec *ExecSpec `json:"exec,omitempty"`
 	Path string    `json:"path,omitempty"`
 	Data []byte    `json:"data,omitempty"`
 	Mode uint32    `json:"mode,omitempty"`
 	Max  int64     `json:"max,omitempty"`
 }
 
-type response struct {
+type Response struct {
 	ID      uint64           `json:"id"`
 	Err     string           `json:"err,omitempty"`
 	ErrKind string           `json:"err_kind,omitempty"`
@@ -39,8 +66,8 @@ type response struct {
 	Files  []core.FileInfo `json:"files,omitempty"`
 }
 
-// errKind and kindErr carry core sentinel errors across the socket.
-func errKind(err error) string {
+// ErrKind and KindErr carry core sentinel errors across the socket.
+func ErrKind(err error) string {
 	switch {
 	case errors.Is(err, core.ErrNotFound):
 		return "not_found"
@@ -52,7 +79,7 @@ func errKind(err error) string {
 	return ""
 }
 
-func kindErr(kind, msg string) error {
+func KindErr(kind, msg string) error {
 	switch kind {
 	case "not_found":
 		return fmt.Errorf("%s: %w", msg, core.ErrNotFound)
@@ -64,13 +91,13 @@ func kindErr(kind, msg string) error {
 	return errors.New(msg)
 }
 
-func writeFrame(w io.Writer, v any) error {
+func WriteFrame(w io.Writer, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode frame: %w", err)
 	}
-	if len(b) > maxFrame {
-		return fmt.Errorf("frame of %d bytes exceeds %d: %w", len(b), maxFrame, core.ErrTooLarge)
+	if len(b) > MaxFrame {
+		return fmt.Errorf("frame of %d bytes exceeds %d: %w", len(b), MaxFrame, core.ErrTooLarge)
 	}
 	buf := make([]byte, 4+len(b))
 	binary.LittleEndian.PutUint32(buf, uint32(len(b)))
@@ -79,14 +106,14 @@ func writeFrame(w io.Writer, v any) error {
 	return err
 }
 
-func readFrame(r io.Reader, v any) error {
+func ReadFrame(r io.Reader, v any) error {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return err
 	}
 	n := binary.LittleEndian.Uint32(hdr[:])
-	if n > maxFrame {
-		return fmt.Errorf("frame of %d bytes exceeds %d", n, maxFrame)
+	if n > MaxFrame {
+		return fmt.Errorf("frame of %d bytes exceeds %d", n, MaxFrame)
 	}
 	b := make([]byte, n)
 	if _, err := io.ReadFull(r, b); err != nil {

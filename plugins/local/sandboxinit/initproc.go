@@ -1,4 +1,4 @@
-package local
+package sandboxinit
 
 import (
 	"context"
@@ -32,16 +32,21 @@ func initMain() error {
 		return fmt.Errorf("set non-dumpable: %w", err)
 	}
 	ctl := os.NewFile(3, "ctl")
-	var setup initSetup
-	if err := readFrame(ctl, &setup); err != nil {
+	var setup Setup
+	if err := ReadFrame(ctl, &setup); err != nil {
 		return fmt.Errorf("read setup: %w", err)
+	}
+	if setup.Proto != ProtocolVersion {
+		err := fmt.Errorf("helper speaks sandbox protocol %d, the backend %d: rebuild the helper binary", ProtocolVersion, setup.Proto)
+		WriteFrame(ctl, Response{Err: err.Error()})
+		return err
 	}
 	srv, err := newInitServer(setup)
 	if err != nil {
-		writeFrame(ctl, response{Err: err.Error()})
+		WriteFrame(ctl, Response{Err: err.Error()})
 		return err
 	}
-	if err := writeFrame(ctl, response{}); err != nil {
+	if err := WriteFrame(ctl, Response{}); err != nil {
 		return fmt.Errorf("send ready: %w", err)
 	}
 	srv.serve(ctl)
@@ -49,7 +54,7 @@ func initMain() error {
 }
 
 type initServer struct {
-	setup  initSetup
+	setup  Setup
 	ws     *confine.Root
 	spawns chan spawnReq
 	reap   *reaper
@@ -60,11 +65,11 @@ type initServer struct {
 	oomFloor string // the init's own oom_score_adj, restored after each fork
 }
 
-func newInitServer(s initSetup) (*initServer, error) {
-	var tr *tracer
+func newInitServer(s Setup) (*initServer, error) {
+	var tr *Tracer
 	if s.Trace {
-		tr = &tracer{what: "init", start: time.Now(), last: time.Now()}
-		defer tr.done()
+		tr = &Tracer{what: "init", start: time.Now(), last: time.Now()}
+		defer tr.Done()
 	}
 	// Catch every asynchronous signal: PID 1 gets only signals it handles,
 	// so this makes `kill -TERM 1` from inside harmless, and handlers (unlike
@@ -83,11 +88,11 @@ func newInitServer(s initSetup) (*initServer, error) {
 		for range sigs {
 		}
 	}()
-	tr.mark("signals")
+	tr.Mark("signals")
 	if err := buildRoot(s); err != nil {
 		return nil, err
 	}
-	tr.mark("root")
+	tr.Mark("root")
 	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
 		return nil, fmt.Errorf("sethostname: %w", err)
 	}
@@ -119,9 +124,9 @@ func newInitServer(s initSetup) (*initServer, error) {
 	if err := <-ready; err != nil {
 		return nil, err
 	}
-	tr.mark("misc")
+	tr.Mark("misc")
 	prewarmThreads()
-	tr.mark("threads")
+	tr.Mark("threads")
 	return srv, nil
 }
 
@@ -270,7 +275,7 @@ func (r *reaper) reapAll() {
 // lock across the fork so the pid is registered before it can be reaped.
 type initStarter struct{ srv *initServer }
 
-func (s initStarter) start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, waitFunc, error) {
+func (s initStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, WaitFunc, error) {
 	r := s.srv.reap
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -298,8 +303,8 @@ func (s initStarter) start(argv0 string, argv []string, attr *syscall.ProcAttr) 
 
 func (srv *initServer) serve(ctl *os.File) {
 	for {
-		var req request
-		if err := readFrame(ctl, &req); err != nil {
+		var req Request
+		if err := ReadFrame(ctl, &req); err != nil {
 			return // the backend is gone: exiting kills the sandbox
 		}
 		if req.Op == "cancel" {
@@ -322,17 +327,17 @@ func (srv *initServer) serve(ctl *os.File) {
 			srv.mu.Unlock()
 			cancel()
 			srv.wmu.Lock()
-			if err := writeFrame(ctl, resp); err != nil && !errors.Is(err, syscall.EPIPE) {
+			if err := WriteFrame(ctl, resp); err != nil && !errors.Is(err, syscall.EPIPE) {
 				// An unsendable answer (too large) becomes an error answer.
-				writeFrame(ctl, response{ID: req.ID, Err: err.Error(), ErrKind: errKind(err)})
+				WriteFrame(ctl, Response{ID: req.ID, Err: err.Error(), ErrKind: ErrKind(err)})
 			}
 			srv.wmu.Unlock()
 		}()
 	}
 }
 
-func (srv *initServer) handle(ctx context.Context, req request) response {
-	var resp response
+func (srv *initServer) handle(ctx context.Context, req Request) Response {
+	var resp Response
 	var err error
 	switch req.Op {
 	case "exec":
@@ -341,7 +346,7 @@ func (srv *initServer) handle(ctx context.Context, req request) response {
 			break
 		}
 		var res = req.Exec
-		r, pg, e := runPgid(ctx, *res, initStarter{srv}, "namespaces", nil)
+		r, pg, e := RunPgid(ctx, *res, initStarter{srv}, "namespaces", nil)
 		resp.Pgid = pg
 		resp.Stdout, resp.Stderr = []byte(r.Stdout), []byte(r.Stderr)
 		r.Stdout, r.Stderr = "", ""
@@ -354,7 +359,7 @@ func (srv *initServer) handle(ctx context.Context, req request) response {
 	case "write":
 		err = srv.ws.WriteFile(req.Path, req.Data, req.Mode, req.Max)
 	case "list":
-		resp.Files, err = srv.ws.List(req.Path, maxListEntries)
+		resp.Files, err = srv.ws.List(req.Path, MaxListEntries)
 	case "killpg":
 		killGroupAndWait(req.Pgid)
 	case "ping":
@@ -362,7 +367,7 @@ func (srv *initServer) handle(ctx context.Context, req request) response {
 		err = fmt.Errorf("unknown op %q", req.Op)
 	}
 	if err != nil {
-		resp.Err, resp.ErrKind = err.Error(), errKind(err)
+		resp.Err, resp.ErrKind = err.Error(), ErrKind(err)
 	}
 	return resp
 }

@@ -1,4 +1,4 @@
-package local
+package sandboxinit
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 	"github.com/rlhost/rlhost/core"
 )
 
-// execSpec is one command as the runner sees it: everything already merged
+// ExecSpec is one command as the runner sees it: everything already merged
 // and resolved against the sandbox's defaults.
-type execSpec struct {
+type ExecSpec struct {
 	Argv      []string      `json:"argv"`
 	Env       []string      `json:"env"`
 	Dir       string        `json:"dir"`
@@ -32,35 +32,35 @@ type execSpec struct {
 	Nproc        int           `json:"nproc,omitempty"`
 }
 
-// starter forks and reaps. The none backend forks from any thread and
+// Starter forks and reaps. The none backend forks from any thread and
 // waits on the pid; a sandbox init forks from its capability-less spawner
 // thread and waits through its PID-1 reaper.
-type starter interface {
-	start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, waitFunc, error)
+type Starter interface {
+	Start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, WaitFunc, error)
 }
 
-// waitFunc blocks until the started process exits.
-type waitFunc func() (syscall.WaitStatus, syscall.Rusage, error)
+// WaitFunc blocks until the started process exits.
+type WaitFunc func() (syscall.WaitStatus, syscall.Rusage, error)
 
-// limitCounters reads cumulative cgroup event counters (OOM kills, pids.max
+// LimitCounters reads cumulative cgroup event counters (OOM kills, pids.max
 // hits) so a run can tell which sandbox-wide limit fired during it.
-type limitCounters func() (oomKills, pidsMax uint64)
+type LimitCounters func() (oomKills, pidsMax uint64)
 
 // drainGrace is how long output is still collected after the command exits,
 // for background children that inherited its stdout/stderr.
 const drainGrace = 50 * time.Millisecond
 
-const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // run executes one command to completion and reports which limit fired.
-func run(ctx context.Context, s execSpec, st starter, isolation string, counters limitCounters) (core.ExecResult, error) {
-	res, _, err := runPgid(ctx, s, st, isolation, counters)
+func Run(ctx context.Context, s ExecSpec, st Starter, isolation string, counters LimitCounters) (core.ExecResult, error) {
+	res, _, err := RunPgid(ctx, s, st, isolation, counters)
 	return res, err
 }
 
-// runPgid is run that also returns the command's process group (0 if it
+// RunPgid is run that also returns the command's process group (0 if it
 // never started).
-func runPgid(ctx context.Context, s execSpec, st starter, isolation string, counters limitCounters) (res core.ExecResult, pgid int, err error) {
+func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, counters LimitCounters) (res core.ExecResult, pgid int, err error) {
 	res = core.ExecResult{Isolation: isolation}
 	if len(s.Argv) == 0 {
 		return res, 0, errors.New("exec: empty command")
@@ -108,7 +108,7 @@ func runPgid(ctx context.Context, s execSpec, st starter, isolation string, coun
 		// Its own process group, so a timeout can kill the whole tree at once.
 		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	}
-	pid, wait, err := st.start(argv0, s.Argv, attr)
+	pid, wait, err := st.Start(argv0, s.Argv, attr)
 	pgid = pid
 	stdinR.Close()
 	outW.Close()
@@ -218,7 +218,7 @@ func runPgid(ctx context.Context, s execSpec, st starter, isolation string, coun
 	return finish(), pgid, nil
 }
 
-func applyRlimits(pid int, s execSpec) {
+func applyRlimits(pid int, s ExecSpec) {
 	set := func(res int, v uint64, hard uint64) {
 		lim := unix.Rlimit{Cur: v, Max: hard}
 		unix.Prlimit(pid, res, &lim, nil)
@@ -278,7 +278,7 @@ func lookPath(file string, env []string, dir string) (string, error) {
 	if strings.Contains(file, "/") {
 		return file, nil
 	}
-	pathVar := defaultPath
+	pathVar := DefaultPath
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
 			pathVar = v
@@ -300,11 +300,11 @@ func lookPath(file string, env []string, dir string) (string, error) {
 	return "", errors.New("command not found")
 }
 
-// directStarter forks from whatever thread runs it and waits on the pid;
+// DirectStarter forks from whatever thread runs it and waits on the pid;
 // used where no PID-1 reaper owns the children (isolation = "none").
-type directStarter struct{}
+type DirectStarter struct{}
 
-func (directStarter) start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, waitFunc, error) {
+func (DirectStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, WaitFunc, error) {
 	pid, err := syscall.ForkExec(argv0, argv, attr)
 	if err != nil {
 		return 0, nil, err

@@ -1,4 +1,4 @@
-package local
+package sandboxinit
 
 import (
 	"bufio"
@@ -24,7 +24,7 @@ import (
 //	/workspace   size-capped tmpfs, or a host directory in the state dir
 //
 // Hidden host paths (the state dir) are covered with empty read-only tmpfs.
-func buildRoot(s initSetup) error {
+func buildRoot(s Setup) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
