@@ -32,5 +32,5 @@ func (p *Plugin) GRPCClient(ctx context.Context, broker *plugin.GRPCBroker, conn
 
 // Serve runs env as an environment plugin. Call it from the plugin's main.
 func Serve(env Environment) {
-	pluginbase.Serve(pluginbase.KindEnv, &Plugin{Impl: env})
+	pluginbase.Serve(pluginbase.KindEnv, &Plugin{Impl: env}, nil)
 }

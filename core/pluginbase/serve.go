@@ -3,17 +3,55 @@ package pluginbase
 import (
 	"context"
 	"os"
+	"os/signal"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 )
 
+// OrphanShutdownTimeout bounds the clean-up a plugin does when its host
+// dies without calling Shutdown (a SIGKILLed host), e.g. deleting cloud
+// sandboxes that would otherwise run until their TTL.
+const OrphanShutdownTimeout = 30 * time.Second
+
 // Serve runs p as a plugin of the given kind until the host kills it. It
 // logs hclog JSON to stderr, which the host re-logs under the plugin's name.
-func Serve(kind string, p plugin.Plugin) {
+// onOrphaned, if not nil, runs once when the host is gone (the host's
+// parent-death SIGTERM, or the parent watch noticing), before the process
+// exits.
+func Serve(kind string, p plugin.Plugin, onOrphaned func(ctx context.Context)) {
+	// Once the host is gone, our stderr is a broken pipe, and Go kills a
+	// process that writes to a broken fd 1 or 2 with SIGPIPE: the first log
+	// line of the clean-up below would end it. Handling SIGPIPE turns such
+	// writes into EPIPE errors. (Notify, not Ignore: an ignored signal would
+	// be inherited by every program the plugin starts.)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	logger := NewLogger(kind)
-	go WatchParent(context.Background(), logger, 500*time.Millisecond)
+	var once sync.Once
+	exit := func(why string) {
+		once.Do(func() {
+			logger.Error("host process is gone; cleaning up and exiting", "reason", why)
+			if onOrphaned != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), OrphanShutdownTimeout)
+				onOrphaned(ctx)
+				cancel()
+			}
+			os.Exit(3)
+		})
+	}
+	// The host starts plugins with a parent-death SIGTERM; go-plugin itself
+	// ignores SIGINT (a terminal's Ctrl-C reaches the whole process group,
+	// and the host shuts plugins down in order).
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	go func() {
+		<-term
+		exit("SIGTERM")
+	}()
+	go WatchParent(context.Background(), 500*time.Millisecond, func() { exit("parent changed") })
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		Plugins:         map[string]plugin.Plugin{kind: p},
@@ -32,10 +70,10 @@ func NewLogger(name string) hclog.Logger {
 	})
 }
 
-// WatchParent exits the process when its parent changes. go-plugin sets no
-// parent-death signal, so without this a host killed with SIGKILL would
-// leave its plugins running forever (re-parented to init or a subreaper).
-func WatchParent(ctx context.Context, logger hclog.Logger, every time.Duration) {
+// WatchParent calls gone when the process's parent changes. go-plugin sets
+// no parent-death signal of its own, and the host's can be lost (it follows
+// the forking thread), so plugins also watch.
+func WatchParent(ctx context.Context, every time.Duration, gone func()) {
 	parent := os.Getppid()
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -45,8 +83,8 @@ func WatchParent(ctx context.Context, logger hclog.Logger, every time.Duration) 
 			return
 		case <-t.C:
 			if os.Getppid() != parent {
-				logger.Error("host process is gone; exiting", "old_parent", parent)
-				os.Exit(3)
+				gone()
+				return
 			}
 		}
 	}

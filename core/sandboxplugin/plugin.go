@@ -30,6 +30,8 @@ func (p *Plugin) GRPCClient(ctx context.Context, _ *plugin.GRPCBroker, conn *grp
 }
 
 // Serve runs b as a sandbox backend plugin. Call it from the plugin's main.
+// If the host dies without shutting the plugin down, b.Shutdown still runs,
+// so no sandbox outlives its host for longer than that.
 func Serve(b Backend) {
-	pluginbase.Serve(pluginbase.KindSandbox, &Plugin{Impl: b})
+	pluginbase.Serve(pluginbase.KindSandbox, &Plugin{Impl: b}, func(ctx context.Context) { _ = b.Shutdown(ctx) })
 }

@@ -193,7 +193,7 @@ func TestPluginBodyDiagnostics(t *testing.T) {
 		t.Errorf("diagnostics %v: want line 4 (type) and line 5 (unsupported)", d)
 	}
 	// A plugin rejecting a host-decoded attribute points at that attribute.
-	pd := PluginDiagnostics(schema.Diagnostics{schema.Errorf([]string{"image"}, "Unsupported setting", "images need the daytona backend")}, "local", sb.Body, sb.AttrRanges, sb.DefRange)
+	pd := PluginDiagnostics(schema.Diagnostics{schema.Errorf([]string{"image"}, "Unsupported setting", "images need the daytona backend")}, schema.Spec{}, "local", sb.Body, sb.AttrRanges, sb.DefRange)
 	if len(pd) != 1 || pd[0].Subject.Start.Line != 3 || pd[0].Subject.Start.Column != 11 {
 		t.Fatalf("plugin diagnostic = %+v", pd[0].Subject)
 	}
@@ -301,9 +301,29 @@ func TestPluginDiagnosticsIndexedBlocks(t *testing.T) {
 		{[]string{"task", "7", "id"}, 1}, // out of range: the whole block
 	}
 	for _, tc := range cases {
-		pd := PluginDiagnostics(schema.Diagnostics{schema.Errorf(tc.path, "bad", "")}, "e", e.Body, e.AttrRanges, e.DefRange)
+		pd := PluginDiagnostics(schema.Diagnostics{schema.Errorf(tc.path, "bad", "")}, schema.Spec{}, "e", e.Body, e.AttrRanges, e.DefRange)
 		if got := pd[0].Subject.Start.Line; got != tc.line {
 			t.Errorf("path %v points at line %d, want %d", tc.path, got, tc.line)
 		}
+	}
+}
+
+func TestSensitiveDiagnosticsHideTheLine(t *testing.T) {
+	src := "sandbox \"s\" {\n  backend = \"daytona\"\n  api_key = \"sk-secret-value\"\n}\n"
+	f, diags := Parse("job.hcl", []byte(src), nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	sb := f.Sandboxes[0]
+	spec := schema.Spec{Attributes: []schema.Attribute{{Name: "api_key", Type: cty.String, Sensitive: true}}}
+	pd := PluginDiagnostics(schema.Diagnostics{schema.Errorf([]string{"api_key"}, "Authentication failed", "the key was refused")}, spec, "daytona", sb.Body, sb.AttrRanges, sb.DefRange)
+	if pd[0].Subject != nil {
+		t.Fatal("a diagnostic about a sensitive attribute must not carry a source range to echo")
+	}
+	if !strings.Contains(pd[0].Detail, "job.hcl:3:13") || strings.Contains(pd[0].Detail, "sk-secret") {
+		t.Fatalf("detail = %q", pd[0].Detail)
+	}
+	if err := CheckReserved(schema.Spec{Attributes: []schema.Attribute{{Name: "labels", Type: cty.String}}}, ReservedSandboxSettings, "p"); err == nil {
+		t.Error("a plugin declaring labels must be refused")
 	}
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -75,8 +76,16 @@ func DecodePluginBody(body hcl.Body, s schema.Spec, ctx *hcl.EvalContext, plugin
 
 // PluginDiagnostics maps a plugin's diagnostics back onto the source: a
 // Path is looked up first in the plugin-owned body, then among the host's
-// own attributes of the block, else the whole block is blamed.
-func PluginDiagnostics(ds schema.Diagnostics, pluginName string, body hcl.Body, hostAttrs map[string]hcl.Range, block hcl.Range) hcl.Diagnostics {
+// own attributes of the block, else the whole block is blamed. A diagnostic
+// about a sensitive attribute names its location in the text but carries no
+// Subject, so renderers never echo the line (an API key written inline).
+func PluginDiagnostics(ds schema.Diagnostics, spec schema.Spec, pluginName string, body hcl.Body, hostAttrs map[string]hcl.Range, block hcl.Range) hcl.Diagnostics {
+	sensitive := map[string]bool{}
+	for _, a := range spec.Attributes {
+		if a.Sensitive {
+			sensitive[a.Name] = true
+		}
+	}
 	var out hcl.Diagnostics
 	for _, d := range ds {
 		sev := hcl.DiagError
@@ -95,9 +104,40 @@ func PluginDiagnostics(ds schema.Diagnostics, pluginName string, body hcl.Body, 
 		if len(d.Path) > 0 {
 			detail = strings.TrimSpace(fmt.Sprintf("%s (setting %s)", detail, strings.Join(d.Path, ".")))
 		}
-		out = append(out, &hcl.Diagnostic{Severity: sev, Summary: fmt.Sprintf("%s (plugin %s)", d.Summary, pluginName), Detail: detail, Subject: rng.Ptr()})
+		diag := &hcl.Diagnostic{Severity: sev, Summary: fmt.Sprintf("%s (plugin %s)", d.Summary, pluginName), Detail: detail, Subject: rng.Ptr()}
+		if len(d.Path) > 0 && sensitive[d.Path[0]] {
+			diag.Subject = nil
+			diag.Detail = fmt.Sprintf("%s:%d:%d: %s (the value is sensitive and not shown)", rng.Filename, rng.Start.Line, rng.Start.Column, detail)
+		}
+		out = append(out, diag)
 	}
 	return out
+}
+
+// Setting names the host decodes itself in each kind of block; a plugin
+// schema may not declare them, or its setting would never be reached.
+var (
+	ReservedSandboxSettings = []string{"backend", "plugin", "timeout", "image", "rootfs", "env", "labels", "ttl", "network", "workdir", "limits"}
+	ReservedEnvSettings     = []string{"plugin", "sandbox"}
+)
+
+// CheckReserved reports schema entries that collide with host settings.
+func CheckReserved(spec schema.Spec, reserved []string, pluginName string) error {
+	var bad []string
+	for _, a := range spec.Attributes {
+		if slices.Contains(reserved, a.Name) {
+			bad = append(bad, a.Name)
+		}
+	}
+	for _, b := range spec.Blocks {
+		if slices.Contains(reserved, b.Name) {
+			bad = append(bad, b.Name)
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("plugin %q declares settings that rlhost reserves for itself: %s (rename them in the plugin)", pluginName, strings.Join(bad, ", "))
+	}
+	return nil
 }
 
 // findPath walks attribute/block names through a native-syntax body. A

@@ -114,13 +114,16 @@ func StartBackend(ctx context.Context, f *config.File, sb *config.Sandbox, mgr *
 			return fmt.Errorf("%s is not a sandbox backend", src)
 		}
 		info := c.Info()
+		if err := config.CheckReserved(info.Config, config.ReservedSandboxSettings, info.Name); err != nil {
+			return err
+		}
 		js, d := config.DecodePluginBody(sb.Body, info.Config, f.EvalContext, info.Name)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			return fmt.Errorf("sandbox %q: invalid config", sb.Name)
 		}
 		pd := c.Configure(ctx, schema.Config{Name: sb.Name, JSON: js, BaseDir: f.Dir, RunID: runID}, sb.Spec)
-		diags = append(diags, config.PluginDiagnostics(pd, info.Name, sb.Body, sb.AttrRanges, sb.DefRange)...)
+		diags = append(diags, config.PluginDiagnostics(pd, info.Config, info.Name, sb.Body, sb.AttrRanges, sb.DefRange)...)
 		if pd.HasErrors() {
 			return fmt.Errorf("sandbox %q: rejected by plugin %s", sb.Name, info.Name)
 		}
@@ -153,13 +156,16 @@ func StartEnv(ctx context.Context, f *config.File, e *config.Env, mgr *pluginmgr
 			return fmt.Errorf("%s is not an environment", src)
 		}
 		info := c.Info()
+		if err := config.CheckReserved(info.Config, config.ReservedEnvSettings, info.Name); err != nil {
+			return err
+		}
 		js, d := config.DecodePluginBody(e.Body, info.Config, f.EvalContext, info.Name)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			return fmt.Errorf("env %q: invalid config", e.Name)
 		}
 		pd := c.Configure(ctx, schema.Config{Name: e.Name, JSON: js, BaseDir: f.Dir, RunID: runID})
-		diags = append(diags, config.PluginDiagnostics(pd, info.Name, e.Body, e.AttrRanges, e.DefRange)...)
+		diags = append(diags, config.PluginDiagnostics(pd, info.Config, info.Name, e.Body, e.AttrRanges, e.DefRange)...)
 		if pd.HasErrors() {
 			return fmt.Errorf("env %q: rejected by plugin %s", e.Name, info.Name)
 		}

@@ -105,9 +105,11 @@ func (m *Manager) Start(ctx context.Context, src Source, setup func(ctx context.
 func (in *Instance) launch(ctx context.Context) error {
 	src := in.src
 	cmd := exec.Command(src.Path, src.Args...)
-	// The kernel kills the plugin if the host dies, even by SIGKILL; the SDK's
-	// parent watch covers the case where the forking thread exits first.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// The kernel signals the plugin if the host dies, even by SIGKILL. SIGTERM
+	// rather than SIGKILL, so a backend can still delete its sandboxes (the
+	// SDK runs its Shutdown, bounded); the SDK's parent watch covers the
+	// case where the forking thread exits first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	cmd.Env = os.Environ()
 	logger := in.m.logger.Named(src.Kind + "." + src.Name)
 	client := plugin.NewClient(&plugin.ClientConfig{

@@ -1,13 +1,13 @@
 package local
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -205,6 +205,11 @@ func contains(xs []string, x string) bool {
 type sandboxCgroup struct {
 	Kind cgroupKind        `json:"kind"`
 	Dirs map[string]string `json:"dirs"` // v2: {"": dir}; v1: controller -> dir
+
+	// The two event files, kept open by the owner: they are read before
+	// and after every exec.
+	mu             sync.Mutex
+	oomFile, pidsF *os.File
 }
 
 // create makes the cgroup of sandbox id with the given limits.
@@ -310,26 +315,34 @@ func (c *sandboxCgroup) addProc(pid int) error {
 
 // counters returns cumulative OOM kills and pids.max hits.
 func (c *sandboxCgroup) counters() (oom, pids uint64) {
-	switch c.Kind {
-	case cgroupV2:
-		oom = readKey(filepath.Join(c.Dirs[""], "memory.events"), "oom_kill")
-		pids = readKey(filepath.Join(c.Dirs[""], "pids.events"), "max")
-	case cgroupV1:
-		oom = readKey(filepath.Join(c.Dirs["memory"], "memory.oom_control"), "oom_kill")
-		pids = readKey(filepath.Join(c.Dirs["pids"], "pids.events"), "max")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.oomFile == nil && c.pidsF == nil {
+		var oomPath, pidsPath string
+		switch c.Kind {
+		case cgroupV2:
+			oomPath, pidsPath = filepath.Join(c.Dirs[""], "memory.events"), filepath.Join(c.Dirs[""], "pids.events")
+		case cgroupV1:
+			oomPath, pidsPath = filepath.Join(c.Dirs["memory"], "memory.oom_control"), filepath.Join(c.Dirs["pids"], "pids.events")
+		default:
+			return 0, 0
+		}
+		c.oomFile, _ = os.Open(oomPath)
+		c.pidsF, _ = os.Open(pidsPath)
 	}
-	return oom, pids
+	return readKey(c.oomFile, "oom_kill"), readKey(c.pidsF, "max")
 }
 
-func readKey(file, key string) uint64 {
-	f, err := os.Open(file)
-	if err != nil {
+// readKey reads "key value" lines of a cgroup event file from offset 0
+// (each read regenerates the file's contents).
+func readKey(f *os.File, key string) uint64 {
+	if f == nil {
 		return 0
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), " ")
+	var buf [512]byte
+	n, _ := f.ReadAt(buf[:], 0)
+	for _, line := range strings.Split(string(buf[:n]), "\n") {
+		k, v, ok := strings.Cut(line, " ")
 		if ok && k == key {
 			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
 			return n
@@ -338,11 +351,23 @@ func readKey(file, key string) uint64 {
 	return 0
 }
 
+func (c *sandboxCgroup) closeFiles() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, f := range []*os.File{c.oomFile, c.pidsF} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	c.oomFile, c.pidsF = nil, nil
+}
+
 // destroy kills every process left in the cgroup and removes it.
 func (c *sandboxCgroup) destroy() error {
 	if c == nil {
 		return nil
 	}
+	c.closeFiles()
 	var errs []error
 	for _, d := range c.Dirs {
 		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {

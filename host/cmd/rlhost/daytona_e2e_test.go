@@ -140,3 +140,39 @@ func TestDaytonaInterruptLeavesNoSandboxes(t *testing.T) {
 	}
 	waitNoProcesses(t, rlhostBin)
 }
+
+// SIGKILL of the host: the backend plugin gets its parent-death SIGTERM and
+// deletes its cloud sandboxes itself, without waiting for a next start.
+func TestDaytonaHostKilledDeletesSandboxes(t *testing.T) {
+	srv := startFakeDaytona(t)
+	dir := t.TempDir()
+	write(t, dir, "replay.jsonl", `{"task_id":"sort_list","completions":["import time\ntime.sleep(60)\ndef sort_list(xs): return xs\n"]}
+{"task_id":"max_subarray","completions":["import time\ntime.sleep(60)\ndef max_subarray(xs): return 0\n"]}
+`)
+	write(t, dir, "job.hcl", fmt.Sprintf(daytonaJob, 5, "90s", srv.URL, "90s"))
+	cmd := exec.Command(rlhostBin, "run", "job.hcl", "--var", "backend=daytona")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), daytonaEnv(t)...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(srv.Sandboxes()) < 6 {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("sandboxes never created (%d)", len(srv.Sandboxes()))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	deadline = time.Now().Add(45 * time.Second)
+	for len(srv.Sandboxes()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sandboxes still on the fake Daytona after the host was killed", len(srv.Sandboxes()))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	waitNoProcesses(t, rlhostBin)
+}

@@ -62,7 +62,14 @@ type initServer struct {
 	wmu      sync.Mutex
 	mu       sync.Mutex
 	cancels  map[uint64]context.CancelFunc
-	oomFloor string // the init's own oom_score_adj, restored after each fork
+	oomFloor string   // the init's own oom_score_adj, restored after each fork
+	oomAdj   *os.File // /proc/self/oom_score_adj, kept open: written twice per exec
+}
+
+func (srv *initServer) setOOMAdj(v string) {
+	if srv.oomAdj != nil {
+		srv.oomAdj.WriteAt([]byte(v), 0)
+	}
 }
 
 func newInitServer(s Setup) (*initServer, error) {
@@ -118,6 +125,9 @@ func newInitServer(s Setup) (*initServer, error) {
 	srv := &initServer{setup: s, ws: ws, spawns: make(chan spawnReq), reap: newReaper(), cancels: map[uint64]context.CancelFunc{}, oomFloor: "0"}
 	if b, err := os.ReadFile("/proc/self/oom_score_adj"); err == nil {
 		srv.oomFloor = strings.TrimSpace(string(b))
+	}
+	if f, err := os.OpenFile("/proc/self/oom_score_adj", os.O_WRONLY, 0); err == nil {
+		srv.oomAdj = f
 	}
 	ready := make(chan error)
 	go spawner(srv.spawns, ready)
@@ -285,18 +295,46 @@ func (s initStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr) 
 	// init raises its own for the length of the fork and lowers it back
 	// (allowed without privilege down to the floor it started with, which
 	// is also as low as a command can push itself).
-	os.WriteFile("/proc/self/oom_score_adj", []byte("1000"), 0)
+	s.srv.setOOMAdj("1000")
 	reply := make(chan spawnRes, 1)
 	s.srv.spawns <- spawnReq{argv0, argv, attr, reply}
 	res := <-reply
-	os.WriteFile("/proc/self/oom_score_adj", []byte(s.srv.oomFloor), 0)
+	s.srv.setOOMAdj(s.srv.oomFloor)
 	if res.err != nil {
 		return 0, nil, res.err
 	}
 	ch := make(chan waitRes, 1)
 	r.waiters[res.pid] = ch
-	return res.pid, func() (syscall.WaitStatus, syscall.Rusage, error) {
-		w := <-ch
+	pid := res.pid
+	return pid, func() (syscall.WaitStatus, syscall.Rusage, error) {
+		// Wait on this pid directly, without reaping (WNOWAIT), so the
+		// exit wakes this goroutine at once instead of going through
+		// SIGCHLD and the reaper; then reap it under the reaper's lock,
+		// unless the reaper got there first (then the status is in ch).
+		var si unix.Siginfo
+		for {
+			err := unix.Waitid(unix.P_PID, pid, &si, unix.WEXITED|unix.WNOWAIT, nil)
+			if err != unix.EINTR {
+				break
+			}
+		}
+		r.mu.Lock()
+		select {
+		case w := <-ch:
+			r.mu.Unlock()
+			return w.ws, w.ru, nil
+		default:
+		}
+		var ws syscall.WaitStatus
+		var ru syscall.Rusage
+		got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, &ru)
+		if err == nil && got == pid {
+			delete(r.waiters, pid)
+			r.mu.Unlock()
+			return ws, ru, nil
+		}
+		r.mu.Unlock()
+		w := <-ch // reaped meanwhile by the reaper
 		return w.ws, w.ru, nil
 	}, nil
 }
@@ -361,7 +399,7 @@ func (srv *initServer) handle(ctx context.Context, req Request) Response {
 	case "list":
 		resp.Files, err = srv.ws.List(req.Path, MaxListEntries)
 	case "killpg":
-		killGroupAndWait(req.Pgid)
+		killGroupAndWait(req.Pgid, 2*time.Second)
 	case "ping":
 	default:
 		err = fmt.Errorf("unknown op %q", req.Op)
@@ -370,19 +408,4 @@ func (srv *initServer) handle(ctx context.Context, req Request) Response {
 		resp.Err, resp.ErrKind = err.Error(), ErrKind(err)
 	}
 	return resp
-}
-
-// killGroupAndWait kills a process group and waits (briefly) until the
-// reaper has collected all of it, so its pids are free again.
-func killGroupAndWait(pgid int) {
-	if pgid <= 1 {
-		return
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
-		if err := syscall.Kill(-pgid, syscall.SIGKILL); err == syscall.ESRCH {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }

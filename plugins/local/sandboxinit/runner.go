@@ -168,8 +168,12 @@ func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, coun
 	if timer != nil {
 		timer.Stop()
 	}
-	if werr != nil {
-		killGroup(false)
+	mu.Lock()
+	killed := timedOut
+	mu.Unlock()
+	if werr != nil || killed || ctx.Err() != nil {
+		// The tree is gone (and reaped) before the result says so.
+		killGroupAndWait(pid, 500*time.Millisecond)
 	}
 
 	drained := make(chan struct{})
@@ -320,4 +324,20 @@ func (DirectStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr) 
 			return ws, ru, err
 		}
 	}, nil
+}
+
+// killGroupAndWait kills a process group until no member is left (members
+// stay in it until reaped), so its pids are free and no part of the tree
+// runs on. It gives up after limit.
+func killGroupAndWait(pgid int, limit time.Duration) {
+	if pgid <= 1 {
+		return
+	}
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(-pgid, syscall.SIGKILL); err == syscall.ESRCH {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -21,7 +21,7 @@ type blocking struct{ mr, nr, mc, kc int }
 
 // Per-worker packing scratch (elements): the larger A block, one B panel.
 const (
-	packASize = 192 * 256
+	packASize = 264 * 256
 	packBSize = 16 * 256
 )
 
@@ -127,17 +127,31 @@ func (b *Backend[T]) blockedGemm(c, a, bb []T, m, n, k int, transA, transB, acc 
 		g.ldb = k
 	}
 	bl, asm := b.blocking()
-	tm := (m + bl.mc - 1) / bl.mc
-	nch := n
-	for tm*((n+nch-1)/nch) < 2*b.pool.n && nch > 8*bl.nr {
-		nch = ((nch/2 + bl.nr - 1) / bl.nr) * bl.nr
+	// Feed every worker about two tasks: split n first (each task then
+	// still packs each B panel once per row block), then shrink the row
+	// block. A row block as tall as a whole batch of tokens means the
+	// weights are packed once per product.
+	mc, nch := bl.mc, n
+	for {
+		if ((m+mc-1)/mc)*((n+nch-1)/nch) >= 2*b.pool.n {
+			break
+		}
+		if nch > 4*bl.nr {
+			nch = ((nch/2 + bl.nr - 1) / bl.nr) * bl.nr
+			continue
+		}
+		if mc > 8*bl.mr {
+			mc = ((mc/2 + bl.mr - 1) / bl.mr) * bl.mr
+			continue
+		}
+		break
 	}
-	tn := (n + nch - 1) / nch
+	tm, tn := (m+mc-1)/mc, (n+nch-1)/nch
 	b.ensurePack()
 	b.pool.run(tm*tn, 1, func(w, lo, hi int) {
 		for t := lo; t < hi; t++ {
-			i0, j0 := (t/tn)*bl.mc, (t%tn)*nch
-			g.tile(i0, min(bl.mc, m-i0), j0, min(nch, n-j0), bl, asm, b.packA[w], b.packB[w])
+			i0, j0 := (t/tn)*mc, (t%tn)*nch
+			g.tile(i0, min(mc, m-i0), j0, min(nch, n-j0), bl, asm, b.packA[w], b.packB[w])
 		}
 	})
 }
@@ -145,7 +159,7 @@ func (b *Backend[T]) blockedGemm(c, a, bb []T, m, n, k int, transA, transB, acc 
 func (b *Backend[T]) blocking() (blocking, bool) {
 	var z T
 	if _, f32 := any(z).(float32); f32 && haveFMA() && !b.noAsm {
-		return blocking{mr: 6, nr: 16, mc: 192, kc: 256}, true
+		return blocking{mr: 6, nr: 16, mc: 264, kc: 256}, true
 	}
 	return blocking{mr: 4, nr: 3, mc: 128, kc: 256}, false
 }
@@ -228,6 +242,22 @@ func packB[T Float](dst, b []T, p0, j0, kk, cols, ldb, nr int, trans bool) {
 	pan := dst[:kk*nr]
 	if cols < nr {
 		clear(pan)
+	}
+	if trans && cols == nr && nr == 16 {
+		// Full panel of a row-major weight: read the 16 rows in step and
+		// write the panel contiguously.
+		var r [16][]T
+		for j := range r {
+			r[j] = b[(j0+j)*ldb+p0 : (j0+j)*ldb+p0+kk]
+		}
+		for p := range kk {
+			o := pan[p*16 : p*16+16]
+			o[0], o[1], o[2], o[3] = r[0][p], r[1][p], r[2][p], r[3][p]
+			o[4], o[5], o[6], o[7] = r[4][p], r[5][p], r[6][p], r[7][p]
+			o[8], o[9], o[10], o[11] = r[8][p], r[9][p], r[10][p], r[11][p]
+			o[12], o[13], o[14], o[15] = r[12][p], r[13][p], r[14][p], r[15][p]
+		}
+		return
 	}
 	if trans { // B stored [n,k]
 		for j := range cols {
