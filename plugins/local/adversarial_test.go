@@ -244,9 +244,10 @@ for addr in [("127.0.0.1", %d), ("8.8.8.8", 53)]:
 			return "both bound"
 		}},
 		{"background", "`sleep 1000 &` then return", "exec returns; the process persists to the next exec", func(e *advEnv) string {
-			r := e.exec("sleep 1000 >/dev/null 2>&1 &")
-			ps := e.exec("cat /proc/[0-9]*/comm | grep -c '^sleep$'")
-			e.expect(!r.TimedOut && r.ExitCode == 0 && strings.TrimSpace(ps.Stdout) == "1", "background: %+v, ps %q", r, ps.Stdout)
+			r := e.exec("sleep 1000 >/dev/null 2>&1 & echo $!")
+			pid := strings.TrimSpace(r.Stdout)
+			ps := e.exec("kill -0 " + pid + " && echo alive")
+			e.expect(!r.TimedOut && r.ExitCode == 0 && strings.TrimSpace(ps.Stdout) == "alive", "background: %+v, next exec %+v", r, ps)
 			return "exit 0; alive in the next exec"
 		}},
 		{"daemon", "double fork + setsid daemon holding stdout open", "exec returns after the 50 ms output drain (killing on destroy: lifecycle tests)", func(e *advEnv) string {

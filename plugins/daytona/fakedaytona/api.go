@@ -147,6 +147,7 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 	sb.State = "destroying"
 	d := s.dto(sb)
 	delete(s.sandboxes, sb.ID)
+	s.killLocked(sb.Root)
 	os.RemoveAll(sb.Root)
 	writeJSON(w, http.StatusOK, d)
 }
@@ -174,6 +175,7 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sb.State = "stopped"
+	s.killLocked(sb.Root)
 	writeJSON(w, http.StatusOK, s.dto(sb))
 }
 

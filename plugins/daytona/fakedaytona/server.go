@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -100,6 +101,32 @@ type Server struct {
 	creates   int
 	log       []Request
 	f         faults
+	// procs holds the process groups of running execs per sandbox root, so
+	// deleting or stopping a sandbox kills what runs in it, as Daytona does.
+	procs map[string]map[int]bool
+}
+
+// trackLocked records (or forgets) a running exec's process group.
+func (s *Server) trackLocked(root string, pgid int, running bool) {
+	if s.procs == nil {
+		s.procs = map[string]map[int]bool{}
+	}
+	if running {
+		if s.procs[root] == nil {
+			s.procs[root] = map[int]bool{}
+		}
+		s.procs[root][pgid] = true
+		return
+	}
+	delete(s.procs[root], pgid)
+}
+
+// killLocked ends every exec running in the sandbox rooted at root.
+func (s *Server) killLocked(root string) {
+	for pgid := range s.procs[root] {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	delete(s.procs, root)
 }
 
 // faults are the failure knobs; each count is consumed by matching requests.
@@ -144,6 +171,11 @@ func New(opts Options) (*Server, error) {
 
 // Close stops the server and removes every sandbox's files.
 func (s *Server) Close() {
+	s.mu.Lock()
+	for root := range s.procs {
+		s.killLocked(root)
+	}
+	s.mu.Unlock()
 	s.hs.Close()
 	os.RemoveAll(s.root)
 }

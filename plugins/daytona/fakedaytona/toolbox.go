@@ -113,6 +113,14 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, toolbox.ExecuteResponse{ExitCode: toolbox.PtrInt32(-1), Result: err.Error()})
 		return
 	}
+	s.mu.Lock()
+	s.trackLocked(root, cmd.Process.Pid, true)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.trackLocked(root, cmd.Process.Pid, false)
+		s.mu.Unlock()
+	}()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var expired <-chan time.Time
