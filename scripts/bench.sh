@@ -65,11 +65,46 @@ if want host; then
   run_md go test -run XXX -bench 'BenchmarkCodingThroughput' -benchtime 3x ./host/cmd/rlhost/
 fi
 
-# Further sections are appended by the components' own bench commands.
+# run_block TITLE INTRO CMD...: runs a component's own bench command and
+# keeps what it prints for the report: Markdown table lines (also from
+# `go test -v` logs), "Machine:"/"Command:" lines, and raw Benchmark lines.
+run_block() {
+  local title=$1 intro=$2
+  shift 2
+  echo "## $title" >>"$tmp/body"
+  echo >>"$tmp/body"
+  echo "$intro" >>"$tmp/body"
+  echo >>"$tmp/body"
+  echo "\`\`\`" >>"$tmp/body"
+  echo "\$ $*" >>"$tmp/body"
+  echo "\`\`\`" >>"$tmp/body"
+  echo >>"$tmp/body"
+  "$@" >"$tmp/raw.txt" 2>&1 || { cat "$tmp/raw.txt"; echo "bench command failed: $*" >&2; exit 1; }
+  grep -E '^(Machine|Command|Yardstick|Note):' "$tmp/raw.txt" | sed 's/$/  /' >>"$tmp/body" || true
+  echo >>"$tmp/body"
+  sed -nE 's/^[[:space:]]*([A-Za-z_]+\.go:[0-9]+: )?(\|.*\|)[[:space:]]*$/\2/p' "$tmp/raw.txt" >"$tmp/table.txt"
+  if [ -s "$tmp/table.txt" ]; then
+    if ! head -1 "$tmp/table.txt" | grep -q -- '---' && ! sed -n 2p "$tmp/table.txt" | grep -q -- '---'; then
+      cols=$(head -1 "$tmp/table.txt" | awk -F'|' '{print NF-2}')
+      # Rows printed without a header get a generic one.
+      { printf '|'; for _ in $(seq 1 "$cols"); do printf ' |'; done; echo; printf '|'; for _ in $(seq 1 "$cols"); do printf -- '---|'; done; echo; } >>"$tmp/body"
+    fi
+    cat "$tmp/table.txt" >>"$tmp/body"
+    echo >>"$tmp/body"
+  fi
+  if grep -qE '^Benchmark' "$tmp/raw.txt"; then
+    echo "\`\`\`" >>"$tmp/body"
+    grep -E '^(Benchmark|cpu:)' "$tmp/raw.txt" >>"$tmp/body"
+    echo "\`\`\`" >>"$tmp/body"
+    echo >>"$tmp/body"
+  fi
+}
+
+# Further sections come from the components' own bench commands.
 for extra in scripts/bench.d/*.sh; do
   [ -e "$extra" ] || continue
   name=$(basename "$extra" .sh)
-  want "$name" || continue
+  want "${name#*-}" || continue
   # shellcheck source=/dev/null
   source "$extra"
 done

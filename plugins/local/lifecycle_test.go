@@ -45,9 +45,9 @@ func ownerMain(stateDir string) {
 			fmt.Println("ERR", err)
 			os.Exit(1)
 		}
-		res, err := b.Exec(ctx, info.ID, core.ExecRequest{Command: sh("sleep 1000 >/dev/null 2>&1 & (setsid sh -c 'sleep 1000' >/dev/null 2>&1 &); echo $!"), Timeout: 5 * time.Second})
-		if err != nil {
-			fmt.Println("ERR", err)
+		res, err := b.Exec(ctx, info.ID, core.ExecRequest{Command: sh("sleep 1000 >/dev/null 2>&1 & (setsid sh -c 'sleep 1000' >/dev/null 2>&1 &); echo $!"), Timeout: time.Minute})
+		if err != nil || res.ExitCode != 0 {
+			fmt.Println("ERR", err, res)
 			os.Exit(1)
 		}
 		b.mu.Lock()
@@ -74,6 +74,14 @@ func startOwner(t *testing.T, stateDir string) (*exec.Cmd, []ownedBox) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Runs after the kill below (cleanups are LIFO): whatever the test
+	// left, reap it so no cgroup outlives the temporary state dir.
+	t.Cleanup(func() {
+		b := New()
+		js, _ := json.Marshal(map[string]any{"state_dir": stateDir})
+		b.Configure(context.Background(), schema.Config{JSON: js}, core.SandboxSpec{})
+		b.Shutdown(context.Background())
+	})
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,6 @@ import (
 //     float registers, which is what bounds the tile.
 type blocking struct{ mr, nr, mc, kc int }
 
-
 // Per-worker packing scratch (elements): the larger A block, one B panel.
 const (
 	packASize = 264 * 256
@@ -216,6 +215,28 @@ func packA[T Float](dst, a []T, i0, p0, mm, kk, lda, mr int, trans bool) {
 	for ib := 0; ib < mm; ib += mr {
 		rows := min(mr, mm-ib)
 		pan := dst[o : o+kk*mr]
+		o += kk * mr
+		switch {
+		case rows == 6 && mr == 6 && trans:
+			// A stored [k,m]: each step's 6 values are contiguous.
+			for p := range kk {
+				src := a[(p0+p)*lda+i0+ib : (p0+p)*lda+i0+ib+6]
+				d := pan[p*6 : p*6+6]
+				d[0], d[1], d[2], d[3], d[4], d[5] = src[0], src[1], src[2], src[3], src[4], src[5]
+			}
+			continue
+		case rows == 6 && mr == 6:
+			// Read the 6 rows in step, write the panel contiguously.
+			var r [6][]T
+			for j := range r {
+				r[j] = a[(i0+ib+j)*lda+p0 : (i0+ib+j)*lda+p0+kk]
+			}
+			for p := range kk {
+				d := pan[p*6 : p*6+6]
+				d[0], d[1], d[2], d[3], d[4], d[5] = r[0][p], r[1][p], r[2][p], r[3][p], r[4][p], r[5][p]
+			}
+			continue
+		}
 		if rows < mr {
 			clear(pan)
 		}
@@ -232,7 +253,6 @@ func packA[T Float](dst, a []T, i0, p0, mm, kk, lda, mr int, trans bool) {
 				}
 			}
 		}
-		o += kk * mr
 	}
 }
 

@@ -1,0 +1,3 @@
+run_block "Tokenizer throughput" \
+"Encoding the test corpus with the real Qwen tokenizer, against the JavaScript reference implementation (@lenml/tokenizers on node) on the same corpus in the same run." \
+  bash scripts/tokenizer/bench.sh
