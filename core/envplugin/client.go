@@ -102,7 +102,7 @@ type lentServer struct {
 
 func (l *lentServer) start(b *plugin.GRPCBroker, id uint32, sb Sandbox) {
 	go b.AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server {
-		s := grpc.NewServer(opts...)
+		s := pluginbase.NewGRPCServer(opts)
 		rlhostpb.RegisterSandboxServer(s, &sandboxServer{impl: sb})
 		l.mu.Lock()
 		defer l.mu.Unlock()

@@ -44,6 +44,9 @@ type Session interface {
 	// otherwise the host stopped it (core.FinishMaxTurns, FinishTimeout,
 	// FinishContextLimit, FinishCancelled, FinishError) and the env may
 	// return a final reward and metrics. End is always called exactly once.
+	// After a timeout it can arrive while a Step is still running, so a
+	// session must tolerate that (stop its work, and not rely on the lent
+	// Sandbox once End has returned).
 	End(ctx context.Context, reason string) (Observation, error)
 }
 

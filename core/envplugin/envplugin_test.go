@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -267,5 +268,95 @@ func (s *pathSession) Step(ctx context.Context, _ core.Message) (envplugin.Obser
 }
 
 func (s *pathSession) End(context.Context, string) (envplugin.Observation, error) {
+	return envplugin.Observation{}, nil
+}
+
+// slowEnv takes a while to start episodes and counts Ends.
+type slowEnv struct {
+	shellEnv
+	mu   sync.Mutex
+	ends int
+}
+
+func (e *slowEnv) NewEpisode(ctx context.Context, ep envplugin.Episode) (envplugin.Session, envplugin.Observation, error) {
+	time.Sleep(300 * time.Millisecond)
+	return &countingSession{e: e}, envplugin.Observation{}, nil
+}
+
+type countingSession struct{ e *slowEnv }
+
+func (s *countingSession) Step(context.Context, core.Message) (envplugin.Observation, error) {
+	return envplugin.Observation{Done: true}, nil
+}
+
+func (s *countingSession) End(context.Context, string) (envplugin.Observation, error) {
+	s.e.mu.Lock()
+	s.e.ends++
+	s.e.mu.Unlock()
+	return envplugin.Observation{}, nil
+}
+
+// A host that gives up on NewEpisode never gets a Session to End; the
+// plugin side must end it itself, and the id must be free again.
+func TestAbandonedNewEpisodeIsEnded(t *testing.T) {
+	env := &slowEnv{}
+	client := envtest.Serve(t, env)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, _, err := client.NewEpisode(ctx, envplugin.Episode{ID: "slow", Task: core.Task{ID: "t"}}); err == nil {
+		t.Fatal("NewEpisode outlived its context")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		env.mu.Lock()
+		ends := env.ends
+		env.mu.Unlock()
+		if ends == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("abandoned session ended %d times, want 1", ends)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sess, _, err := client.NewEpisode(context.Background(), envplugin.Episode{ID: "slow", Task: core.Task{ID: "t"}})
+	if err != nil {
+		t.Fatalf("the id of an abandoned episode stays taken: %v", err)
+	}
+	sess.End(context.Background(), "")
+}
+
+// Files of several MiB cross the broker (gRPC's 4 MiB default would not).
+func TestLargeFileThroughLentSandbox(t *testing.T) {
+	client := envtest.Serve(t, &bigEnv{})
+	sb := &dirSandbox{id: "big", dir: t.TempDir()}
+	_, obs := envtest.Episode(t, client, envplugin.Episode{ID: "big", Task: core.Task{ID: "t"}, Sandbox: sb}, 1,
+		func(int, []core.Message) core.Message { return core.Message{Role: core.RoleAssistant, Content: "x"} })
+	if obs.Info["size"] != "5242880" {
+		t.Fatalf("large file round trip: %+v", obs.Info)
+	}
+}
+
+type bigEnv struct{ shellEnv }
+
+func (e *bigEnv) NewEpisode(_ context.Context, ep envplugin.Episode) (envplugin.Session, envplugin.Observation, error) {
+	return &bigSession{sb: ep.Sandbox}, envplugin.Observation{}, nil
+}
+
+type bigSession struct{ sb envplugin.Sandbox }
+
+func (s *bigSession) Step(ctx context.Context, _ core.Message) (envplugin.Observation, error) {
+	data := bytes.Repeat([]byte("x"), 5<<20)
+	if err := s.sb.WriteFile(ctx, "big.bin", data, 0o644); err != nil {
+		return envplugin.Observation{}, err
+	}
+	back, err := s.sb.ReadFile(ctx, "big.bin", 0)
+	if err != nil {
+		return envplugin.Observation{}, err
+	}
+	return envplugin.Observation{Done: true, Info: map[string]string{"size": fmt.Sprint(len(back))}}, nil
+}
+
+func (s *bigSession) End(context.Context, string) (envplugin.Observation, error) {
 	return envplugin.Observation{}, nil
 }

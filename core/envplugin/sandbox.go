@@ -26,7 +26,7 @@ func (c *sandboxClient) Exec(ctx context.Context, req core.ExecRequest) (core.Ex
 }
 
 func (c *sandboxClient) ReadFile(ctx context.Context, path string, maxBytes int64) ([]byte, error) {
-	r, err := c.rpc.ReadFile(ctx, &rlhostpb.ReadFileRequest{Path: path, MaxBytes: maxBytes})
+	r, err := c.rpc.ReadFile(ctx, &rlhostpb.ReadFileRequest{Path: []byte(path), MaxBytes: maxBytes})
 	if err != nil {
 		return nil, fmt.Errorf("read %s in lent sandbox: %w", path, rlhostpb.FromStatus(err))
 	}
@@ -34,14 +34,14 @@ func (c *sandboxClient) ReadFile(ctx context.Context, path string, maxBytes int6
 }
 
 func (c *sandboxClient) WriteFile(ctx context.Context, path string, data []byte, mode uint32) error {
-	if _, err := c.rpc.WriteFile(ctx, &rlhostpb.WriteFileRequest{Path: path, Data: data, Mode: mode}); err != nil {
+	if _, err := c.rpc.WriteFile(ctx, &rlhostpb.WriteFileRequest{Path: []byte(path), Data: data, Mode: mode}); err != nil {
 		return fmt.Errorf("write %s in lent sandbox: %w", path, rlhostpb.FromStatus(err))
 	}
 	return nil
 }
 
 func (c *sandboxClient) ListFiles(ctx context.Context, path string) ([]core.FileInfo, error) {
-	r, err := c.rpc.ListFiles(ctx, &rlhostpb.ListFilesRequest{Path: path})
+	r, err := c.rpc.ListFiles(ctx, &rlhostpb.ListFilesRequest{Path: []byte(path)})
 	if err != nil {
 		return nil, fmt.Errorf("list %s in lent sandbox: %w", path, rlhostpb.FromStatus(err))
 	}
@@ -69,7 +69,7 @@ func (s *sandboxServer) Exec(ctx context.Context, r *rlhostpb.ExecRequest) (*rlh
 }
 
 func (s *sandboxServer) ReadFile(ctx context.Context, r *rlhostpb.ReadFileRequest) (*rlhostpb.ReadFileResponse, error) {
-	data, err := s.impl.ReadFile(ctx, r.GetPath(), r.GetMaxBytes())
+	data, err := s.impl.ReadFile(ctx, string(r.GetPath()), r.GetMaxBytes())
 	if err != nil {
 		return nil, rlhostpb.ToStatus(err)
 	}
@@ -77,11 +77,11 @@ func (s *sandboxServer) ReadFile(ctx context.Context, r *rlhostpb.ReadFileReques
 }
 
 func (s *sandboxServer) WriteFile(ctx context.Context, r *rlhostpb.WriteFileRequest) (*rlhostpb.Empty, error) {
-	return &rlhostpb.Empty{}, rlhostpb.ToStatus(s.impl.WriteFile(ctx, r.GetPath(), r.GetData(), r.GetMode()))
+	return &rlhostpb.Empty{}, rlhostpb.ToStatus(s.impl.WriteFile(ctx, string(r.GetPath()), r.GetData(), r.GetMode()))
 }
 
 func (s *sandboxServer) ListFiles(ctx context.Context, r *rlhostpb.ListFilesRequest) (*rlhostpb.ListFilesResponse, error) {
-	fs, err := s.impl.ListFiles(ctx, r.GetPath())
+	fs, err := s.impl.ListFiles(ctx, string(r.GetPath()))
 	if err != nil {
 		return nil, rlhostpb.ToStatus(err)
 	}

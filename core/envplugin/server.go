@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -54,44 +55,66 @@ func (s *server) Tasks(ctx context.Context, _ *rlhostpb.Empty) (*rlhostpb.TasksR
 }
 
 func (s *server) NewEpisode(ctx context.Context, r *rlhostpb.NewEpisodeRequest) (*rlhostpb.Observation, error) {
+	id := r.GetEpisodeId()
+	// Reserve the id first, so two starts of one episode cannot both run.
 	s.mu.Lock()
-	_, dup := s.sessions[r.GetEpisodeId()]
-	s.mu.Unlock()
-	if dup {
-		return nil, rlhostpb.ToStatus(fmt.Errorf("episode %s already started", r.GetEpisodeId()))
+	if _, dup := s.sessions[id]; dup {
+		s.mu.Unlock()
+		return nil, rlhostpb.ToStatus(fmt.Errorf("episode %s already started", id))
 	}
+	s.sessions[id] = nil
+	s.mu.Unlock()
+	release := func() {
+		s.mu.Lock()
+		delete(s.sessions, id)
+		s.mu.Unlock()
+	}
+
 	var conn *grpc.ClientConn
 	var sb Sandbox
 	if r.GetSandboxBrokerId() != 0 {
 		c, err := s.broker.Dial(r.GetSandboxBrokerId())
 		if err != nil {
-			return nil, rlhostpb.ToStatus(fmt.Errorf("dial lent sandbox for episode %s: %w", r.GetEpisodeId(), err))
+			release()
+			return nil, rlhostpb.ToStatus(fmt.Errorf("dial lent sandbox for episode %s: %w", id, err))
 		}
 		conn = c
 		sb = &sandboxClient{rpc: rlhostpb.NewSandboxClient(c), id: r.GetSandboxId()}
 	}
 	ep := Episode{
-		ID: r.GetEpisodeId(), Task: rlhostpb.ToTask(r.GetTask()), Sandbox: sb,
+		ID: id, Task: rlhostpb.ToTask(r.GetTask()), Sandbox: sb,
 		Seed: r.GetSeed(), Group: int(r.GetGroup()), Index: int(r.GetIndex()),
 	}
 	sess, obs, err := s.impl.NewEpisode(ctx, ep)
+	if err == nil && ctx.Err() != nil {
+		// The host gave up waiting and will never call End for a session it
+		// did not get: end it here, so End still runs exactly once.
+		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTimeout)
+		_, _ = sess.End(ectx, core.FinishCancelled)
+		cancel()
+		err = ctx.Err()
+	}
 	if err != nil {
 		if conn != nil {
 			conn.Close()
 		}
+		release()
 		return nil, rlhostpb.ToStatus(err)
 	}
 	s.mu.Lock()
-	s.sessions[ep.ID] = &liveSession{sess: sess, conn: conn}
+	s.sessions[id] = &liveSession{sess: sess, conn: conn}
 	s.mu.Unlock()
 	return rlhostpb.FromObservation(rlhostpb.ObservationFields(obs)), nil
 }
+
+// endTimeout bounds the End the server itself calls for an abandoned session.
+const endTimeout = 30 * time.Second
 
 func (s *server) session(id string) (*liveSession, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ls, ok := s.sessions[id]
-	if !ok {
+	if !ok || ls == nil { // nil: still starting
 		return nil, fmt.Errorf("episode %s: %w", id, core.ErrNotFound)
 	}
 	return ls, nil
@@ -112,9 +135,11 @@ func (s *server) Step(ctx context.Context, r *rlhostpb.StepRequest) (*rlhostpb.O
 func (s *server) End(ctx context.Context, r *rlhostpb.EndRequest) (*rlhostpb.Observation, error) {
 	s.mu.Lock()
 	ls, ok := s.sessions[r.GetEpisodeId()]
-	delete(s.sessions, r.GetEpisodeId())
+	if ok && ls != nil {
+		delete(s.sessions, r.GetEpisodeId())
+	}
 	s.mu.Unlock()
-	if !ok {
+	if !ok || ls == nil {
 		return nil, rlhostpb.ToStatus(fmt.Errorf("episode %s: %w", r.GetEpisodeId(), core.ErrNotFound))
 	}
 	defer func() {
@@ -137,6 +162,9 @@ func (s *server) Shutdown(ctx context.Context, _ *rlhostpb.Empty) (*rlhostpb.Emp
 	s.sessions = map[string]*liveSession{}
 	s.mu.Unlock()
 	for _, ls := range live {
+		if ls == nil {
+			continue
+		}
 		_, _ = ls.sess.End(ctx, core.FinishCancelled)
 		if ls.conn != nil {
 			ls.conn.Close()

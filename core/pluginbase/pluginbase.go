@@ -21,13 +21,16 @@ const (
 	KindSandbox = "sandbox"
 )
 
-// Handshake is the go-plugin handshake every rlhost plugin uses. The cookie
-// only stops people from running a plugin binary by hand by mistake; it is
-// not a security measure.
-var Handshake = plugin.HandshakeConfig{
-	ProtocolVersion:  ProtocolVersion,
-	MagicCookieKey:   "RLHOST_PLUGIN",
-	MagicCookieValue: "c1d2b6a4-rlhost-plugin-v1",
+// HandshakeConfig is the go-plugin handshake every rlhost plugin uses. The
+// cookie only stops people from running a plugin binary by hand by
+// mistake; it is not a security measure. (A function, not a variable, so
+// nothing can change it at run time.)
+func HandshakeConfig() plugin.HandshakeConfig {
+	return plugin.HandshakeConfig{
+		ProtocolVersion:  ProtocolVersion,
+		MagicCookieKey:   "RLHOST_PLUGIN",
+		MagicCookieValue: "c1d2b6a4-rlhost-plugin-v1",
+	}
 }
 
 // Info describes a plugin: what `rlhost plugins` prints and what the host

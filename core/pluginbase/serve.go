@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
 )
 
 // OrphanShutdownTimeout bounds the clean-up a plugin does when its host
@@ -53,9 +54,9 @@ func Serve(kind string, p plugin.Plugin, onOrphaned func(ctx context.Context)) {
 	}()
 	go WatchParent(context.Background(), 500*time.Millisecond, func() { exit("parent changed") })
 	plugin.Serve(&plugin.ServeConfig{
-		HandshakeConfig: Handshake,
+		HandshakeConfig: HandshakeConfig(),
 		Plugins:         map[string]plugin.Plugin{kind: p},
-		GRPCServer:      plugin.DefaultGRPCServer,
+		GRPCServer:      NewGRPCServer,
 		Logger:          logger,
 	})
 }
@@ -88,4 +89,15 @@ func WatchParent(ctx context.Context, every time.Duration, gone func()) {
 			}
 		}
 	}
+}
+
+// MaxMessageBytes bounds one gRPC message between host and plugins. gRPC's
+// 4 MiB default is too small for files and program outputs that sandboxes
+// legitimately move (the backends cap those themselves).
+const MaxMessageBytes = 256 << 20
+
+// NewGRPCServer makes a gRPC server with rlhost's message limits; plugins and
+// the host's brokered servers both use it.
+func NewGRPCServer(opts []grpc.ServerOption) *grpc.Server {
+	return grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))...)
 }

@@ -202,8 +202,8 @@ func ToLimits(l *Limits) core.Limits {
 // FromSpec encodes a sandbox spec.
 func FromSpec(s core.SandboxSpec) *SandboxSpec {
 	return &SandboxSpec{
-		Image: s.Image, Rootfs: s.Rootfs, Env: s.Env, Limits: FromLimits(s.Limits), Labels: s.Labels,
-		TtlMs: s.TTL.Milliseconds(), Network: s.Network, Workdir: s.Workdir,
+		Image: utf8(s.Image), Rootfs: utf8(s.Rootfs), Env: utf8Map(s.Env), Limits: FromLimits(s.Limits), Labels: utf8Map(s.Labels),
+		TtlMs: s.TTL.Milliseconds(), Network: s.Network, Workdir: utf8(s.Workdir),
 	}
 }
 
@@ -221,7 +221,7 @@ func FromSandboxInfo(i core.SandboxInfo) *SandboxInfo {
 	if !i.CreatedAt.IsZero() {
 		ms = i.CreatedAt.UnixMilli()
 	}
-	return &SandboxInfo{Id: i.ID, Backend: i.Backend, Labels: i.Labels, State: i.State, CreatedUnixMs: ms, Isolation: i.Isolation}
+	return &SandboxInfo{Id: utf8(i.ID), Backend: utf8(i.Backend), Labels: utf8Map(i.Labels), State: utf8(i.State), CreatedUnixMs: ms, Isolation: utf8(i.Isolation)}
 }
 
 // ToSandboxInfo decodes sandbox info.
@@ -251,14 +251,35 @@ func FromSandboxInfos(in []core.SandboxInfo) *ListResponse {
 	return out
 }
 
-// FromExecRequest encodes an exec request.
+// FromExecRequest encodes an exec request. Argv, env values and the
+// directory travel as bytes, exactly; env names must be UTF-8 (map keys).
 func FromExecRequest(id string, r core.ExecRequest) *ExecRequest {
-	return &ExecRequest{SandboxId: id, Command: r.Command, Stdin: r.Stdin, Env: r.Env, Dir: r.Dir, TimeoutMs: r.Timeout.Milliseconds(), MaxOutputBytes: r.MaxOutputBytes}
+	out := &ExecRequest{SandboxId: utf8(id), Stdin: r.Stdin, Dir: []byte(r.Dir), TimeoutMs: r.Timeout.Milliseconds(), MaxOutputBytes: r.MaxOutputBytes}
+	for _, a := range r.Command {
+		out.Command = append(out.Command, []byte(a))
+	}
+	if r.Env != nil {
+		out.Env = make(map[string][]byte, len(r.Env))
+		for k, v := range r.Env {
+			out.Env[utf8(k)] = []byte(v)
+		}
+	}
+	return out
 }
 
 // ToExecRequest decodes an exec request.
 func ToExecRequest(r *ExecRequest) core.ExecRequest {
-	return core.ExecRequest{Command: r.GetCommand(), Stdin: r.GetStdin(), Env: r.GetEnv(), Dir: r.GetDir(), Timeout: time.Duration(r.GetTimeoutMs()) * time.Millisecond, MaxOutputBytes: r.GetMaxOutputBytes()}
+	out := core.ExecRequest{Stdin: r.GetStdin(), Dir: string(r.GetDir()), Timeout: time.Duration(r.GetTimeoutMs()) * time.Millisecond, MaxOutputBytes: r.GetMaxOutputBytes()}
+	for _, a := range r.GetCommand() {
+		out.Command = append(out.Command, string(a))
+	}
+	if r.GetEnv() != nil {
+		out.Env = make(map[string]string, len(r.GetEnv()))
+		for k, v := range r.GetEnv() {
+			out.Env[k] = string(v)
+		}
+	}
+	return out
 }
 
 // FromExecResult encodes an exec result.
@@ -285,7 +306,7 @@ func ToExecResult(r *ExecResult) core.ExecResult {
 func FromFiles(fs []core.FileInfo) *ListFilesResponse {
 	out := &ListFilesResponse{}
 	for _, f := range fs {
-		out.Files = append(out.Files, &FileInfo{Path: f.Path, Size: f.Size, Mode: f.Mode, IsDir: f.IsDir, ModTimeUnixMs: f.ModTime.UnixMilli()})
+		out.Files = append(out.Files, &FileInfo{Path: []byte(f.Path), Size: f.Size, Mode: f.Mode, IsDir: f.IsDir, ModTimeUnixMs: f.ModTime.UnixMilli()})
 	}
 	return out
 }
@@ -294,7 +315,7 @@ func FromFiles(fs []core.FileInfo) *ListFilesResponse {
 func ToFiles(r *ListFilesResponse) []core.FileInfo {
 	var out []core.FileInfo
 	for _, f := range r.GetFiles() {
-		out = append(out, core.FileInfo{Path: f.GetPath(), Size: f.GetSize(), Mode: f.GetMode(), IsDir: f.GetIsDir(), ModTime: time.UnixMilli(f.GetModTimeUnixMs()).UTC()})
+		out = append(out, core.FileInfo{Path: string(f.GetPath()), Size: f.GetSize(), Mode: f.GetMode(), IsDir: f.GetIsDir(), ModTime: time.UnixMilli(f.GetModTimeUnixMs()).UTC()})
 	}
 	return out
 }

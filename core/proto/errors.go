@@ -5,26 +5,31 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/rlhost/rlhost/core"
 )
 
-// Sentinel errors travel as gRPC codes so that errors.Is keeps working on
-// the far side of a plugin boundary.
-var codeOf = []struct {
-	err  error
-	code codes.Code
+// errorDomain marks the ErrorInfo detail that names an rlhost sentinel.
+const errorDomain = "rlhost.dev"
+
+// Sentinel errors cross a plugin boundary as a status code plus an ErrorInfo
+// detail naming the sentinel. The detail, not the code, carries identity:
+// gRPC itself produces ResourceExhausted or Unavailable for transport
+// problems, which must not read as "sandbox limit reached".
+var sentinels = []struct {
+	err    error
+	reason string
+	code   codes.Code
 }{
-	{core.ErrNotFound, codes.NotFound},
-	{core.ErrInvalidPath, codes.PermissionDenied},
-	{core.ErrTooLarge, codes.OutOfRange},
-	{core.ErrLimitReached, codes.ResourceExhausted},
-	{core.ErrUnimplemented, codes.Unimplemented},
-	{core.ErrUnavailable, codes.Unavailable},
-	{context.Canceled, codes.Canceled},
-	{context.DeadlineExceeded, codes.DeadlineExceeded},
+	{core.ErrNotFound, "NOT_FOUND", codes.NotFound},
+	{core.ErrInvalidPath, "INVALID_PATH", codes.PermissionDenied},
+	{core.ErrTooLarge, "TOO_LARGE", codes.OutOfRange},
+	{core.ErrLimitReached, "LIMIT_REACHED", codes.ResourceExhausted},
+	{core.ErrUnimplemented, "UNIMPLEMENTED", codes.Unimplemented},
+	{core.ErrUnavailable, "UNAVAILABLE", codes.Unavailable},
 }
 
 // ToStatus converts a plugin-side error into a gRPC status error.
@@ -32,28 +37,29 @@ func ToStatus(err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := status.FromError(err); ok && !isSentinelWrapped(err) {
-		return err
-	}
-	for _, c := range codeOf {
-		if errors.Is(err, c.err) {
-			return status.Error(c.code, err.Error())
+	for _, s := range sentinels {
+		if errors.Is(err, s.err) {
+			st := status.New(s.code, err.Error())
+			if withInfo, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: s.reason, Domain: errorDomain}); derr == nil {
+				st = withInfo
+			}
+			return st.Err()
 		}
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
 	}
 	return status.Error(codes.Unknown, err.Error())
 }
 
-func isSentinelWrapped(err error) bool {
-	for _, c := range codeOf {
-		if errors.Is(err, c.err) {
-			return true
-		}
-	}
-	return false
-}
-
 // FromStatus converts a gRPC error back into an error that wraps the matching
-// core sentinel, keeping the remote message.
+// core sentinel (or context error), keeping the remote message.
 func FromStatus(err error) error {
 	if err == nil {
 		return nil
@@ -62,13 +68,26 @@ func FromStatus(err error) error {
 	if !ok {
 		return err
 	}
-	for _, c := range codeOf {
-		if st.Code() == c.code {
-			if st.Code() == codes.Unavailable {
-				return fmt.Errorf("%w: %s", core.ErrUnavailable, st.Message())
-			}
-			return &remoteError{msg: st.Message(), sentinel: c.err}
+	for _, d := range st.Details() {
+		info, ok := d.(*errdetails.ErrorInfo)
+		if !ok || info.GetDomain() != errorDomain {
+			continue
 		}
+		for _, s := range sentinels {
+			if s.reason == info.GetReason() {
+				return &remoteError{msg: st.Message(), sentinel: s.err}
+			}
+		}
+	}
+	switch st.Code() {
+	case codes.Canceled:
+		return &remoteError{msg: st.Message(), sentinel: context.Canceled}
+	case codes.DeadlineExceeded:
+		return &remoteError{msg: st.Message(), sentinel: context.DeadlineExceeded}
+	case codes.Unavailable:
+		// The transport broke (typically: the plugin died). Not a sentinel a
+		// plugin sent, but callers test for it to detect crashes.
+		return fmt.Errorf("%w: %s", core.ErrUnavailable, st.Message())
 	}
 	return errors.New(st.Message())
 }

@@ -878,13 +878,15 @@ func (x *SandboxInfo) GetIsolation() string {
 	return ""
 }
 
+// Argv, environment values and paths are bytes: Linux allows any bytes but
+// NUL there, and proto3 strings must be UTF-8.
 type ExecRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	SandboxId      string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"` // ignored on a lent Sandbox: the host binds it
-	Command        []string               `protobuf:"bytes,2,rep,name=command,proto3" json:"command,omitempty"`
+	Command        [][]byte               `protobuf:"bytes,2,rep,name=command,proto3" json:"command,omitempty"`
 	Stdin          []byte                 `protobuf:"bytes,3,opt,name=stdin,proto3" json:"stdin,omitempty"`
-	Env            map[string]string      `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Dir            string                 `protobuf:"bytes,5,opt,name=dir,proto3" json:"dir,omitempty"`
+	Env            map[string][]byte      `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Dir            []byte                 `protobuf:"bytes,5,opt,name=dir,proto3" json:"dir,omitempty"`
 	TimeoutMs      int64                  `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	MaxOutputBytes int64                  `protobuf:"varint,7,opt,name=max_output_bytes,json=maxOutputBytes,proto3" json:"max_output_bytes,omitempty"`
 	unknownFields  protoimpl.UnknownFields
@@ -928,7 +930,7 @@ func (x *ExecRequest) GetSandboxId() string {
 	return ""
 }
 
-func (x *ExecRequest) GetCommand() []string {
+func (x *ExecRequest) GetCommand() [][]byte {
 	if x != nil {
 		return x.Command
 	}
@@ -942,18 +944,18 @@ func (x *ExecRequest) GetStdin() []byte {
 	return nil
 }
 
-func (x *ExecRequest) GetEnv() map[string]string {
+func (x *ExecRequest) GetEnv() map[string][]byte {
 	if x != nil {
 		return x.Env
 	}
 	return nil
 }
 
-func (x *ExecRequest) GetDir() string {
+func (x *ExecRequest) GetDir() []byte {
 	if x != nil {
 		return x.Dir
 	}
-	return ""
+	return nil
 }
 
 func (x *ExecRequest) GetTimeoutMs() int64 {
@@ -1097,7 +1099,7 @@ func (x *ExecResult) GetIsolation() string {
 type ReadFileRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Path          []byte                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
 	MaxBytes      int64                  `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1140,11 +1142,11 @@ func (x *ReadFileRequest) GetSandboxId() string {
 	return ""
 }
 
-func (x *ReadFileRequest) GetPath() string {
+func (x *ReadFileRequest) GetPath() []byte {
 	if x != nil {
 		return x.Path
 	}
-	return ""
+	return nil
 }
 
 func (x *ReadFileRequest) GetMaxBytes() int64 {
@@ -1201,7 +1203,7 @@ func (x *ReadFileResponse) GetData() []byte {
 type WriteFileRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Path          []byte                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
 	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
 	Mode          uint32                 `protobuf:"varint,4,opt,name=mode,proto3" json:"mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1245,11 +1247,11 @@ func (x *WriteFileRequest) GetSandboxId() string {
 	return ""
 }
 
-func (x *WriteFileRequest) GetPath() string {
+func (x *WriteFileRequest) GetPath() []byte {
 	if x != nil {
 		return x.Path
 	}
-	return ""
+	return nil
 }
 
 func (x *WriteFileRequest) GetData() []byte {
@@ -1269,7 +1271,7 @@ func (x *WriteFileRequest) GetMode() uint32 {
 type ListFilesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Path          []byte                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1311,16 +1313,16 @@ func (x *ListFilesRequest) GetSandboxId() string {
 	return ""
 }
 
-func (x *ListFilesRequest) GetPath() string {
+func (x *ListFilesRequest) GetPath() []byte {
 	if x != nil {
 		return x.Path
 	}
-	return ""
+	return nil
 }
 
 type FileInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Path          []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	Size          int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
 	Mode          uint32                 `protobuf:"varint,3,opt,name=mode,proto3" json:"mode,omitempty"`
 	IsDir         bool                   `protobuf:"varint,4,opt,name=is_dir,json=isDir,proto3" json:"is_dir,omitempty"`
@@ -1359,11 +1361,11 @@ func (*FileInfo) Descriptor() ([]byte, []int) {
 	return file_rlhost_proto_rawDescGZIP(), []int{18}
 }
 
-func (x *FileInfo) GetPath() string {
+func (x *FileInfo) GetPath() []byte {
 	if x != nil {
 		return x.Path
 	}
-	return ""
+	return nil
 }
 
 func (x *FileInfo) GetSize() int64 {
@@ -2094,16 +2096,16 @@ const file_rlhost_proto_rawDesc = "" +
 	"\vExecRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x18\n" +
-	"\acommand\x18\x02 \x03(\tR\acommand\x12\x14\n" +
+	"\acommand\x18\x02 \x03(\fR\acommand\x12\x14\n" +
 	"\x05stdin\x18\x03 \x01(\fR\x05stdin\x121\n" +
 	"\x03env\x18\x04 \x03(\v2\x1f.rlhost.v1.ExecRequest.EnvEntryR\x03env\x12\x10\n" +
-	"\x03dir\x18\x05 \x01(\tR\x03dir\x12\x1d\n" +
+	"\x03dir\x18\x05 \x01(\fR\x03dir\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x12(\n" +
 	"\x10max_output_bytes\x18\a \x01(\x03R\x0emaxOutputBytes\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe8\x02\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xe8\x02\n" +
 	"\n" +
 	"ExecResult\x12\x1b\n" +
 	"\texit_code\x18\x01 \x01(\x03R\bexitCode\x12\x16\n" +
@@ -2123,22 +2125,22 @@ const file_rlhost_proto_rawDesc = "" +
 	"\x0fReadFileRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
+	"\x04path\x18\x02 \x01(\fR\x04path\x12\x1b\n" +
 	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\"&\n" +
 	"\x10ReadFileResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"m\n" +
 	"\x10WriteFileRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\fR\x04path\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x12\n" +
 	"\x04mode\x18\x04 \x01(\rR\x04mode\"E\n" +
 	"\x10ListFilesRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\"\x86\x01\n" +
+	"\x04path\x18\x02 \x01(\fR\x04path\"\x86\x01\n" +
 	"\bFileInfo\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\fR\x04path\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x12\n" +
 	"\x04mode\x18\x03 \x01(\rR\x04mode\x12\x15\n" +
 	"\x06is_dir\x18\x04 \x01(\bR\x05isDir\x12'\n" +

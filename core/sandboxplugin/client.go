@@ -75,7 +75,7 @@ func (c *Client) Exec(ctx context.Context, id string, req core.ExecRequest) (cor
 
 // ReadFile reads a file from sandbox id.
 func (c *Client) ReadFile(ctx context.Context, id, path string, maxBytes int64) ([]byte, error) {
-	r, err := c.rpc.ReadFile(ctx, &rlhostpb.ReadFileRequest{SandboxId: id, Path: path, MaxBytes: maxBytes})
+	r, err := c.rpc.ReadFile(ctx, &rlhostpb.ReadFileRequest{SandboxId: id, Path: []byte(path), MaxBytes: maxBytes})
 	if err != nil {
 		return nil, fmt.Errorf("read %s in sandbox %s: %w", path, id, rlhostpb.FromStatus(err))
 	}
@@ -84,7 +84,7 @@ func (c *Client) ReadFile(ctx context.Context, id, path string, maxBytes int64) 
 
 // WriteFile writes a file into sandbox id.
 func (c *Client) WriteFile(ctx context.Context, id, path string, data []byte, mode uint32) error {
-	_, err := c.rpc.WriteFile(ctx, &rlhostpb.WriteFileRequest{SandboxId: id, Path: path, Data: data, Mode: mode})
+	_, err := c.rpc.WriteFile(ctx, &rlhostpb.WriteFileRequest{SandboxId: id, Path: []byte(path), Data: data, Mode: mode})
 	if err != nil {
 		return fmt.Errorf("write %s in sandbox %s: %w", path, id, rlhostpb.FromStatus(err))
 	}
@@ -93,7 +93,7 @@ func (c *Client) WriteFile(ctx context.Context, id, path string, data []byte, mo
 
 // ListFiles lists a directory in sandbox id.
 func (c *Client) ListFiles(ctx context.Context, id, path string) ([]core.FileInfo, error) {
-	r, err := c.rpc.ListFiles(ctx, &rlhostpb.ListFilesRequest{SandboxId: id, Path: path})
+	r, err := c.rpc.ListFiles(ctx, &rlhostpb.ListFilesRequest{SandboxId: id, Path: []byte(path)})
 	if err != nil {
 		return nil, fmt.Errorf("list %s in sandbox %s: %w", path, id, rlhostpb.FromStatus(err))
 	}

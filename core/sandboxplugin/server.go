@@ -48,7 +48,7 @@ func (s *server) Exec(ctx context.Context, r *rlhostpb.ExecRequest) (*rlhostpb.E
 }
 
 func (s *server) ReadFile(ctx context.Context, r *rlhostpb.ReadFileRequest) (*rlhostpb.ReadFileResponse, error) {
-	data, err := s.impl.ReadFile(ctx, r.GetSandboxId(), r.GetPath(), r.GetMaxBytes())
+	data, err := s.impl.ReadFile(ctx, r.GetSandboxId(), string(r.GetPath()), r.GetMaxBytes())
 	if err != nil {
 		return nil, rlhostpb.ToStatus(err)
 	}
@@ -56,11 +56,11 @@ func (s *server) ReadFile(ctx context.Context, r *rlhostpb.ReadFileRequest) (*rl
 }
 
 func (s *server) WriteFile(ctx context.Context, r *rlhostpb.WriteFileRequest) (*rlhostpb.Empty, error) {
-	return &rlhostpb.Empty{}, rlhostpb.ToStatus(s.impl.WriteFile(ctx, r.GetSandboxId(), r.GetPath(), r.GetData(), r.GetMode()))
+	return &rlhostpb.Empty{}, rlhostpb.ToStatus(s.impl.WriteFile(ctx, r.GetSandboxId(), string(r.GetPath()), r.GetData(), r.GetMode()))
 }
 
 func (s *server) ListFiles(ctx context.Context, r *rlhostpb.ListFilesRequest) (*rlhostpb.ListFilesResponse, error) {
-	fs, err := s.impl.ListFiles(ctx, r.GetSandboxId(), r.GetPath())
+	fs, err := s.impl.ListFiles(ctx, r.GetSandboxId(), string(r.GetPath()))
 	if err != nil {
 		return nil, rlhostpb.ToStatus(err)
 	}

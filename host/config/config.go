@@ -38,6 +38,7 @@ type Run struct {
 	Env            string // env block used; defaults to the only one
 	Policy         string // policy block used; defaults to the only one
 	DefRange       hcl.Range
+	AttrRanges     map[string]hcl.Range
 }
 
 // Sandbox is a sandbox block. Spec holds the backend-independent settings the
@@ -66,7 +67,8 @@ func (s *Sandbox) PluginRef() string {
 type Env struct {
 	Name       string
 	Plugin     string
-	Sandbox    string // name of the sandbox block its episodes run in
+	Sandbox    string   // name of the sandbox block its episodes run in
+	PassEnv    []string // host environment variables the plugin may see
 	Body       hcl.Body
 	DefRange   hcl.Range
 	AttrRanges map[string]hcl.Range

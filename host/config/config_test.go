@@ -129,6 +129,8 @@ func TestDiagnostics(t *testing.T) {
 		{name: "duplicate sandbox", src: "sandbox \"a\" { backend = \"local\" }\nsandbox \"a\" { backend = \"local\" }\n", summary: "Duplicate sandbox block", line: 2, col: 1},
 		{name: "reserved label", src: "sandbox \"a\" {\n  backend = \"local\"\n  labels = { \"rlhost.run\" = \"x\" }\n}\n", summary: "Reserved label", line: 3, col: 12},
 		{name: "ambiguous env", src: "sandbox \"a\" { backend = \"local\" }\nenv \"x\" {}\nenv \"y\" {}\nrun {}\n", summary: "Ambiguous env", line: 4, col: 1},
+		{name: "ambiguous env without run", src: "sandbox \"a\" { backend = \"local\" }\nenv \"x\" {}\nenv \"y\" {}\n", summary: "Ambiguous env", line: 3, col: 1},
+		{name: "unknown run env", src: "env \"x\" {}\nrun {\n  env = \"nope\"\n}\n", summary: "no env block has that name", line: 3, col: 9},
 		{name: "policy without provider", src: "policy \"p\" {\n  file = \"x\"\n}\n", summary: "Missing required argument", line: 1, col: 12},
 		{name: "bad run name", src: "run {\n  name = \"a b\"\n}\n", summary: "Invalid run name", line: 2, col: 10},
 	}
@@ -197,6 +199,14 @@ func TestPluginBodyDiagnostics(t *testing.T) {
 	if len(pd) != 1 || pd[0].Subject.Start.Line != 3 || pd[0].Subject.Start.Column != 11 {
 		t.Fatalf("plugin diagnostic = %+v", pd[0].Subject)
 	}
+	// Limits are named by core.Limits' JSON fields in backend diagnostics.
+	src2 := "sandbox \"s\" {\n  backend = \"daytona\"\n  limits {\n    cpus = 2\n    pids = 10\n  }\n}\n"
+	f2, _ := Parse("job.hcl", []byte(src2), nil)
+	sb2 := f2.Sandbox("s")
+	pd = PluginDiagnostics(schema.Diagnostics{schema.Errorf([]string{"limits", "pids"}, "Unsupported limit", "")}, schema.Spec{}, "daytona", sb2.Body, sb2.AttrRanges, sb2.DefRange)
+	if pd[0].Subject.Start.Line != 5 {
+		t.Fatalf("limit diagnostic at line %d, want 5", pd[0].Subject.Start.Line)
+	}
 }
 
 func TestSpecForDefaultsAndBlocks(t *testing.T) {
@@ -225,6 +235,16 @@ func TestSpecForDefaultsAndBlocks(t *testing.T) {
 	}
 }
 
+func TestRunNameFromFile(t *testing.T) {
+	f, diags := Parse("/tmp/my job (v2).hcl", []byte("env \"e\" {}\n"), nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if f.Run.Name != "my-job--v2-" || f.Output.Dir != "runs/my-job--v2-" {
+		t.Errorf("name %q dir %q", f.Run.Name, f.Output.Dir)
+	}
+}
+
 func TestEnvFunction(t *testing.T) {
 	t.Setenv("RLHOST_TEST_VALUE", "hello")
 	src := "run {\n  name = env(\"RLHOST_TEST_VALUE\")\n}\noutput {\n  dir = env(\"RLHOST_TEST_UNSET_X\", \"fallback\")\n}\n"
@@ -245,7 +265,7 @@ func TestUnits(t *testing.T) {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "-1", "lots", "1XB", "1e30GiB"} {
+	for _, bad := range []string{"", "-1", "lots", "1XB", "1e30GiB", "NaN", "inf", "+Inf MiB"} {
 		if _, err := ParseSize(bad); err == nil {
 			t.Errorf("ParseSize(%q) accepted", bad)
 		}
@@ -257,7 +277,7 @@ func TestUnits(t *testing.T) {
 			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "-1s", "soon"} {
+	for _, bad := range []string{"", "-1s", "soon", "nan", "inf", "1e20", "9.3e9", "200000000h"} {
 		if _, err := ParseDuration(bad); err == nil {
 			t.Errorf("ParseDuration(%q) accepted", bad)
 		}
@@ -326,4 +346,27 @@ func TestSensitiveDiagnosticsHideTheLine(t *testing.T) {
 	if err := CheckReserved(schema.Spec{Attributes: []schema.Attribute{{Name: "labels", Type: cty.String}}}, ReservedSandboxSettings, "p"); err == nil {
 		t.Error("a plugin declaring labels must be refused")
 	}
+}
+
+// The unit parsers either fail or return a sane, non-negative value.
+func FuzzParseSize(f *testing.F) {
+	for _, s := range []string{"1GiB", "0", "1.5MiB", "NaN", "1e308", "-0", " 7 KB "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if v, err := ParseSize(s); err == nil && (v < 0 || v > 1<<62) {
+			t.Fatalf("ParseSize(%q) = %d", s, v)
+		}
+	})
+}
+
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{"1s", "1.5", "2h45m", "nan", "9.3e9", "-0", "1e-9"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if d, err := ParseDuration(s); err == nil && (d < 0 || d > maxDuration) {
+			t.Fatalf("ParseDuration(%q) = %v", s, d)
+		}
+	})
 }

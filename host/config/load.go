@@ -72,7 +72,7 @@ func Parse(path string, src []byte, vars map[string]string) (*File, hcl.Diagnost
 	diags = append(diags, d.sandboxes()...)
 	diags = append(diags, d.envs()...)
 	diags = append(diags, d.policies()...)
-	diags = append(diags, d.links(hf.Body)...)
+	diags = append(diags, d.links()...)
 	return f, diags
 }
 
@@ -207,7 +207,7 @@ type runHCL struct {
 func (d *decoder) run() hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	r := &d.f.Run
-	*r = Run{Name: strings.TrimSuffix(filepath.Base(d.f.Path), filepath.Ext(d.f.Path)), Steps: DefaultSteps, BatchSize: DefaultBatchSize,
+	*r = Run{Name: nameFromFile(d.f.Path), Steps: DefaultSteps, BatchSize: DefaultBatchSize,
 		GroupSize: DefaultGroupSize, Concurrency: DefaultConcurrency, MaxTurns: DefaultMaxTurns, EpisodeTimeout: DefaultEpisodeTimeout}
 	blocks := d.ofType("run")
 	if len(blocks) > 1 {
@@ -219,6 +219,12 @@ func (d *decoder) run() hcl.Diagnostics {
 	}
 	b := blocks[0]
 	r.DefRange = b.DefRange
+	r.AttrRanges = map[string]hcl.Range{}
+	if sb, ok := b.Body.(*hclsyntax.Body); ok {
+		for name, a := range sb.Attributes {
+			r.AttrRanges[name] = a.Expr.Range()
+		}
+	}
 	var h runHCL
 	diags = append(diags, gohcl.DecodeBody(b.Body, d.f.EvalContext, &h)...)
 	diags = append(diags, noRemain(h.Remain)...)
@@ -378,6 +384,13 @@ func (d *decoder) sandboxes() hcl.Diagnostics {
 				continue
 			}
 			diags = append(diags, decodeLimits(lb, ctx, &s.Spec.Limits)...)
+			s.AttrRanges["limits"] = lb.DefRange
+			if body, ok := lb.Body.(*hclsyntax.Body); ok {
+				for name, a := range body.Attributes {
+					// Backends name limits by core.Limits' JSON fields.
+					s.AttrRanges["limits."+limitJSONName(name)] = a.Expr.Range()
+				}
+			}
 		}
 		d.f.Sandboxes = append(d.f.Sandboxes, s)
 	}
@@ -434,7 +447,7 @@ func decodeLimits(b *hcl.Block, ctx *hcl.EvalContext, l *core.Limits) hcl.Diagno
 	return diags
 }
 
-var envSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "plugin"}, {Name: "sandbox"}}}
+var envSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "plugin"}, {Name: "sandbox"}, {Name: "pass_env"}}}
 
 func (d *decoder) envs() hcl.Diagnostics {
 	blocks, diags := d.labelled("env")
@@ -450,6 +463,8 @@ func (d *decoder) envs() hcl.Diagnostics {
 				diags = append(diags, gohcl.DecodeExpression(a.Expr, d.f.EvalContext, &e.Plugin)...)
 			case "sandbox":
 				diags = append(diags, gohcl.DecodeExpression(a.Expr, d.f.EvalContext, &e.Sandbox)...)
+			case "pass_env":
+				diags = append(diags, gohcl.DecodeExpression(a.Expr, d.f.EvalContext, &e.PassEnv)...)
 			}
 		}
 		d.f.Envs = append(d.f.Envs, e)
@@ -474,7 +489,7 @@ func (d *decoder) policies() hcl.Diagnostics {
 
 // links checks the references between blocks and fills in the defaults that
 // depend on them.
-func (d *decoder) links(body hcl.Body) hcl.Diagnostics {
+func (d *decoder) links() hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	f := d.f
 	sandboxes := map[string]bool{}
@@ -492,14 +507,15 @@ func (d *decoder) links(body hcl.Body) hcl.Diagnostics {
 			diags = append(diags, attrErr(nil, e.AttrRanges["sandbox"], "", "Unknown sandbox", fmt.Sprintf("No sandbox block is named %q.", e.Sandbox)))
 		}
 	}
-	pick := func(kind, chosen string, names []string, attr string) string {
+	pick := func(kind, chosen string, names []string, ranges []hcl.Range, attr string) string {
 		if chosen != "" {
 			for _, n := range names {
 				if n == chosen {
 					return chosen
 				}
 			}
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown " + kind, Detail: fmt.Sprintf("run.%s names %q, but no %s block has that name.", attr, chosen, kind), Subject: f.Run.DefRange.Ptr()})
+			rng := f.Run.AttrRanges[attr]
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown " + kind, Detail: fmt.Sprintf("run.%s names %q, but no %s block has that name.", attr, chosen, kind), Subject: rangePtr(rng, f.Run.DefRange)})
 			return ""
 		}
 		switch len(names) {
@@ -508,19 +524,30 @@ func (d *decoder) links(body hcl.Body) hcl.Diagnostics {
 		case 1:
 			return names[0]
 		}
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Ambiguous " + kind, Detail: fmt.Sprintf("There are several %s blocks; set %s = %s.NAME in the run block.", kind, attr, kind), Subject: f.Run.DefRange.Ptr()})
+		// Point at the run block when there is one, else at the second
+		// block of the kind: the one that made the choice ambiguous.
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Ambiguous " + kind, Detail: fmt.Sprintf("There are several %s blocks; set %s = %s.NAME in the run block.", kind, attr, kind), Subject: rangePtr(f.Run.DefRange, ranges[1])})
 		return ""
 	}
 	var envNames, polNames []string
+	var envRanges, polRanges []hcl.Range
 	for _, e := range f.Envs {
-		envNames = append(envNames, e.Name)
+		envNames, envRanges = append(envNames, e.Name), append(envRanges, e.DefRange)
 	}
 	for _, p := range f.Policies {
-		polNames = append(polNames, p.Name)
+		polNames, polRanges = append(polNames, p.Name), append(polRanges, p.DefRange)
 	}
-	f.Run.Env = pick("env", f.Run.Env, envNames, "env")
-	f.Run.Policy = pick("policy", f.Run.Policy, polNames, "policy")
+	f.Run.Env = pick("env", f.Run.Env, envNames, envRanges, "env")
+	f.Run.Policy = pick("policy", f.Run.Policy, polNames, polRanges, "policy")
 	return diags
+}
+
+// rangePtr returns rng, or fallback when rng is unset (no such block).
+func rangePtr(rng, fallback hcl.Range) *hcl.Range {
+	if rng.Filename == "" {
+		return fallback.Ptr()
+	}
+	return rng.Ptr()
 }
 
 // Env returns the env block the run uses, or nil.
@@ -605,4 +632,30 @@ func validName(s string) bool {
 		}
 	}
 	return true
+}
+
+// nameFromFile derives a default run name from the config's file name,
+// replacing what cannot appear in paths and labels ("my job.hcl" → "my-job").
+func nameFromFile(path string) string {
+	base := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	out := []rune(base)
+	for i, r := range out {
+		if !validName(string(r)) {
+			out[i] = '-'
+		}
+	}
+	if len(out) == 0 {
+		return "run"
+	}
+	return string(out)
+}
+
+// limitJSONName maps an HCL limits attribute to the core.Limits JSON field
+// a backend uses in its diagnostics.
+func limitJSONName(hclName string) string {
+	switch hclName {
+	case "memory", "file_size", "tmp", "output", "disk":
+		return hclName + "_bytes"
+	}
+	return hclName
 }

@@ -95,6 +95,8 @@ func PluginDiagnostics(ds schema.Diagnostics, spec schema.Spec, pluginName strin
 		rng := block
 		if r, ok := findPath(body, d.Path); ok {
 			rng = r
+		} else if r, ok := hostAttrs[strings.Join(d.Path, ".")]; ok && len(d.Path) > 0 {
+			rng = r
 		} else if len(d.Path) > 0 {
 			if r, ok := hostAttrs[d.Path[0]]; ok {
 				rng = r
@@ -118,7 +120,7 @@ func PluginDiagnostics(ds schema.Diagnostics, spec schema.Spec, pluginName strin
 // schema may not declare them, or its setting would never be reached.
 var (
 	ReservedSandboxSettings = []string{"backend", "plugin", "timeout", "image", "rootfs", "env", "labels", "ttl", "network", "workdir", "limits"}
-	ReservedEnvSettings     = []string{"plugin", "sandbox"}
+	ReservedEnvSettings     = []string{"plugin", "sandbox", "pass_env"}
 )
 
 // CheckReserved reports schema entries that collide with host settings.

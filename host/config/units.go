@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -32,7 +33,7 @@ func ParseSize(s string) (int64, error) {
 		}
 	}
 	f, err := strconv.ParseFloat(num, 64)
-	if err != nil || f < 0 {
+	if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
 		return 0, fmt.Errorf("invalid size %q: want a number with an optional unit such as 512MiB or 1GB", s)
 	}
 	v := f * mult
@@ -46,8 +47,13 @@ func ParseSize(s string) (int64, error) {
 func ParseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		if f < 0 {
+		switch {
+		case math.IsNaN(f) || math.IsInf(f, 0):
+			return 0, fmt.Errorf("invalid duration %q: want e.g. 500ms, 30s or 5m", s)
+		case f < 0:
 			return 0, fmt.Errorf("negative duration %q", s)
+		case f*float64(time.Second) > float64(maxDuration):
+			return 0, fmt.Errorf("duration %q is too long", s)
 		}
 		return time.Duration(f * float64(time.Second)), nil
 	}
@@ -58,5 +64,12 @@ func ParseDuration(s string) (time.Duration, error) {
 	if d < 0 {
 		return 0, fmt.Errorf("negative duration %q", s)
 	}
+	if d > maxDuration {
+		return 0, fmt.Errorf("duration %q is too long", s)
+	}
 	return d, nil
 }
+
+// maxDuration keeps every accepted duration far from overflow when callers
+// add to it (a deadline, a TTL plus a margin).
+const maxDuration = 100 * 365 * 24 * time.Hour

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -108,7 +109,10 @@ func StartBackend(ctx context.Context, f *config.File, sb *config.Sandbox, mgr *
 		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot find sandbox backend", Detail: err.Error(), Subject: rng.Ptr()}}
 	}
 	var diags hcl.Diagnostics
+	var mu sync.Mutex // setup runs again, on another goroutine, after each restart
 	setup := func(ctx context.Context, raw any) error {
+		mu.Lock()
+		defer mu.Unlock()
 		c, ok := raw.(*sandboxplugin.Client)
 		if !ok {
 			return fmt.Errorf("%s is not a sandbox backend", src)
@@ -130,6 +134,8 @@ func StartBackend(ctx context.Context, f *config.File, sb *config.Sandbox, mgr *
 		return nil
 	}
 	in, err := mgr.Start(ctx, src, setup)
+	mu.Lock()
+	defer mu.Unlock()
 	if err != nil {
 		if !diags.HasErrors() {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Sandbox backend failed to start", Detail: err.Error(), Subject: sb.DefRange.Ptr()})
@@ -150,7 +156,10 @@ func StartEnv(ctx context.Context, f *config.File, e *config.Env, mgr *pluginmgr
 		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot find env plugin", Detail: err.Error(), Subject: rng.Ptr()}}
 	}
 	var diags hcl.Diagnostics
+	var mu sync.Mutex // setup runs again, on another goroutine, after each restart
 	setup := func(ctx context.Context, raw any) error {
+		mu.Lock()
+		defer mu.Unlock()
 		c, ok := raw.(*envplugin.Client)
 		if !ok {
 			return fmt.Errorf("%s is not an environment", src)
@@ -171,7 +180,9 @@ func StartEnv(ctx context.Context, f *config.File, e *config.Env, mgr *pluginmgr
 		}
 		return nil
 	}
-	in, err := mgr.Start(ctx, src, setup)
+	in, err := mgr.Start(ctx, src, setup, pluginmgr.StartOptions{PassEnv: e.PassEnv})
+	mu.Lock()
+	defer mu.Unlock()
 	if err != nil {
 		if !diags.HasErrors() {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Env plugin failed to start", Detail: err.Error(), Subject: e.DefRange.Ptr()})

@@ -31,10 +31,12 @@ func Passed(t core.Trajectory) bool {
 }
 
 // TimedOut is the timeout rule used by Aggregate: the host stopped the
-// episode on its deadline, or the environment counted a timeout of its own
-// (e.g. a test run killed inside the sandbox) in Metrics["timeouts"].
+// episode on its deadline, the environment counted a timeout of its own
+// (e.g. a test run killed inside the sandbox) in Metrics["timeouts"], or a
+// sandbox exec hit its wall-clock limit (Metrics["sandbox_timeouts"], set by
+// the runner).
 func TimedOut(t core.Trajectory) bool {
-	return t.FinishReason == core.FinishTimeout || t.Metrics["timeouts"] > 0
+	return t.FinishReason == core.FinishTimeout || t.Metrics["timeouts"] > 0 || t.Metrics["sandbox_timeouts"] > 0
 }
 
 // Aggregate summarises one step's episodes. Reward statistics use the

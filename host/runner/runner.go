@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -73,12 +74,13 @@ func (r *Runner) fatalErr() error {
 type Result struct {
 	Summary     output.Summary
 	Interrupted bool
+	FirstError  string // the first episode error, for a run that only failed
 }
 
 // Run executes every step, or stops early when ctx is cancelled: in-flight
 // episodes are ended and their sandboxes destroyed, finished trajectories
 // stay on disk, and the summary says the run was interrupted.
-func (r *Runner) Run(ctx context.Context) (Result, error) {
+func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 	if r.Logger == nil {
 		r.Logger = hclog.NewNullLogger()
 	}
@@ -101,6 +103,8 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 	_ = r.Out.WriteSummary(sum)
 
 	interrupted := false
+	first := ""
+	defer func() { res.FirstError = first }()
 	for step := 0; step < r.Settings.Steps; step++ {
 		if ctx.Err() != nil {
 			interrupted = true
@@ -114,6 +118,14 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		}
 		if len(trajs) == 0 {
 			break
+		}
+		if first == "" {
+			for _, t := range trajs {
+				if t.Error != "" {
+					first = t.Error
+					break
+				}
+			}
 		}
 		m := output.Aggregate(r.RunID, step, trajs)
 		m.DurationMS = ms(time.Since(start))
@@ -174,8 +186,10 @@ launch:
 				defer wg.Done()
 				defer func() { <-sem }()
 				t := r.episode(ctx, step, g, i, task, share)
+				sanitize(&t)
 				if err := r.Out.WriteTrajectory(t); err != nil {
-					r.Logger.Error("cannot write trajectory", "error", err)
+					// Going on would run episodes whose results are lost.
+					r.setFatal(fmt.Errorf("write trajectory: %w", err))
 				}
 				mu.Lock()
 				out = append(out, t)
@@ -221,7 +235,7 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 	spec.Labels[LabelEpisode] = fmt.Sprintf("s%d-g%d-e%d", step, group, index)
 	info, err := backend.Create(ctx, spec)
 	if err != nil {
-		return fail(finishFor(parent, ctx, core.FinishError), fmt.Errorf("create sandbox: %w", r.Backend.Crashed(err)))
+		return fail(finishFor(parent, ctx, core.FinishError), r.Backend.Crashed(err))
 	}
 	t.SandboxID = info.ID
 	if info.Isolation != "" {
@@ -241,8 +255,10 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 	}()
 	lent := &lentSandbox{backend: r.Backend, id: info.ID, timeout: r.ExecTimeout}
 	defer func() {
+		// Host-side counters get their own names so an env's metrics of the
+		// same meaning never collide with them.
 		t.Metrics["sandbox_execs"] = float64(lent.execs.Load())
-		t.Metrics["timeouts"] += float64(lent.timeouts.Load())
+		t.Metrics["sandbox_timeouts"] = float64(lent.timeouts.Load())
 		t.Metrics["sandbox_exec_ms"] = float64(lent.execNS.Load()) / 1e6
 	}()
 
@@ -262,7 +278,6 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 
 	reason := ""
 	var loopErr error
-	empties := 0
 	for turn := 0; !obs.Done; turn++ {
 		if turn >= r.Settings.MaxTurns {
 			reason = core.FinishMaxTurns
@@ -296,7 +311,6 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 		msg.Role = core.RoleAssistant
 		if msg.Content == "" && len(msg.ToolCalls) == 0 {
 			tr.Empty = true
-			empties++
 		}
 		tr.ToolCalls = len(msg.ToolCalls)
 		t.Messages = append(t.Messages, msg)
@@ -312,8 +326,6 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 		t.Messages = append(t.Messages, obs.Messages...)
 		merge(&t, obs)
 	}
-	t.Metrics["turns"] = float64(len(t.Turns))
-	t.Metrics["empty_replies"] = float64(empties)
 
 	ectx, ecancel := cleanup()
 	defer ecancel()
@@ -363,13 +375,13 @@ func (r *Runner) complete(ctx context.Context, req policy.Request, turn int, sha
 
 // groupShare is the one first-turn request of a group.
 type groupShare struct {
-	n    int
-	once sync.Once
-	done chan struct{}
-	key  string
-	resp policy.Response
-	err  error
-	mu   sync.Mutex
+	n      int
+	done   chan struct{}
+	key    string
+	leader int // the episode that made the request; its trajectory gets the usage
+	resp   policy.Response
+	err    error
+	mu     sync.Mutex
 }
 
 func (g *groupShare) get(ctx context.Context, p policy.Policy, req policy.Request) (policy.Choice, core.Usage, bool, error) {
@@ -378,6 +390,7 @@ func (g *groupShare) get(ctx context.Context, p policy.Policy, req policy.Reques
 	if g.done == nil {
 		g.done = make(chan struct{})
 		g.key = key
+		g.leader = req.Index
 		g.mu.Unlock()
 		shared := req
 		shared.N, shared.Index = g.n, 0
@@ -404,9 +417,9 @@ func (g *groupShare) get(ctx context.Context, p policy.Policy, req policy.Reques
 	if req.Index >= len(g.resp.Choices) {
 		return policy.Choice{}, core.Usage{}, false, nil
 	}
-	// Usage is reported once, on the episode that got choice 0.
+	// Usage is reported once, on the episode that made the request.
 	var u core.Usage
-	if req.Index == 0 {
+	if req.Index == g.leader {
 		u = g.resp.Usage
 	}
 	return g.resp.Choices[req.Index], u, true, nil
@@ -491,4 +504,20 @@ func (s *sampler) next(n int) []core.Task {
 // suffix, so two runs of one config never share sandboxes or labels.
 func RunID(name string, now time.Time) string {
 	return name + "-" + now.UTC().Format("20060102-150405") + "-" + strconv.FormatUint(rand.Uint64()%0xffff, 16)
+}
+
+// sanitize replaces values JSON cannot carry (NaN, ±Inf from an env's
+// arithmetic) so the trajectory is written rather than lost; what was
+// replaced is noted in Info.
+func sanitize(t *core.Trajectory) {
+	if math.IsNaN(t.Reward) || math.IsInf(t.Reward, 0) {
+		t.Info["non_finite_reward"] = strconv.FormatFloat(t.Reward, 'g', -1, 64)
+		t.Reward = 0
+	}
+	for k, v := range t.Metrics {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			t.Info["non_finite_metric."+k] = strconv.FormatFloat(v, 'g', -1, 64)
+			delete(t.Metrics, k)
+		}
+	}
 }

@@ -277,6 +277,21 @@ for addr in [("127.0.0.1", %d), ("8.8.8.8", 53)]:
 			e.expect(!strings.Contains(r.Stdout, "m=0"), "mount: %+v", r)
 			return "mount fails: permission denied"
 		}},
+		{"mount-table", "look for any writable or setuid-capable mount", "only /workspace, /tmp, /run, /dev/shm (and proc, device nodes) writable; all nosuid", func(e *advEnv) string {
+			r := e.exec("cut -d' ' -f5,6 /proc/self/mountinfo")
+			writable := map[string]bool{"/workspace": true, "/tmp": true, "/run": true, "/dev/shm": true, "/proc": true,
+				"/dev/null": true, "/dev/zero": true, "/dev/full": true, "/dev/random": true, "/dev/urandom": true, "/dev/tty": true}
+			n := 0
+			for _, line := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+				mp, opts, _ := strings.Cut(line, " ")
+				n++
+				e.expect(strings.Contains(opts, "nosuid"), "mount %s without nosuid: %s", mp, opts)
+				if strings.HasPrefix(opts, "rw") {
+					e.expect(writable[mp], "unexpected writable mount %s", mp)
+				}
+			}
+			return fmt.Sprintf("%d mounts checked", n)
+		}},
 		{"proc-init", "read /proc/1/environ (and of each init thread) and /proc/1/mem", "init is non-dumpable: denied", func(e *advEnv) string {
 			r := e.exec("cat /proc/1/environ; for t in /proc/1/task/*; do cat $t/environ; done; dd if=/proc/1/mem of=/dev/null bs=1 count=1 skip=4194304 2>&1")
 			e.expect(strings.Contains(r.Stderr+r.Stdout, "Permission denied") && !strings.Contains(r.Stdout, sandboxinit.RoleEnv), "init readable: %+v", r)

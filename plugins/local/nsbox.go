@@ -169,6 +169,9 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.S
 		conn.Close()
 		return nil, fmt.Errorf("sandbox %s: start init %s: %w (%s)", id, set.helper, err, nsHint(err))
 	}
+	// Only the init may hold its end now, so its exit reads as EOF here.
+	child.Close()
+	exe.Close()
 	nb = &nsBox{pid: cmd.Process.Pid, uid: uid, cmd: cmd, conn: conn, cg: cg, pending: map[uint64]chan sandboxinit.Response{}, dead: make(chan struct{}), exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(nb.exited) }()
 	defer func() {

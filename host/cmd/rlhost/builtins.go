@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"sort"
 
 	"github.com/rlhost/rlhost/core/envplugin"
 	"github.com/rlhost/rlhost/core/pluginbase"
@@ -39,6 +40,9 @@ func builtinNames() map[string][]string {
 	}
 	for name := range builtinBackends() {
 		out[pluginbase.KindSandbox] = append(out[pluginbase.KindSandbox], name)
+	}
+	for _, names := range out {
+		sort.Strings(names)
 	}
 	return out
 }

@@ -113,7 +113,10 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	if *outDir != "" {
 		dir = *outDir
 	}
-	if err := prepareOutDir(dir, *overwrite, *appendOut); err != nil {
+	// Check now, delete later: --overwrite must not cost the user an earlier
+	// run when this one's config turns out to be broken.
+	old, err := existingOutputs(dir, *overwrite, *appendOut)
+	if err != nil {
 		a.errorf("%v", err)
 		return 1
 	}
@@ -126,8 +129,14 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	runID := runner.RunID(f.Run.Name, time.Now())
 	// A second Ctrl-C while we clean up means "now": plugins die with us
 	// (parent-death signal), and so do their sandboxes.
+	finished := make(chan struct{})
+	defer close(finished)
 	go func() {
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-finished:
+			return
+		}
 		ch := make(chan os.Signal, 1)
 		signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 		fmt.Fprintln(a.stderr, "\nrlhost: interrupted; ending episodes and removing sandboxes (Ctrl-C again to force)")
@@ -144,6 +153,10 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	}
 	defer j.Close(ctx)
 	defer mgr.StopAll(context.WithoutCancel(ctx))
+	if err := removeOutputs(dir, old); err != nil {
+		a.errorf("%v", err)
+		return 1
+	}
 
 	out, err := output.Open(dir)
 	if err != nil {
@@ -167,21 +180,31 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	}
 	res, err := r.Run(ctx)
 	fmt.Fprint(a.stdout, output.FinalSummary(res.Summary))
+	if res.Interrupted || ctx.Err() != nil {
+		if err != nil {
+			a.errorf("%v", err)
+		}
+		fmt.Fprintf(a.stderr, "rlhost: run interrupted; finished trajectories are in %s\n", dir)
+		return 130
+	}
 	if err != nil {
 		a.errorf("%v", err)
 		return 1
 	}
-	if res.Interrupted {
-		fmt.Fprintf(a.stderr, "rlhost: run interrupted; finished trajectories are in %s\n", dir)
-		return 130
+	if s := res.Summary; s.Episodes > 0 && s.Errors == s.Episodes {
+		a.errorf("every episode failed (%d of %d); the first error was: %s\nSee the error field of %s.", s.Errors, s.Episodes, res.FirstError, filepath.Join(dir, output.TrajectoriesFile))
+		return 1
 	}
 	return 0
 }
 
-// prepareOutDir refuses to mix two runs' outputs unless asked to.
-func prepareOutDir(dir string, overwrite, appendOut bool) error {
+// existingOutputs refuses to mix two runs' outputs unless asked to, and
+// returns the files --overwrite will remove once the job has started.
+// (--append keeps the old lines; step numbers start at 0 again, and each
+// line's run_id tells the runs apart.)
+func existingOutputs(dir string, overwrite, appendOut bool) ([]string, error) {
 	if overwrite && appendOut {
-		return fmt.Errorf("--overwrite and --append exclude each other")
+		return nil, fmt.Errorf("--overwrite and --append exclude each other")
 	}
 	files := []string{output.TrajectoriesFile, output.MetricsFile, output.SummaryFile}
 	var existing []string
@@ -191,13 +214,17 @@ func prepareOutDir(dir string, overwrite, appendOut bool) error {
 		}
 	}
 	if len(existing) == 0 || appendOut {
-		return nil
+		return nil, nil
 	}
 	if !overwrite {
-		return fmt.Errorf("output directory %s already holds a run (%s); pass --out DIR, --overwrite or --append", dir, strings.Join(existing, ", "))
+		return nil, fmt.Errorf("output directory %s already holds a run (%s); pass --out DIR, --overwrite or --append", dir, strings.Join(existing, ", "))
 	}
-	for _, name := range existing {
-		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+	return existing, nil
+}
+
+func removeOutputs(dir string, names []string) error {
+	for _, name := range names {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
 			return fmt.Errorf("remove old output: %w", err)
 		}
 	}

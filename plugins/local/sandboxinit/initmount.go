@@ -46,6 +46,7 @@ func buildRoot(s Setup) error {
 		return fmt.Errorf("mount staging tmpfs: %w", err)
 	}
 	nr := stage
+	var binds []string
 	skip := map[string]bool{"proc": true, "sys": true, "dev": true, "tmp": true, "run": true, "workspace": true}
 	ents, err := os.ReadDir(s.Rootfs)
 	if err != nil {
@@ -81,8 +82,9 @@ func buildRoot(s Setup) error {
 		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fmt.Errorf("bind %s: %w", src, err)
 		}
+		binds = append(binds, dst)
 	}
-	if err := remountReadOnlyUnder(nr); err != nil {
+	if err := readOnlyBinds(nr, binds); err != nil {
 		return err
 	}
 	for _, h := range s.Hide {
@@ -153,6 +155,23 @@ func buildRoot(s Setup) error {
 	}
 	if err := unix.Mount("", "/", "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
 		return fmt.Errorf("make / read-only: %w", err)
+	}
+	return nil
+}
+
+// readOnlyBinds makes each bound tree read-only, nosuid and nodev with one
+// mount_setattr(AT_RECURSIVE) per tree (Linux 5.12+), falling back to
+// remounting every mount below dir one by one on older kernels.
+func readOnlyBinds(dir string, binds []string) error {
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	for i, b := range binds {
+		err := unix.MountSetattr(unix.AT_FDCWD, b, unix.AT_RECURSIVE, &attr)
+		if err == unix.ENOSYS && i == 0 {
+			return remountReadOnlyUnder(dir)
+		}
+		if err != nil {
+			return fmt.Errorf("make %s read-only: %w", b, err)
+		}
 	}
 	return nil
 }

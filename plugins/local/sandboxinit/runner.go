@@ -139,14 +139,20 @@ func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, coun
 		stdinW.Close()
 	}()
 
+	// finished stops a late timer or cancellation from killing the group
+	// after the command has ended: its background children are meant to
+	// outlive the exec.
 	var mu sync.Mutex
-	timedOut := false
+	timedOut, finished := false, false
 	killGroup := func(timeout bool) {
 		mu.Lock()
+		defer mu.Unlock()
+		if finished {
+			return
+		}
 		if timeout {
 			timedOut = true
 		}
-		mu.Unlock()
 		syscall.Kill(-pid, syscall.SIGKILL)
 		syscall.Kill(pid, syscall.SIGKILL) // in case it left its group already
 	}
@@ -164,13 +170,14 @@ func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, coun
 	}()
 
 	ws, ru, werr := wait()
+	mu.Lock()
+	finished = true
+	killed := timedOut
+	mu.Unlock()
 	close(stopWatch)
 	if timer != nil {
 		timer.Stop()
 	}
-	mu.Lock()
-	killed := timedOut
-	mu.Unlock()
 	if werr != nil || killed || ctx.Err() != nil {
 		// The tree is gone (and reaped) before the result says so.
 		killGroupAndWait(pid, 500*time.Millisecond)
@@ -196,9 +203,7 @@ func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, coun
 	res.Stdout = string(stdout.buf)
 	res.Stderr = string(stderr.buf)
 	res.OutputTruncated = stdout.truncated || stderr.truncated
-	mu.Lock()
-	res.TimedOut = timedOut
-	mu.Unlock()
+	res.TimedOut = killed
 	switch {
 	case ws.Exited():
 		res.ExitCode = ws.ExitStatus()
