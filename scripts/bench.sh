@@ -28,14 +28,16 @@ section() { # name, title, intro
   echo >>"$tmp/body"
 }
 
-run_md() { # command...; appends its Markdown rows (RLHOST_BENCH_MD) and keeps the raw output
-  local md="$tmp/rows.md"
+run_md() { # header, command...; appends the Markdown rows the benchmark writes to $RLHOST_BENCH_MD
+  local md="$tmp/rows.md" header=$1
+  shift
   : >"$md"
   echo "\`\`\`" >>"$tmp/body"
   echo "\$ $*" >>"$tmp/body"
   echo "\`\`\`" >>"$tmp/body"
   echo >>"$tmp/body"
   RLHOST_BENCH_MD="$md" "$@" >"$tmp/raw.txt" 2>&1 || { cat "$tmp/raw.txt"; echo "bench command failed: $*" >&2; exit 1; }
+  echo "$header" >>"$tmp/body"
   cat "$md" >>"$tmp/body"
   echo >>"$tmp/body"
   echo "<details><summary>raw output</summary>" >>"$tmp/body"
@@ -51,18 +53,14 @@ run_md() { # command...; appends its Markdown rows (RLHOST_BENCH_MD) and keeps t
 make -s build
 
 if want host; then
-  section host "Host: plugin round trip and coding throughput" \
-"A no-op sandbox exec (\`true\`) three ways, interleaved in one loop: bare fork/exec in the host process (baseline), host → backend plugin → sandbox, and host → env plugin → lent Sandbox over the go-plugin broker → backend plugin → sandbox. Medians in µs; *env hop* is what the env/broker path adds over a direct backend call.
-
-| path | iterations | bare fork/exec (µs) | backend exec (µs) | via env + broker (µs) | env hop (µs) | env / backend |
-|---|---|---|---|---|---|---|"
-  run_md go test -run XXX -bench 'BenchmarkPluginRoundTrip' -benchtime 300x ./host/cmd/rlhost/
+  section host "Host: plugin round trip of a no-op sandbox exec" \
+"A no-op sandbox exec (\`true\`) three ways, interleaved in one loop: bare fork/exec in the host process (baseline), host → backend plugin → sandbox, and host → env plugin → lent Sandbox over the go-plugin broker → backend plugin → sandbox. Medians in µs; *env hop* is what the env/broker path adds over a direct backend call."
+  run_md "| path | iterations | bare fork/exec (µs) | backend exec (µs) | via env + broker (µs) | env hop (µs) | env / backend |
+|---|---|---|---|---|---|---|" go test -run XXX -bench 'BenchmarkPluginRoundTrip' -benchtime 300x ./host/cmd/rlhost/
   section host2 "Host: end-to-end scored completions per second" \
-"\`rlhost run\` on the coding env with a replay policy (the policy costs nothing), each completion in a fresh sandbox, against bare \`python3 -c\` processes running the same solutions at the same concurrency, in the same run.
-
-| job | shape | rlhost completions/s | bare python3 processes/s | ratio |
-|---|---|---|---|---|"
-  run_md go test -run XXX -bench 'BenchmarkCodingThroughput' -benchtime 3x ./host/cmd/rlhost/
+"\`rlhost run\` on the coding env with a replay policy (the policy costs nothing), each completion in a fresh sandbox, against bare \`python3 -c\` processes running the same solutions at the same concurrency, in the same run (medians of 3 runs each). A scored completion runs two interpreters (the trusted runner and the candidate's child) plus the sandbox's create and destroy, so the ratio to one bare interpreter start is the overhead of isolation and honest scoring together."
+  run_md "| job | shape | rlhost completions/s | bare python3 processes/s | ratio |
+|---|---|---|---|---|" go test -run XXX -bench 'BenchmarkCodingThroughput' -benchtime 3x ./host/cmd/rlhost/
 fi
 
 # run_block TITLE INTRO CMD...: runs a component's own bench command and
@@ -84,7 +82,9 @@ run_block() {
   echo >>"$tmp/body"
   sed -nE 's/^[[:space:]]*([A-Za-z_]+\.go:[0-9]+: )?(\|.*\|)[[:space:]]*$/\2/p' "$tmp/raw.txt" >"$tmp/table.txt"
   if [ -s "$tmp/table.txt" ]; then
-    if ! head -1 "$tmp/table.txt" | grep -q -- '---' && ! sed -n 2p "$tmp/table.txt" | grep -q -- '---'; then
+    if [ -n "${BENCH_HEADER:-}" ]; then
+      echo "$BENCH_HEADER" >>"$tmp/body"
+    elif ! head -1 "$tmp/table.txt" | grep -q -- '---' && ! sed -n 2p "$tmp/table.txt" | grep -q -- '---'; then
       cols=$(head -1 "$tmp/table.txt" | awk -F'|' '{print NF-2}')
       # Rows printed without a header get a generic one.
       { printf '|'; for _ in $(seq 1 "$cols"); do printf ' |'; done; echo; printf '|'; for _ in $(seq 1 "$cols"); do printf -- '---|'; done; echo; } >>"$tmp/body"

@@ -109,6 +109,8 @@ func benchEpisodes(b *testing.B, isolation string) {
 	b.ReportMetric(ms(rawTime), "raw_exec_ms")
 	b.ReportMetric(ms(trueTime), "true_exec_ms")
 	b.ReportMetric(envTime.Seconds()/rawTime.Seconds(), "overhead_ratio")
-	b.Logf("| mbpp episode, local isolation=%s (write_file + grade, %d sample tasks, N=%d) | %.1f ms/episode (%.2f episodes/s) | same sandbox calls direct: %.1f ms; bare /bin/true exec: %.1f ms | %.2fx | %d CPUs |",
-		isolation, len(ps), b.N, ms(envTime), n/envTime.Seconds(), ms(rawTime), ms(trueTime), envTime.Seconds()/rawTime.Seconds(), runtime.NumCPU())
+	if b.N > 1 { // the framework probes with N=1 first; report the real pass
+		b.Logf("| mbpp episode, local isolation=%s (write_file + grade, %d sample tasks, N=%d) | %.1f ms/episode (%.2f episodes/s) | same sandbox calls direct: %.1f ms; bare /bin/true exec: %.1f ms | %.2fx | %d CPUs |",
+			isolation, len(ps), b.N, ms(envTime), n/envTime.Seconds(), ms(rawTime), ms(trueTime), envTime.Seconds()/rawTime.Seconds(), runtime.NumCPU())
+	}
 }

@@ -128,6 +128,19 @@ func runInit(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *tok != "" {
+		// A model that cannot embed its tokenizer's ids is useless: widen the
+		// vocabulary to cover them (and stop on the tokenizer's EOS).
+		t, err := tokenizer.Load(*tok)
+		if err != nil {
+			return fmt.Errorf("load tokenizer: %w", err)
+		}
+		if cfg.VocabSize < t.VocabSize() {
+			fmt.Fprintf(stderr, "note: vocab_size %d widened to %d to cover the tokenizer\n", cfg.VocabSize, t.VocabSize())
+			cfg.VocabSize = t.VocabSize()
+		}
+		cfg.EOSTokenIDs = []int{t.EOS()}
+	}
 	be, err := cpu.New(cpu.Options{})
 	if err != nil {
 		return err
