@@ -216,7 +216,8 @@ func TestEpisodeEndedByHost(t *testing.T) {
 	}
 }
 
-func TestUnknownEpisodeAndLentSandboxScope(t *testing.T) {
+// An ended session is gone on the plugin side, and an id cannot start twice.
+func TestUnknownEpisodeAfterEnd(t *testing.T) {
 	client := envtest.Serve(t, &shellEnv{configured: "x"})
 	ctx := context.Background()
 	sb := &dirSandbox{id: "sb-3", dir: t.TempDir()}

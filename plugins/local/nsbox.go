@@ -204,6 +204,9 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.S
 	if ready.Err != "" {
 		return nb, fmt.Errorf("sandbox %s: init setup: %s", id, ready.Err)
 	}
+	if cg != nil {
+		cg.counters() // opens the event files now, not on the first exec
+	}
 	go nb.readLoop()
 	return nb, nil
 }

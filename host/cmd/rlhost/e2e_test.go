@@ -581,7 +581,9 @@ output { dir = "out" }
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	waitNoProcesses(t, rlhostBin)
-	// The dead run's sandboxes are gone from the records once reaped.
+	// The dead run's sandboxes are gone from the records: the backend's
+	// parent-death clean-up or, failing that, the reaping at the next start
+	// (which `rm --orphans` triggers) removes them.
 	r := rlhost(t, dir, "sandbox", "rm", "--orphans")
 	if r.code != 0 {
 		t.Fatalf("rm --orphans: %+v", r)

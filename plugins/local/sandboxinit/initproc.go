@@ -1,9 +1,11 @@
 package sandboxinit
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -14,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/plugins/local/confine"
 )
 
@@ -30,6 +33,12 @@ func initMain() error {
 	// capabilities in the sandbox's user namespace).
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("set non-dumpable: %w", err)
+	}
+	// On the runtime's poller: a request then wakes a parked goroutine, and
+	// its handler can run on the same thread, instead of another thread
+	// having to steal it from one blocked in read(2).
+	if err := unix.SetNonblock(3, true); err != nil {
+		return fmt.Errorf("control socket: %w", err)
 	}
 	ctl := os.NewFile(3, "ctl")
 	var setup Setup
@@ -78,24 +87,39 @@ func newInitServer(s Setup) (*initServer, error) {
 		tr = &Tracer{what: "init", start: time.Now(), last: time.Now()}
 		defer tr.Done()
 	}
+	// Independent of the root view, so done on the other CPU while it is
+	// built, and waited for before serving: the signal handlers, the
+	// spawner thread (its capabilities are per thread, and the mounts below
+	// need the other threads'), the spare threads, and the first-use costs
+	// of the exec path (JSON codecs, the netpoller), which would otherwise
+	// land on the sandbox's first exec.
+	//
 	// Catch every asynchronous signal: PID 1 gets only signals it handles,
 	// so this makes `kill -TERM 1` from inside harmless, and handlers (unlike
 	// SIG_IGN) are reset for the commands we start.
 	// That includes SIGSEGV and friends: sent with kill(2) they are not
-	// faults, and Go would otherwise crash on them.
-	sigs := make(chan os.Signal, 16)
-	for sig := syscall.Signal(1); sig < 32; sig++ {
-		switch sig {
-		case syscall.SIGKILL, syscall.SIGSTOP, syscall.SIGCHLD, syscall.SIGURG, syscall.SIGPROF:
-			continue
-		}
-		signal.Notify(sigs, sig)
-	}
+	// faults, and Go would otherwise crash on them. (Each Notify is a round
+	// trip to the runtime's signal-mask thread, hence off the critical path.)
+	signalsSet := make(chan struct{})
 	go func() {
+		sigs := make(chan os.Signal, 16)
+		for sig := syscall.Signal(1); sig < 32; sig++ {
+			switch sig {
+			case syscall.SIGKILL, syscall.SIGSTOP, syscall.SIGCHLD, syscall.SIGURG, syscall.SIGPROF:
+				continue
+			}
+			signal.Notify(sigs, sig)
+		}
+		close(signalsSet)
 		for range sigs {
 		}
 	}()
-	tr.Mark("signals")
+	spawns := make(chan spawnReq)
+	spawnReady := make(chan error, 1)
+	go spawner(spawns, spawnReady)
+	prewarmed := make(chan struct{})
+	go func() { prewarmThreads(); warmExecPath(); close(prewarmed) }()
+	tr.Mark("started")
 	if err := buildRoot(s); err != nil {
 		return nil, err
 	}
@@ -122,22 +146,37 @@ func newInitServer(s Setup) (*initServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := &initServer{setup: s, ws: ws, spawns: make(chan spawnReq), reap: newReaper(), cancels: map[uint64]context.CancelFunc{}, oomFloor: "0"}
+	srv := &initServer{setup: s, ws: ws, spawns: spawns, reap: newReaper(), cancels: map[uint64]context.CancelFunc{}, oomFloor: "0"}
 	if b, err := os.ReadFile("/proc/self/oom_score_adj"); err == nil {
 		srv.oomFloor = strings.TrimSpace(string(b))
 	}
 	if f, err := os.OpenFile("/proc/self/oom_score_adj", os.O_WRONLY, 0); err == nil {
 		srv.oomAdj = f
 	}
-	ready := make(chan error)
-	go spawner(srv.spawns, ready)
-	if err := <-ready; err != nil {
+	if err := <-spawnReady; err != nil {
 		return nil, err
 	}
 	tr.Mark("misc")
-	prewarmThreads()
+	<-prewarmed
 	tr.Mark("threads")
+	<-signalsSet
+	tr.Mark("signals")
 	return srv, nil
+}
+
+// warmExecPath runs the JSON codecs of the exec frames once and makes the
+// runtime set up its netpoller, so the sandbox's first exec does not pay
+// for reflection caches and lazy initialisation.
+func warmExecPath() {
+	var buf bytes.Buffer
+	WriteFrame(&buf, Request{ID: 1, Op: "exec", Exec: &ExecSpec{Argv: []string{"true"}, Env: []string{"A=B"}, Dir: "/", Stdin: []byte{0}, CPUTime: 1, AddressSpace: 1, FileSize: 1, OpenFiles: 1, Nproc: 1}})
+	var req Request
+	ReadFrame(&buf, &req)
+	WriteFrame(io.Discard, Response{ID: 1, Exec: &core.ExecResult{ExitCode: 1, Signal: "x"}, Stdout: []byte{0}, Stderr: []byte{0}, Pgid: 1})
+	if r, w, err := os.Pipe(); err == nil {
+		r.Close()
+		w.Close()
+	}
 }
 
 // loopbackUp brings up lo in the sandbox's private network namespace.

@@ -78,22 +78,26 @@ func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, coun
 		return finish(), pgid, nil
 	}
 
-	stdinR, stdinW, err := os.Pipe()
+	// The command's ends stay plain blocking fds (closed once it has
+	// them); only ours go on the runtime's poller, so a drain can be cut
+	// short by closing it. Cheaper than os.Pipe, which registers and then
+	// unregisters the command's ends too.
+	stdinW, stdinR, err := pipe(1)
 	if err != nil {
 		return res, 0, fmt.Errorf("exec: stdin pipe: %w", err)
 	}
-	outR, outW, err := os.Pipe()
+	outR, outW, err := pipe(0)
 	if err != nil {
-		stdinR.Close()
 		stdinW.Close()
+		unix.Close(stdinR)
 		return res, 0, fmt.Errorf("exec: stdout pipe: %w", err)
 	}
-	errR, errW, err := os.Pipe()
+	errR, errW, err := pipe(0)
 	if err != nil {
-		stdinR.Close()
 		stdinW.Close()
+		unix.Close(stdinR)
 		outR.Close()
-		outW.Close()
+		unix.Close(outW)
 		return res, 0, fmt.Errorf("exec: stderr pipe: %w", err)
 	}
 
@@ -104,15 +108,15 @@ func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, coun
 	attr := &syscall.ProcAttr{
 		Dir:   s.Dir,
 		Env:   s.Env,
-		Files: []uintptr{stdinR.Fd(), outW.Fd(), errW.Fd()},
+		Files: []uintptr{uintptr(stdinR), uintptr(outW), uintptr(errW)},
 		// Its own process group, so a timeout can kill the whole tree at once.
 		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	}
 	pid, wait, err := st.Start(argv0, s.Argv, attr)
 	pgid = pid
-	stdinR.Close()
-	outW.Close()
-	errW.Close()
+	unix.Close(stdinR)
+	unix.Close(outW)
+	unix.Close(errW)
 	if err != nil {
 		stdinW.Close()
 		outR.Close()
@@ -132,12 +136,14 @@ func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, coun
 	readers.Add(2)
 	go func() { defer readers.Done(); stdout.drain(outR) }()
 	go func() { defer readers.Done(); stderr.drain(errR) }()
-	go func() {
-		if len(s.Stdin) > 0 {
+	if len(s.Stdin) > 0 {
+		go func() {
 			stdinW.Write(s.Stdin) // EPIPE when the command ignores stdin is fine
-		}
+			stdinW.Close()
+		}()
+	} else {
 		stdinW.Close()
-	}()
+	}
 
 	// finished stops a late timer or cancellation from killing the group
 	// after the command has ended: its background children are meant to
@@ -160,21 +166,14 @@ func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, coun
 	if s.Timeout > 0 {
 		timer = time.AfterFunc(s.Timeout, func() { killGroup(true) })
 	}
-	stopWatch := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			killGroup(false)
-		case <-stopWatch:
-		}
-	}()
+	stopWatch := context.AfterFunc(ctx, func() { killGroup(false) })
 
 	ws, ru, werr := wait()
 	mu.Lock()
 	finished = true
 	killed := timedOut
 	mu.Unlock()
-	close(stopWatch)
+	stopWatch()
 	if timer != nil {
 		timer.Stop()
 	}
@@ -249,6 +248,22 @@ func applyRlimits(pid int, s ExecSpec) {
 		set(unix.RLIMIT_NPROC, uint64(s.Nproc), uint64(s.Nproc))
 	}
 	set(unix.RLIMIT_CORE, 0, 0)
+}
+
+// pipe makes a close-on-exec pipe and returns our end (0: the read end,
+// 1: the write end) as a non-blocking *os.File on the runtime's poller,
+// and the other end as a raw blocking fd for the command.
+func pipe(ours int) (*os.File, int, error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, -1, err
+	}
+	if err := unix.SetNonblock(p[ours], true); err != nil {
+		unix.Close(p[0])
+		unix.Close(p[1])
+		return nil, -1, err
+	}
+	return os.NewFile(uintptr(p[ours]), "pipe"), p[1-ours], nil
 }
 
 // capBuf keeps the first max bytes written and counts the rest, so a
