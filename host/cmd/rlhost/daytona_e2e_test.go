@@ -4,10 +4,7 @@ package main
 // through the real Daytona Go SDK against a wire-level fake of its API.
 
 import (
-	"bytes"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -97,37 +94,14 @@ func TestDaytonaRunHappyPath(t *testing.T) {
 func TestDaytonaInterruptLeavesNoSandboxes(t *testing.T) {
 	srv := startFakeDaytona(t)
 	dir := t.TempDir()
-	write(t, dir, "replay.jsonl", `{"task_id":"sort_list","completions":["import time\ntime.sleep(60)\ndef sort_list(xs): return xs\n"]}
-{"task_id":"max_subarray","completions":["import time\ntime.sleep(60)\ndef max_subarray(xs): return 0\n"]}
-`)
+	write(t, dir, "replay.jsonl", sleepyReplay)
 	write(t, dir, "job.hcl", fmt.Sprintf(daytonaJob, 5, "90s", srv.URL, "90s"))
-	cmd := exec.Command(rlhostBin, "run", "job.hcl", "--var", "backend=daytona")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), daytonaEnv(t)...)
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for len(srv.Sandboxes()) < 6 {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("sandboxes never got busy (%d on the fake)\n%s", len(srv.Sandboxes()), errb.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	cmd, out, errb := startRun(t, dir, daytonaEnv(t), false, "run", "job.hcl", "--var", "backend=daytona")
+	waitUntil(t, cmd, "sandboxes never got busy", func() bool { return len(srv.Sandboxes()) >= 6 }, out, errb)
 	// Let the episodes reach their long-running programs.
 	time.Sleep(2 * time.Second)
 	cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(90 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("rlhost did not exit after Ctrl-C\n%s", errb.String())
-	}
+	waitExit(t, cmd, 90*time.Second, errb)
 	if code := cmd.ProcessState.ExitCode(); code != 130 {
 		t.Errorf("exit code %d, want 130\n%s", code, errb.String())
 	}
@@ -146,28 +120,14 @@ func TestDaytonaInterruptLeavesNoSandboxes(t *testing.T) {
 func TestDaytonaHostKilledDeletesSandboxes(t *testing.T) {
 	srv := startFakeDaytona(t)
 	dir := t.TempDir()
-	write(t, dir, "replay.jsonl", `{"task_id":"sort_list","completions":["import time\ntime.sleep(60)\ndef sort_list(xs): return xs\n"]}
-{"task_id":"max_subarray","completions":["import time\ntime.sleep(60)\ndef max_subarray(xs): return 0\n"]}
-`)
+	write(t, dir, "replay.jsonl", sleepyReplay)
 	write(t, dir, "job.hcl", fmt.Sprintf(daytonaJob, 5, "90s", srv.URL, "90s"))
-	cmd := exec.Command(rlhostBin, "run", "job.hcl", "--var", "backend=daytona")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), daytonaEnv(t)...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for len(srv.Sandboxes()) < 6 {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("sandboxes never created (%d)", len(srv.Sandboxes()))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	cmd, out, errb := startRun(t, dir, daytonaEnv(t), false, "run", "job.hcl", "--var", "backend=daytona")
+	waitUntil(t, cmd, "sandboxes never created", func() bool { return len(srv.Sandboxes()) >= 6 }, out, errb)
 	time.Sleep(time.Second)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	deadline = time.Now().Add(45 * time.Second)
+	deadline := time.Now().Add(45 * time.Second)
 	for len(srv.Sandboxes()) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d sandboxes still on the fake Daytona after the host was killed", len(srv.Sandboxes()))

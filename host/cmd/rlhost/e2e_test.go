@@ -381,9 +381,7 @@ output { dir = "out" }
 // behind, and the trajectories already finished stay on disk.
 func TestInterruptCleansUp(t *testing.T) {
 	dir := t.TempDir()
-	write(t, dir, "replay.jsonl", `{"task_id":"sort_list","completions":["import time\ntime.sleep(60)\ndef sort_list(xs): return xs\n"]}
-{"task_id":"max_subarray","completions":["import time\ntime.sleep(60)\ndef max_subarray(xs): return 0\n"]}
-`)
+	write(t, dir, "replay.jsonl", sleepyReplay)
 	write(t, dir, "job.hcl", `
 run {
   name = "interrupt"
@@ -406,37 +404,15 @@ policy "replay" {
 }
 output { dir = "out" }
 `)
-	cmd := exec.Command(rlhostBin, "run", "job.hcl")
-	cmd.Dir = dir
 	// Its own process group, so the signal below reaches every process in
 	// it, as a terminal's Ctrl-C does.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Wait until sandboxed programs are running, then press Ctrl-C.
-	deadline := time.Now().Add(60 * time.Second)
-	for len(processesOf("time.sleep(60)")) == 0 && len(processesOf("sleep")) == 0 {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("sandboxed programs never started\nstdout:%s\nstderr:%s", out.String(), errb.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	cmd, out, errb := startRun(t, dir, nil, true, "run", "job.hcl")
+	waitUntil(t, cmd, "sandboxed programs never started", pythonUnder(cmd.Process.Pid), out, errb)
 	time.Sleep(500 * time.Millisecond)
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("rlhost did not exit after Ctrl-C\nstderr:%s", errb.String())
-	}
+	waitExit(t, cmd, 60*time.Second, errb)
 	if code := cmd.ProcessState.ExitCode(); code != 130 {
 		t.Errorf("exit code %d, want 130\nstderr:%s", code, errb.String())
 	}
@@ -542,9 +518,7 @@ output { dir = "out" }
 // next start reaps what the dead run left in the backend's records.
 func TestHostKilledLeavesNoOrphans(t *testing.T) {
 	dir := t.TempDir()
-	write(t, dir, "replay.jsonl", `{"task_id":"sort_list","completions":["import time\ntime.sleep(60)\ndef sort_list(xs): return xs\n"]}
-{"task_id":"max_subarray","completions":["import time\ntime.sleep(60)\ndef max_subarray(xs): return 0\n"]}
-`)
+	write(t, dir, "replay.jsonl", sleepyReplay)
 	write(t, dir, "job.hcl", `
 run {
   batch_size = 2
@@ -564,19 +538,8 @@ policy "replay" {
 }
 output { dir = "out" }
 `)
-	cmd := exec.Command(rlhostBin, "run", "job.hcl")
-	cmd.Dir = dir
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for len(processesOf("time.sleep(60)")) == 0 && len(processesOf("sleep")) == 0 {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("sandboxed programs never started")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	cmd, out, errb := startRun(t, dir, nil, false, "run", "job.hcl")
+	waitUntil(t, cmd, "sandboxed programs never started", pythonUnder(cmd.Process.Pid), out, errb)
 	time.Sleep(300 * time.Millisecond)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
@@ -637,5 +600,100 @@ output { dir = "out" }
 	}
 	if n := len(readTrajectories(t, filepath.Join(dir, "out", "trajectories.jsonl"))); n != 8 {
 		t.Fatalf("%d trajectories, want 8", n)
+	}
+}
+
+// sleepyReplay makes both built-in coding tasks run for a minute, so a test
+// can act on a run while its sandboxes are busy.
+const sleepyReplay = `{"task_id":"sort_list","completions":["import time\ntime.sleep(60)\ndef sort_list(xs): return xs\n"]}
+{"task_id":"max_subarray","completions":["import time\ntime.sleep(60)\ndef max_subarray(xs): return 0\n"]}
+`
+
+// startRun starts rlhost in dir in the background (in its own process group
+// when group is set) and returns it with its captured output.
+func startRun(t *testing.T, dir string, env []string, group bool, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(rlhostBin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	if group {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, &out, &errb
+}
+
+// waitUntil polls cond for up to a minute; on failure it kills cmd and
+// fails with msg and rlhost's output.
+func waitUntil(t *testing.T, cmd *exec.Cmd, msg string, cond func() bool, out, errb *bytes.Buffer) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("%s\nstdout:%s\nstderr:%s", msg, out.String(), errb.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitExit waits for cmd to exit after a signal, killing it and failing
+// the test if it takes longer than limit.
+func waitExit(t *testing.T, cmd *exec.Cmd, limit time.Duration, errb *bytes.Buffer) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("rlhost did not exit after the signal\nstderr:%s", errb.String())
+	}
+}
+
+// pythonUnder reports whether a python3 process runs anywhere below pid:
+// once it does, the run's sandboxed programs have started.
+func pythonUnder(pid int) func() bool {
+	return func() bool {
+		parent := map[int]int{}
+		var pythons []int
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			var p int
+			if _, err := fmt.Sscanf(e.Name(), "%d", &p); err != nil {
+				continue
+			}
+			stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			if err != nil {
+				continue
+			}
+			// The fields after the command name (which may hold spaces) start
+			// with the state and the parent pid.
+			rest := stat[bytes.LastIndexByte(stat, ')')+1:]
+			var state string
+			var ppid int
+			if _, err := fmt.Sscanf(string(rest), " %s %d", &state, &ppid); err != nil {
+				continue
+			}
+			parent[p] = ppid
+			cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if bytes.Contains(bytes.SplitN(cmdline, []byte{0}, 2)[0], []byte("python3")) {
+				pythons = append(pythons, p)
+			}
+		}
+		for _, p := range pythons {
+			for seen := 0; p > 1 && seen < 64; seen++ {
+				if p = parent[p]; p == pid {
+					return true
+				}
+			}
+		}
+		return false
 	}
 }
