@@ -178,8 +178,11 @@ func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, coun
 		timer.Stop()
 	}
 	if werr != nil || killed || ctx.Err() != nil {
-		// The tree is gone (and reaped) before the result says so.
-		killGroupAndWait(pid, 500*time.Millisecond)
+		// The tree is gone (and reaped) before the result says so. The wait
+		// ends as soon as the group is empty; the bound is only for a kernel
+		// that cannot reap at all, and must allow for a loaded machine, where
+		// reaping a killed tree can take longer than half a second.
+		killGroupAndWait(pid, groupGoneLimit)
 	}
 
 	drained := make(chan struct{})
@@ -345,6 +348,9 @@ func (DirectStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr) 
 		}
 	}, nil
 }
+
+// groupGoneLimit bounds waiting for a killed process group to be reaped.
+const groupGoneLimit = 5 * time.Second
 
 // killGroupAndWait kills a process group until no member is left (members
 // stay in it until reaped), so its pids are free and no part of the tree
