@@ -34,6 +34,22 @@ type Turn struct {
 	ToolCalls int     `json:"tool_calls"`
 	Empty     bool    `json:"empty,omitempty"`
 	Error     string  `json:"error,omitempty"`
+
+	// What training needs, when the policy server returns it (the embedded
+	// server always; vLLM with return_token_ids). MessageIndex is the
+	// position in Trajectory.Messages of the assistant message this turn
+	// produced (-1 when the policy call failed). PromptTokenIDs are the
+	// tokens the server conditioned on; TokenIDs the tokens it sampled, the
+	// final stop token included; LogProbs their log-probabilities at the
+	// sampling temperature. Only TokenIDs are trained: prompt, tool and user
+	// tokens are masked out.
+	MessageIndex   int       `json:"message_index"`
+	PromptTokenIDs []int     `json:"prompt_token_ids,omitempty"`
+	TokenIDs       []int     `json:"token_ids,omitempty"`
+	LogProbs       []float32 `json:"logprobs,omitempty"`
+	// StopReason is the server's finish reason: stop, length (truncated),
+	// tool_calls.
+	StopReason string `json:"stop_reason,omitempty"`
 }
 
 // Trajectory is one finished episode: one line of trajectories.jsonl.

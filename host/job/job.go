@@ -23,6 +23,7 @@ import (
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/pluginmgr"
 	"github.com/rlhost/rlhost/host/policy"
+	"github.com/rlhost/rlhost/host/runner"
 )
 
 // Job is a config with its plugins started and configured.
@@ -78,6 +79,26 @@ func Prepare(ctx context.Context, f *config.File, mgr *pluginmgr.Manager, o Opti
 		j.Policy = p
 	}
 	return j, diags
+}
+
+// Settings converts the run block into the runner's plain settings.
+func Settings(r config.Run) runner.Settings {
+	return runner.Settings{
+		Steps: r.Steps, BatchSize: r.BatchSize, GroupSize: r.GroupSize, Seed: r.Seed,
+		Concurrency: r.Concurrency, MaxTurns: r.MaxTurns, EpisodeTimeout: r.EpisodeTimeout,
+	}
+}
+
+// Runner builds the runner for this job: the run block's settings, the
+// env and sandbox blocks it uses, and the live plugin clients.
+func (j *Job) Runner(out runner.Recorder) *runner.Runner {
+	envBlock := j.File.Env()
+	sb := j.File.Sandbox(envBlock.Sandbox)
+	return &runner.Runner{
+		RunID: j.RunID, ConfigPath: j.File.Path, Settings: Settings(j.File.Run), EnvName: envBlock.Name,
+		Spec: sb.Spec, ExecTimeout: sb.ExecTimeout,
+		Env: j.Env.LiveEnv(), Backend: j.Backend.LiveBackend(), Policy: j.Policy, Out: out,
+	}
 }
 
 // Close stops the plugins and the policy.

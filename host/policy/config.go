@@ -31,6 +31,10 @@ type Config struct {
 	MaxRetries  *int     `hcl:"max_retries,optional"`  // default 8
 	BackoffBase *string  `hcl:"backoff_base,optional"` // first retry's backoff ceiling; default 500ms
 	BackoffMax  *string  `hcl:"backoff_max,optional"`  // largest backoff ceiling; default 30s
+	// ReturnTokenIDs asks the server for the prompt's and the sampled
+	// tokens' ids and log-probs (vLLM's return_token_ids extension), which
+	// training needs.
+	ReturnTokenIDs *bool `hcl:"return_token_ids,optional"`
 }
 
 func (c Config) label() string {

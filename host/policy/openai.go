@@ -42,6 +42,8 @@ type openAIPolicy struct {
 	maxRetries  int
 	backoffBase time.Duration
 	backoffMax  time.Duration
+	// returnTokens asks for token ids and log-probs with every request.
+	returnTokens bool
 
 	// nIgnored is set once the server answered n > 1 with a single choice;
 	// later groups go straight to one request per choice.
@@ -52,9 +54,14 @@ type openAIPolicy struct {
 	jitter func(n int64) int64 // uniform in [0, n)
 }
 
+// NewOpenAI builds an openai-provider policy from cfg; other providers
+// that speak the same protocol (the trainer's embedded server) build theirs
+// with it after filling in base_url and model.
+func NewOpenAI(cfg Config, baseDir string) (Policy, error) { return newOpenAI(cfg, baseDir) }
+
 func newOpenAI(cfg Config, _ string) (Policy, error) {
 	if err := cfg.rejectUnused("base_url", "model", "api_key_env", "temperature", "top_p", "max_tokens",
-		"stop", "timeout", "max_retries", "backoff_base", "backoff_max"); err != nil {
+		"stop", "timeout", "max_retries", "backoff_base", "backoff_max", "return_token_ids"); err != nil {
 		return nil, err
 	}
 	p := &openAIPolicy{
@@ -68,6 +75,7 @@ func newOpenAI(cfg Config, _ string) (Policy, error) {
 		return nil, cfg.attrErr("model", "required for provider \"openai\"")
 	}
 	p.model = *cfg.Model
+	p.returnTokens = cfg.ReturnTokenIDs != nil && *cfg.ReturnTokenIDs
 	baseURL := DefaultBaseURL
 	if cfg.BaseURL != nil {
 		if *cfg.BaseURL == "" {
@@ -148,15 +156,22 @@ type contentPatch struct{}
 type headerCapture struct{ c *http.Client }
 
 func (h headerCapture) Do(req *http.Request) (*http.Response, error) {
-	if req.Context().Value(contentPatch{}) != nil && req.Body != nil {
+	extras, _ := req.Context().Value(tokenSlot{}).(*tokenExtras)
+	if (req.Context().Value(contentPatch{}) != nil || extras != nil) && req.Body != nil {
 		body, err := io.ReadAll(req.Body)
 		req.Body.Close()
 		if err != nil {
 			return nil, fmt.Errorf("read request body: %w", err)
 		}
-		body, err = restoreEmptyContent(body)
-		if err != nil {
-			return nil, fmt.Errorf("restore empty message content: %w", err)
+		if req.Context().Value(contentPatch{}) != nil {
+			if body, err = restoreEmptyContent(body); err != nil {
+				return nil, fmt.Errorf("restore empty message content: %w", err)
+			}
+		}
+		if extras != nil {
+			if body, err = askForTokenIDs(body); err != nil {
+				return nil, fmt.Errorf("ask for token ids: %w", err)
+			}
 		}
 		req = req.Clone(req.Context())
 		req.Body = io.NopCloser(bytes.NewReader(body))
@@ -167,6 +182,11 @@ func (h headerCapture) Do(req *http.Request) (*http.Response, error) {
 	if err == nil {
 		if slot, ok := req.Context().Value(retryAfterSlot{}).(*string); ok {
 			*slot = resp.Header.Get("Retry-After")
+		}
+		if extras != nil && resp.StatusCode == http.StatusOK {
+			if err := extras.capture(resp); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return resp, err
@@ -227,6 +247,7 @@ func (p *openAIPolicy) Complete(ctx context.Context, req Request) (Response, err
 		TopP:        p.topP,
 		MaxTokens:   p.maxTokens,
 		Stop:        p.stop,
+		LogProbs:    p.returnTokens,
 	}
 	var resp Response
 	first := 0
@@ -305,7 +326,13 @@ func (p *openAIPolicy) create(ctx context.Context, creq openai.ChatCompletionReq
 	where := fmt.Sprintf("%s: task %q turn %d", p.label, req.TaskID, req.Turn)
 	for attempt := 0; ; attempt++ {
 		var retryAfter string
-		actx, cancel := context.WithTimeout(context.WithValue(ctx, retryAfterSlot{}, &retryAfter), p.timeout)
+		actx := context.WithValue(ctx, retryAfterSlot{}, &retryAfter)
+		var extras *tokenExtras
+		if p.returnTokens {
+			extras = &tokenExtras{}
+			actx = context.WithValue(actx, tokenSlot{}, extras)
+		}
+		actx, cancel := context.WithTimeout(actx, p.timeout)
 		out, err := p.client.CreateChatCompletion(actx, creq)
 		cancel()
 		if err == nil {
@@ -316,6 +343,11 @@ func (p *openAIPolicy) create(ctx context.Context, creq openai.ChatCompletionReq
 			}}
 			for _, c := range out.Choices {
 				resp.Choices = append(resp.Choices, fromOpenAIChoice(c))
+			}
+			if extras != nil {
+				if err := extras.attach(resp.Choices, out.Choices); err != nil {
+					return Response{}, fmt.Errorf("%s: %w", where, err)
+				}
 			}
 			return resp, nil
 		}

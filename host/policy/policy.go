@@ -46,6 +46,15 @@ type Response struct {
 type Choice struct {
 	Message      core.Message
 	FinishReason string // as the server said it: "stop", "length", "tool_calls", ...
+
+	// Filled when the server returns them (see Config.ReturnTokenIDs):
+	// the prompt's tokens, the sampled tokens and their log-probs.
+	PromptTokenIDs []int
+	TokenIDs       []int
+	LogProbs       []float32
+	// CompletionTokens is this choice's own completion length when known
+	// (from TokenIDs or logprobs), else 0.
+	CompletionTokens int
 }
 
 // Errors callers act on, matched with errors.Is.

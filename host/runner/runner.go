@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,17 +10,17 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/envplugin"
-	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/output"
-	"github.com/rlhost/rlhost/host/pluginmgr"
 	"github.com/rlhost/rlhost/host/policy"
 )
 
@@ -35,25 +36,30 @@ const (
 // the episode's own context is gone (timeout or Ctrl-C).
 const cleanupTimeout = 30 * time.Second
 
-// Runner runs one job.
+// Runner runs one job: its fields are everything a run depends on, as
+// interfaces, so a test can drive it with in-process fakes.
 type Runner struct {
 	RunID       string
 	ConfigPath  string
-	Settings    config.Run
+	Settings    Settings
 	EnvName     string
 	Spec        core.SandboxSpec // the sandbox block's spec; labels get merged
 	ExecTimeout time.Duration
 
-	Env     *pluginmgr.Instance
-	Backend *pluginmgr.Instance
+	Env     Env
+	Backend Backend
 	Policy  policy.Policy
-	Out     *output.Writer
+	Out     Recorder
+	Sinks   []StepSink // after each step, before its metrics line is written
 
-	Progress io.Writer    // step lines and the final summary; nil for none
-	Logger   hclog.Logger // nil for none
+	Progress  io.Writer    // step lines and the final summary; nil for none
+	Logger    hclog.Logger // nil for none
+	Recovered []string     // what opening the outputs repaired, for the summary
 
 	fatalMu sync.Mutex
 	fatal   error // a fault no later episode can escape (a rejected API key)
+
+	policyFailures atomic.Int64 // consecutive failed policy requests
 }
 
 func (r *Runner) setFatal(err error) {
@@ -84,28 +90,28 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 	if r.Logger == nil {
 		r.Logger = hclog.NewNullLogger()
 	}
-	sum := output.Summary{RunID: r.RunID, ConfigPath: r.ConfigPath, TotalSteps: r.Settings.Steps, StartedAt: time.Now().UTC()}
-	for _, rec := range r.Out.Recovered() {
-		sum.Recovered = append(sum.Recovered, rec.String())
+	if r.Settings.MaxPolicyFailures <= 0 {
+		r.Settings.MaxPolicyFailures = DefaultMaxPolicyFailures
 	}
-	env, err := r.Env.Env(ctx)
+	sum := output.Summary{RunID: r.RunID, ConfigPath: r.ConfigPath, TotalSteps: r.Settings.Steps, StartedAt: time.Now().UTC(),
+		Recovered: r.Recovered}
+	tasks, err := r.Env.Tasks(ctx)
 	if err != nil {
-		return Result{Summary: sum}, err
-	}
-	tasks, err := env.Tasks(ctx)
-	if err != nil {
-		return Result{Summary: sum}, fmt.Errorf("env %s: %w", r.EnvName, r.Env.Crashed(err))
+		return Result{Summary: sum}, fmt.Errorf("env %s: %w", r.EnvName, err)
 	}
 	if len(tasks) == 0 {
 		return Result{Summary: sum}, fmt.Errorf("env %s has no tasks", r.EnvName)
 	}
 	sampler := newSampler(tasks, r.Settings.Seed)
+	for range r.Settings.StartStep {
+		sampler.next(r.Settings.BatchSize)
+	}
 	_ = r.Out.WriteSummary(sum)
 
 	interrupted := false
 	first := ""
 	defer func() { res.FirstError = first }()
-	for step := 0; step < r.Settings.Steps; step++ {
+	for step := r.Settings.StartStep; step < r.Settings.Steps; step++ {
 		if ctx.Err() != nil {
 			interrupted = true
 			break
@@ -113,6 +119,7 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 		batch := sampler.next(r.Settings.BatchSize)
 		start := time.Now()
 		trajs := r.step(ctx, step, batch)
+		rollout := time.Since(start)
 		if ctx.Err() != nil {
 			interrupted = true
 		}
@@ -121,18 +128,23 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 		}
 		if first == "" {
 			for _, t := range trajs {
-				if t.Error != "" {
+				if t.Error != "" && t.FinishReason != core.FinishCancelled {
 					first = t.Error
 					break
 				}
 			}
 		}
-		m := output.Aggregate(r.RunID, step, trajs)
+		m := aggregate(r.RunID, step, trajs)
+		st := &Step{Index: step, Trajectories: trajs, Metrics: &m, Interrupted: interrupted, Rollout: rollout}
+		for _, s := range r.Sinks {
+			if err := s.EndStep(ctx, st); err != nil {
+				sum.EndedAt = time.Now().UTC()
+				_ = r.Out.WriteSummary(sum)
+				return Result{Summary: sum, Interrupted: interrupted}, err
+			}
+		}
 		m.DurationMS = ms(time.Since(start))
 		if interrupted {
-			if m.Extra == nil {
-				m.Extra = map[string]float64{}
-			}
 			m.Extra["interrupted"] = 1
 		}
 		if err := r.Out.WriteStep(m); err != nil {
@@ -160,6 +172,28 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 		return Result{Summary: sum, Interrupted: interrupted}, err
 	}
 	return Result{Summary: sum, Interrupted: interrupted}, nil
+}
+
+// aggregate summarises a step without the episodes Ctrl-C cut short: they
+// say nothing about the policy, so they are counted apart.
+func aggregate(runID string, step int, trajs []core.Trajectory) core.StepMetrics {
+	var done []core.Trajectory
+	cancelled := 0
+	for _, t := range trajs {
+		if t.FinishReason == core.FinishCancelled {
+			cancelled++
+			continue
+		}
+		done = append(done, t)
+	}
+	m := output.Aggregate(runID, step, done)
+	if m.Extra == nil {
+		m.Extra = map[string]float64{}
+	}
+	if cancelled > 0 {
+		m.Extra["cancelled"] = float64(cancelled)
+	}
+	return m
 }
 
 // step runs batch × group episodes with at most Concurrency in flight and
@@ -198,6 +232,11 @@ launch:
 		}
 	}
 	wg.Wait()
+	// Episodes finish in any order; sinks and files downstream want them by
+	// group and index.
+	slices.SortFunc(out, func(a, b core.Trajectory) int {
+		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Index, b.Index))
+	})
 	return out
 }
 
@@ -221,10 +260,6 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 		return t
 	}
 
-	backend, err := r.Backend.Backend(ctx)
-	if err != nil {
-		return fail(finishFor(parent, ctx, core.FinishError), err)
-	}
 	spec := r.Spec
 	spec.Labels = maps.Clone(r.Spec.Labels)
 	if spec.Labels == nil {
@@ -233,9 +268,9 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 	spec.Labels[LabelRun] = r.RunID
 	spec.Labels[LabelEnv] = r.EnvName
 	spec.Labels[LabelEpisode] = fmt.Sprintf("s%d-g%d-e%d", step, group, index)
-	info, err := backend.Create(ctx, spec)
+	info, err := r.Backend.Create(ctx, spec)
 	if err != nil {
-		return fail(finishFor(parent, ctx, core.FinishError), r.Backend.Crashed(err))
+		return fail(finishFor(parent, ctx, core.FinishError), err)
 	}
 	t.SandboxID = info.ID
 	if info.Isolation != "" {
@@ -244,11 +279,7 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 	defer func() {
 		cctx, ccancel := cleanup()
 		defer ccancel()
-		b, err := r.Backend.Backend(cctx)
-		if err == nil {
-			err = b.Destroy(cctx, info.ID)
-		}
-		if err != nil && !errors.Is(err, core.ErrNotFound) {
+		if err := r.Backend.Destroy(cctx, info.ID); err != nil && !errors.Is(err, core.ErrNotFound) {
 			r.Logger.Warn("cannot destroy sandbox", "sandbox", info.ID, "error", err)
 			t.Info["destroy_error"] = err.Error()
 		}
@@ -262,15 +293,11 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 		t.Metrics["sandbox_exec_ms"] = float64(lent.execNS.Load()) / 1e6
 	}()
 
-	env, err := r.Env.Env(ctx)
-	if err != nil {
-		return fail(finishFor(parent, ctx, core.FinishError), err)
-	}
-	sess, obs, err := env.NewEpisode(ctx, envplugin.Episode{
+	sess, obs, err := r.Env.NewEpisode(ctx, envplugin.Episode{
 		ID: epID, Task: task, Sandbox: lent, Seed: episodeSeed(r.Settings.Seed, step, group, index), Group: group, Index: index,
 	})
 	if err != nil {
-		return fail(finishFor(parent, ctx, core.FinishError), fmt.Errorf("start episode: %w", r.Env.Crashed(err)))
+		return fail(finishFor(parent, ctx, core.FinishError), fmt.Errorf("start episode: %w", err))
 	}
 	t.Messages = append(t.Messages, obs.Messages...)
 	t.Tools = obs.Tools
@@ -283,7 +310,7 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 			reason = core.FinishMaxTurns
 			break
 		}
-		tr := core.Turn{Index: turn}
+		tr := core.Turn{Index: turn, MessageIndex: -1}
 		req := policyRequest(t, task, step, group, index, turn, episodeSeed(r.Settings.Seed, step, group, index))
 		pstart := time.Now()
 		choice, usage, err := r.complete(ctx, req, turn, share)
@@ -304,15 +331,22 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 			default:
 				reason = finishFor(parent, ctx, core.FinishError)
 				loopErr = fmt.Errorf("policy: %w", err)
+				if reason == core.FinishError {
+					r.policyFailed(err)
+				}
 			}
 			break
 		}
+		r.policyFailures.Store(0)
 		msg := choice.Message
 		msg.Role = core.RoleAssistant
 		if msg.Content == "" && len(msg.ToolCalls) == 0 {
 			tr.Empty = true
 		}
 		tr.ToolCalls = len(msg.ToolCalls)
+		tr.MessageIndex = len(t.Messages)
+		tr.PromptTokenIDs, tr.TokenIDs, tr.LogProbs = choice.PromptTokenIDs, choice.TokenIDs, choice.LogProbs
+		tr.StopReason = choice.FinishReason
 		t.Messages = append(t.Messages, msg)
 		estart := time.Now()
 		obs, err = sess.Step(ctx, msg)
@@ -320,7 +354,7 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 		t.Turns = append(t.Turns, tr)
 		if err != nil {
 			reason = finishFor(parent, ctx, core.FinishError)
-			loopErr = fmt.Errorf("env step: %w", r.Env.Crashed(err))
+			loopErr = fmt.Errorf("env step: %w", err)
 			break
 		}
 		t.Messages = append(t.Messages, obs.Messages...)
@@ -345,12 +379,21 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 	if endErr == nil {
 		merge(&t, final)
 	} else if loopErr == nil && !errors.Is(endErr, core.ErrNotFound) {
-		loopErr = fmt.Errorf("end episode: %w", r.Env.Crashed(endErr))
+		loopErr = fmt.Errorf("end episode: %w", endErr)
 	}
 	if loopErr != nil {
 		t.Error = loopErr.Error()
 	}
 	return t
+}
+
+// policyFailed counts a failed request (after the policy's own retries);
+// enough of them in a row mean the server is gone, and the run stops with
+// the last error instead of failing every remaining episode.
+func (r *Runner) policyFailed(err error) {
+	if n := r.policyFailures.Add(1); n >= int64(r.Settings.MaxPolicyFailures) {
+		r.setFatal(fmt.Errorf("%d policy requests in a row failed; the last: %w", n, err))
+	}
 }
 
 // complete asks the policy for this episode's next message. On the first
@@ -375,13 +418,12 @@ func (r *Runner) complete(ctx context.Context, req policy.Request, turn int, sha
 
 // groupShare is the one first-turn request of a group.
 type groupShare struct {
-	n      int
-	done   chan struct{}
-	key    string
-	leader int // the episode that made the request; its trajectory gets the usage
-	resp   policy.Response
-	err    error
-	mu     sync.Mutex
+	n    int
+	done chan struct{}
+	key  string
+	resp policy.Response
+	err  error
+	mu   sync.Mutex
 }
 
 func (g *groupShare) get(ctx context.Context, p policy.Policy, req policy.Request) (policy.Choice, core.Usage, bool, error) {
@@ -390,7 +432,6 @@ func (g *groupShare) get(ctx context.Context, p policy.Policy, req policy.Reques
 	if g.done == nil {
 		g.done = make(chan struct{})
 		g.key = key
-		g.leader = req.Index
 		g.mu.Unlock()
 		shared := req
 		shared.N, shared.Index = g.n, 0
@@ -417,12 +458,34 @@ func (g *groupShare) get(ctx context.Context, p policy.Policy, req policy.Reques
 	if req.Index >= len(g.resp.Choices) {
 		return policy.Choice{}, core.Usage{}, false, nil
 	}
-	// Usage is reported once, on the episode that made the request.
-	var u core.Usage
-	if req.Index == g.leader {
-		u = g.resp.Usage
+	return g.resp.Choices[req.Index], shareUsage(g.resp, req.Index), true, nil
+}
+
+// shareUsage is member k's part of a group request's usage. Its completion
+// tokens are its own when the server said (token ids or logprobs), else an
+// even split. The one shared prompt is split evenly, the remainder going to
+// the first members, so the members' figures add up to the request's.
+func shareUsage(resp policy.Response, k int) core.Usage {
+	n := len(resp.Choices)
+	split := func(total, k int) int {
+		q, rem := total/n, total%n
+		if k < rem {
+			q++
+		}
+		return q
 	}
-	return g.resp.Choices[req.Index], u, true, nil
+	u := core.Usage{PromptTokens: split(resp.Usage.PromptTokens, k)}
+	known := 0
+	for _, c := range resp.Choices {
+		known += c.CompletionTokens
+	}
+	if c := resp.Choices[k]; known == resp.Usage.CompletionTokens && known > 0 {
+		u.CompletionTokens = c.CompletionTokens
+	} else {
+		u.CompletionTokens = split(resp.Usage.CompletionTokens, k)
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
 }
 
 func promptKey(req policy.Request) string {

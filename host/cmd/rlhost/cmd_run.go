@@ -172,11 +172,10 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	fmt.Fprintf(a.stdout, "run %s: env %s (%s), sandbox %s (%s), policy %s; %d steps x %d tasks x %d episodes -> %s\n",
 		runID, envBlock.Name, j.Env.Info().Name, sb.Name, j.Backend.Info().Name, f.Run.Policy,
 		f.Run.Steps, f.Run.BatchSize, f.Run.GroupSize, dir)
-	r := &runner.Runner{
-		RunID: runID, ConfigPath: f.Path, Settings: f.Run, EnvName: envBlock.Name,
-		Spec: sb.Spec, ExecTimeout: sb.ExecTimeout,
-		Env: j.Env, Backend: j.Backend, Policy: j.Policy, Out: out,
-		Progress: a.stdout, Logger: a.logger(cf.logLevel),
+	r := j.Runner(out)
+	r.Progress, r.Logger = a.stdout, a.logger(cf.logLevel)
+	for _, rec := range out.Recovered() {
+		r.Recovered = append(r.Recovered, rec.String())
 	}
 	res, err := r.Run(ctx)
 	fmt.Fprint(a.stdout, output.FinalSummary(res.Summary))

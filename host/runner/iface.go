@@ -1,0 +1,74 @@
+package runner
+
+import (
+	"context"
+	"time"
+
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/envplugin"
+	"github.com/rlhost/rlhost/host/output"
+)
+
+// Env is what the runner needs of an environment. pluginmgr's LiveEnv
+// provides it over a plugin process (and reports a crashed process through
+// its errors); tests provide it in process.
+type Env interface {
+	Tasks(ctx context.Context) ([]core.Task, error)
+	NewEpisode(ctx context.Context, ep envplugin.Episode) (envplugin.Session, envplugin.Observation, error)
+}
+
+// Backend is what the runner needs of a sandbox backend.
+type Backend interface {
+	Create(ctx context.Context, spec core.SandboxSpec) (core.SandboxInfo, error)
+	Exec(ctx context.Context, id string, req core.ExecRequest) (core.ExecResult, error)
+	ReadFile(ctx context.Context, id, path string, maxBytes int64) ([]byte, error)
+	WriteFile(ctx context.Context, id, path string, data []byte, mode uint32) error
+	ListFiles(ctx context.Context, id, path string) ([]core.FileInfo, error)
+	Destroy(ctx context.Context, id string) error
+}
+
+// Recorder stores what a run produces; *output.Writer is the one on disk.
+type Recorder interface {
+	WriteTrajectory(t core.Trajectory) error
+	WriteStep(m core.StepMetrics) error
+	WriteSummary(s output.Summary) error
+}
+
+// Step is one finished step as the sinks see it.
+type Step struct {
+	Index        int
+	Trajectories []core.Trajectory // every episode that ran, cancelled ones included
+	// Metrics is the step's aggregate; sinks may add to Metrics.Extra and
+	// the line written to metrics.jsonl carries what they added.
+	Metrics     *core.StepMetrics
+	Interrupted bool          // Ctrl-C hit during the step: it is incomplete
+	Rollout     time.Duration // wall clock of the episodes (generation and scoring)
+}
+
+// StepSink consumes each step after its episodes end and before its
+// metrics line is written. The GRPO trainer is one: it turns the step's
+// groups into a weight update. An error stops the run.
+type StepSink interface {
+	EndStep(ctx context.Context, s *Step) error
+}
+
+// Settings are the run block's values, free of config types.
+type Settings struct {
+	Steps          int
+	BatchSize      int // tasks per step
+	GroupSize      int // episodes per task
+	Seed           int64
+	Concurrency    int
+	MaxTurns       int
+	EpisodeTimeout time.Duration
+	// StartStep skips the steps a resumed run already did; the task order
+	// is replayed so step k sees the same tasks as in an uninterrupted run.
+	StartStep int
+	// MaxPolicyFailures stops the run after this many consecutive failed
+	// policy requests (0: DefaultMaxPolicyFailures), so a dead server costs
+	// a few seconds rather than every remaining episode.
+	MaxPolicyFailures int
+}
+
+// DefaultMaxPolicyFailures is Settings.MaxPolicyFailures' default.
+const DefaultMaxPolicyFailures = 8
