@@ -17,6 +17,9 @@ import torch
 
 def compute(case):
     seqs = case["seqs"]
+    for s in seqs:  # Go writes empty slices as null
+        for k in ("logp", "old", "ref"):
+            s[k] = s[k] or []
     B = len(seqs)
     T = max([len(s["logp"]) for s in seqs] + [1])
     logp = torch.zeros(B, T, dtype=torch.float64)
