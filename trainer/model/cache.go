@@ -33,8 +33,16 @@ type Chunk struct {
 	IDs  []int32
 }
 
-// NewCache allocates a KV cache for B sequences of up to maxT tokens.
+// NewCache allocates a KV cache for B sequences of up to maxT tokens,
+// with scratch for max(B, maxT) rows per Forward.
 func (m *Model) NewCache(B, maxT int) (*Cache, error) {
+	return m.NewPackedCache(B, maxT, max(B, maxT))
+}
+
+// NewPackedCache is NewCache with scratch for rows tokens per Forward
+// (at least max(B, maxT)), so a server can pack a full-length prompt next
+// to a decode row of every slot.
+func (m *Model) NewPackedCache(B, maxT, rows int) (*Cache, error) {
 	c := m.Cfg
 	if B <= 0 || maxT <= 0 {
 		return nil, fmt.Errorf("model: cache %dx%d must be positive", B, maxT)
@@ -43,7 +51,7 @@ func (m *Model) NewCache(B, maxT int) (*Cache, error) {
 		return nil, fmt.Errorf("model: cache length %d exceeds max_position_embeddings %d", maxT, c.MaxPositions)
 	}
 	be := m.be
-	R := max(B, maxT)
+	R := max(B, maxT, rows)
 	C, I, V := c.HiddenSize, c.IntermediateSize, c.VocabSize
 	qd, kvd := c.NumHeads*c.HeadDim, c.NumKVHeads*c.HeadDim
 	k := &Cache{m: m, B: B, maxT: maxT, rows: R, n: make([]int, B),
