@@ -85,15 +85,37 @@ func Generate(ctx context.Context, m *model.Model, prompts [][]int, o Options) (
 	for _, s := range o.StopIDs {
 		stop[s] = true
 	}
+	// Prompts are prefilled together, packed up to the cache's row budget
+	// per pass; logits[i*V:] belongs to the sequence in row[i].
 	logits := make([]float32, B*V)
+	row := make([]int, B)
+	var chunks []model.Chunk
+	rows, first := 0, 0
+	flush := func() error {
+		if len(chunks) == 0 {
+			return nil
+		}
+		err := cache.Forward(chunks, logits[first*V:(first+len(chunks))*V])
+		chunks, rows = chunks[:0], 0
+		return err
+	}
 	for b, p := range prompts {
+		if rows+len(p) > cache.Rows() {
+			if err := flush(); err != nil {
+				return nil, fmt.Errorf("generate: prefill: %w", err)
+			}
+			first = b
+		}
 		ids := make([]int32, len(p))
 		for i, t := range p {
 			ids[i] = int32(t)
 		}
-		if err := cache.Prefill(b, ids, logits[b*V:(b+1)*V]); err != nil {
-			return nil, fmt.Errorf("generate: prompt %d: %w", b, err)
-		}
+		chunks = append(chunks, model.Chunk{Slot: b, IDs: ids})
+		rows += len(p)
+		row[b] = b
+	}
+	if err := flush(); err != nil {
+		return nil, fmt.Errorf("generate: prefill: %w", err)
 	}
 	res := make([]Result, B)
 	samplers := make([]*Sampler, B)
@@ -105,47 +127,77 @@ func Generate(ctx context.Context, m *model.Model, prompts [][]int, o Options) (
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("generate: %w", err)
 		}
-		active := 0
+		chunks = chunks[:0]
 		for b := range B {
 			if res[b].Finish != "" {
-				next[b] = 0 // keeps the batch shape; the result is discarded
 				continue
 			}
-			tok, lp := samplers[b].Sample(logits[b*V : (b+1)*V])
+			r := row[b]
+			tok, lp := samplers[b].Sample(logits[r*V : (r+1)*V])
 			res[b].Tokens = append(res[b].Tokens, tok)
 			res[b].LogProbs = append(res[b].LogProbs, lp)
-			next[b] = int32(tok)
 			switch {
 			case stop[tok]:
 				res[b].Finish = FinishStop
 			case len(res[b].Tokens) >= o.MaxTokens:
 				res[b].Finish = FinishLength
 			default:
-				active++
+				// Only unfinished sequences are decoded.
+				next[b] = int32(tok)
+				row[b] = len(chunks)
+				chunks = append(chunks, model.Chunk{Slot: b, IDs: next[b : b+1]})
 			}
 		}
-		if active == 0 {
+		if len(chunks) == 0 {
 			return res, nil
 		}
-		if err := cache.Decode(next, logits); err != nil {
+		if err := cache.Forward(chunks, logits[:len(chunks)*V]); err != nil {
 			return nil, fmt.Errorf("generate: step %d: %w", step, err)
 		}
 	}
 }
 
 // Sampler draws tokens from logits with one sequence's options and RNG.
-// Its scratch is sized once for the vocabulary.
+// Its scratch is sized once for the vocabulary. Top-k and top-p never sort
+// the vocabulary: a histogram of the probabilities over log-spaced buckets
+// finds the bucket where the cut falls, and only that bucket's members
+// are sorted.
 type Sampler struct {
 	o     Options
 	rng   *rand.Rand
 	probs []float64
 	idx   []int
+	tmp   []int
+	hist  []bucket
+	// lse and invT of the last Sample, for TopLogProbs.
+	lse, t float64
+}
+
+type bucket struct {
+	n    int
+	mass float64
+}
+
+// Buckets are keyed by the top bits of a probability's float64 encoding
+// (exponent and 5 mantissa bits), so the key falls as the probability
+// falls and one bucket spans a ratio of at most 1+1/32. Probabilities
+// below 2^-80 share the last bucket.
+const (
+	bucketShift = 52 - 5
+	numBuckets  = 80 << 5
+)
+
+var oneKey = math.Float64bits(1) >> bucketShift
+
+func bucketOf(p float64) int {
+	k := int(oneKey - math.Float64bits(p)>>bucketShift)
+	return min(max(k, 0), numBuckets-1)
 }
 
 // NewSampler returns the sampler for sequence stream of a batch.
 func NewSampler(vocab int, o Options, stream uint64) *Sampler {
 	return &Sampler{o: o, rng: rand.New(rand.NewPCG(o.Seed, stream)),
-		probs: make([]float64, vocab), idx: make([]int, vocab)}
+		probs: make([]float64, vocab), idx: make([]int, 0, vocab), hist: make([]bucket, numBuckets)}
 }
 
 // Sample returns the next token and its log-prob (see Result.LogProbs).
@@ -169,6 +221,7 @@ func (s *Sampler) Sample(logits []float32) (int, float32) {
 		sum += p
 	}
 	lse := mx + math.Log(sum)
+	s.lse, s.t = lse, T
 	logp := func(i int) float32 { return float32(float64(logits[i])/T - lse) }
 	if greedy {
 		return arg, logp(arg)
@@ -177,33 +230,12 @@ func (s *Sampler) Sample(logits []float32) (int, float32) {
 	for i := range logits {
 		cand = append(cand, i)
 	}
-	if k := s.o.TopK; (k > 0 && k < len(cand)) || (s.o.TopP > 0 && s.o.TopP < 1) {
-		// Highest probability first; ties by id for determinism.
-		slices.SortFunc(cand, func(a, b int) int {
-			return cmp.Or(cmp.Compare(s.probs[b], s.probs[a]), cmp.Compare(a, b))
-		})
-		if k > 0 && k < len(cand) {
-			cand = cand[:k]
-		}
-		if p := s.o.TopP; p > 0 && p < 1 {
-			var kept, acc float64
-			for _, i := range cand {
-				kept += s.probs[i]
-			}
-			n := 0
-			for n < len(cand) {
-				acc += s.probs[cand[n]]
-				n++
-				if acc >= p*kept {
-					break
-				}
-			}
-			cand = cand[:n]
-		}
+	total := sum
+	if k := s.o.TopK; k > 0 && k < len(cand) {
+		cand, total = s.prefix(cand, k, math.Inf(1))
 	}
-	var total float64
-	for _, i := range cand {
-		total += s.probs[i]
+	if p := s.o.TopP; p > 0 && p < 1 {
+		cand, total = s.prefix(cand, len(cand), p*total)
 	}
 	u := s.rng.Float64() * total
 	for _, i := range cand {
@@ -214,4 +246,85 @@ func (s *Sampler) Sample(logits []float32) (int, float32) {
 	}
 	last := cand[len(cand)-1] // u landed on the rounding edge
 	return last, logp(last)
+}
+
+// prefix returns the members of cand that open its order by falling
+// probability (ties by id) up to the first of: count members, or a
+// running mass reaching mass; and their total mass. Whole buckets above
+// the cut keep their id order (the draw does not care); only the bucket
+// holding the cut is sorted. cand is reordered in place.
+func (s *Sampler) prefix(cand []int, count int, mass float64) ([]int, float64) {
+	clear(s.hist)
+	for _, i := range cand {
+		h := &s.hist[bucketOf(s.probs[i])]
+		h.n++
+		h.mass += s.probs[i]
+	}
+	n, acc, cut := 0, 0.0, numBuckets-1
+	for b := range s.hist {
+		h := s.hist[b]
+		if n+h.n >= count || acc+h.mass >= mass {
+			cut = b
+			break
+		}
+		n += h.n
+		acc += h.mass
+	}
+	// Stable partition: buckets above the cut, then the cut bucket.
+	out, edge := cand[:0], s.tmp[:0]
+	for _, i := range cand {
+		switch b := bucketOf(s.probs[i]); {
+		case b < cut:
+			out = append(out, i)
+		case b == cut:
+			edge = append(edge, i)
+		}
+	}
+	s.tmp = edge[:0]
+	slices.SortFunc(edge, func(a, b int) int {
+		return cmp.Or(cmp.Compare(s.probs[b], s.probs[a]), cmp.Compare(a, b))
+	})
+	for _, i := range edge {
+		if len(out) >= count {
+			break
+		}
+		out = append(out, i)
+		acc += s.probs[i]
+		if acc >= mass {
+			break
+		}
+	}
+	return out, acc
+}
+
+// TokenLogProb is one token with its log-prob.
+type TokenLogProb struct {
+	ID      int
+	LogProb float32
+}
+
+// TopLogProbs returns the n most likely tokens of the logits last passed
+// to Sample (ties by id) with their log-probs at the sampling temperature
+// (T=1 when greedy), most likely first.
+func (s *Sampler) TopLogProbs(logits []float32, n int) []TokenLogProb {
+	n = min(n, len(logits))
+	top := make([]int, 0, n+1)
+	for i, z := range logits {
+		if len(top) == n && z <= logits[top[n-1]] {
+			continue
+		}
+		j := len(top)
+		for j > 0 && logits[top[j-1]] < z {
+			j--
+		}
+		top = slices.Insert(top, j, i)
+		if len(top) > n {
+			top = top[:n]
+		}
+	}
+	out := make([]TokenLogProb, len(top))
+	for k, i := range top {
+		out[k] = TokenLogProb{ID: i, LogProb: float32(float64(logits[i])/s.t - s.lse)}
+	}
+	return out
 }

@@ -1,8 +1,10 @@
 package generate
 
 import (
+	"cmp"
 	"context"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -222,4 +224,83 @@ func TestGenerateValidation(t *testing.T) {
 	if _, err := Generate(cctx, m, [][]int{{1}}, Options{MaxTokens: 3}); err == nil {
 		t.Fatal("want error for cancelled context")
 	}
+}
+
+// The histogram cut keeps exactly the set a full sort by probability
+// would keep, for top-k, top-p and both, on flat and peaked logits.
+func TestTruncationMatchesFullSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const V = 3000
+	for trial := range 60 {
+		scale := []float64{0.01, 1, 5, 30}[trial%4]
+		logits := make([]float32, V)
+		for i := range logits {
+			logits[i] = float32(rng.NormFloat64() * scale)
+		}
+		if trial%5 == 0 { // ties
+			for i := 0; i < V; i += 3 {
+				logits[i] = logits[0]
+			}
+		}
+		o := Options{Temperature: 1, TopK: []int{0, 1, 7, 500}[trial%4], TopP: []float64{0, 0.3, 0.9, 0.999}[(trial/4)%4]}
+		s := NewSampler(V, o, 0)
+		s.Sample(logits)
+		// Reference: sort everything, then cut as the definition says.
+		ref := make([]int, V)
+		for i := range ref {
+			ref[i] = i
+		}
+		slices.SortFunc(ref, func(a, b int) int {
+			return cmp.Or(cmp.Compare(s.probs[b], s.probs[a]), cmp.Compare(a, b))
+		})
+		if o.TopK > 0 {
+			ref = ref[:o.TopK]
+		}
+		var kept float64
+		for _, i := range ref {
+			kept += s.probs[i]
+		}
+		if o.TopP > 0 {
+			var acc float64
+			for n, i := range ref {
+				acc += s.probs[i]
+				if acc >= o.TopP*kept {
+					ref = ref[:n+1]
+					break
+				}
+			}
+		}
+		cand := make([]int, V)
+		for i := range cand {
+			cand[i] = i
+		}
+		total := math.Inf(1)
+		if o.TopK > 0 {
+			cand, total = s.prefix(cand, o.TopK, total)
+		} else {
+			total = 0
+			for _, p := range s.probs {
+				total += p
+			}
+		}
+		if o.TopP > 0 {
+			cand, _ = s.prefix(cand, len(cand), o.TopP*total)
+		}
+		got := slices.Sorted(slices.Values(cand))
+		want := slices.Sorted(slices.Values(ref))
+		// Summation order differs, so a cut exactly on a rounding edge may
+		// move by one token; anything more is a bug.
+		if d := len(got) - len(want); d < -1 || d > 1 || !subset(got, want) && !subset(want, got) {
+			t.Fatalf("trial %d (%+v): kept %d tokens, full sort keeps %d (or a different set)", trial, o, len(got), len(want))
+		}
+	}
+}
+
+func subset(a, b []int) bool {
+	for _, x := range a {
+		if _, ok := slices.BinarySearch(b, x); !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,139 @@
+package grpo
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/rlhost/rlhost/trainer/optim"
+)
+
+// Loss types (TRL's loss_type).
+const (
+	LossGRPO   = "grpo"
+	LossBNPO   = "bnpo"
+	LossDrGRPO = "dr_grpo"
+	LossDAPO   = "dapo"
+)
+
+// Importance-sampling levels (TRL's importance_sampling_level).
+const (
+	LevelToken    = "token"
+	LevelSequence = "sequence"
+)
+
+// Reward scalings (TRL's scale_rewards).
+const (
+	ScaleGroup = "group"
+	ScaleBatch = "batch"
+	ScaleNone  = "none"
+)
+
+// Config is every GRPO and optimiser setting. JSON names are TRL's
+// GRPOConfig and transformers' TrainingArguments names where those exist;
+// DefaultConfig gives the defaults.
+type Config struct {
+	LossType           string  `json:"loss_type"`                 // grpo | bnpo | dr_grpo | dapo
+	Epsilon            float64 `json:"epsilon"`                   // lower clip, ratio >= 1-Epsilon
+	EpsilonHigh        float64 `json:"epsilon_high"`              // upper clip, ratio <= 1+EpsilonHigh; 0 means Epsilon
+	Beta               float64 `json:"beta"`                      // KL weight; 0 holds no reference model
+	ImportanceSampling string  `json:"importance_sampling_level"` // token | sequence
+	ScaleRewards       string  `json:"scale_rewards"`             // group | batch | none
+	NumIterations      int     `json:"num_iterations"`            // updates per batch
+	MaskTruncated      bool    `json:"mask_truncated_completions"`
+	Temperature        float64 `json:"temperature"` // log-probs of logits/T, as sampled
+	// MaxCompletionLength is max_completion_length, the constant dr_grpo
+	// divides by (per sequence).
+	MaxCompletionLength int `json:"max_completion_length"`
+
+	// Optimiser (transformers.TrainingArguments names).
+	LR          float64 `json:"learning_rate"`
+	Schedule    string  `json:"lr_scheduler_type"` // constant | linear | cosine
+	WarmupSteps int     `json:"warmup_steps"`      // optimiser updates
+	TotalSteps  int     `json:"total_steps"`       // updates over the whole run; linear and cosine decay to 0 there
+	Beta1       float64 `json:"adam_beta1"`
+	Beta2       float64 `json:"adam_beta2"`
+	AdamEps     float64 `json:"adam_epsilon"`
+	WeightDecay float64 `json:"weight_decay"`  // matrices only
+	MaxGradNorm float64 `json:"max_grad_norm"` // 0 disables clipping
+
+	// MicroBatch is the number of sequences per forward/backward pass
+	// (per_device_train_batch_size); it bounds activation memory.
+	MicroBatch int `json:"micro_batch"`
+	// MaxSeqLen is the longest sequence (prompt and completion, all turns)
+	// a step accepts; activations are allocated for MicroBatch×MaxSeqLen.
+	MaxSeqLen int `json:"max_seq_len"`
+}
+
+// DefaultConfig returns TRL's GRPOConfig defaults where they exist
+// (learning rate 1e-6, dapo, epsilon 0.2, beta 0, token-level, group
+// scaling, one iteration, max_completion_length 512, clipping at 1.0), a
+// constant schedule, and a micro-batch of 1 sequence of up to 1024 tokens.
+func DefaultConfig() Config {
+	return Config{
+		LossType: LossDAPO, Epsilon: 0.2, ImportanceSampling: LevelToken,
+		ScaleRewards: ScaleGroup, NumIterations: 1, Temperature: 1,
+		MaxCompletionLength: 512,
+		LR:                  1e-6, Schedule: optim.Constant,
+		Beta1: 0.9, Beta2: 0.999, AdamEps: 1e-8, MaxGradNorm: 1,
+		MicroBatch: 1, MaxSeqLen: 1024,
+	}
+}
+
+// epsHigh is the effective upper clip.
+func (c Config) epsHigh() float64 {
+	if c.EpsilonHigh == 0 {
+		return c.Epsilon
+	}
+	return c.EpsilonHigh
+}
+
+// Optim is the optimiser part of c.
+func (c Config) Optim() optim.Config {
+	return optim.Config{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.AdamEps,
+		WeightDecay: c.WeightDecay, Schedule: c.Schedule, WarmupSteps: c.WarmupSteps, TotalSteps: c.TotalSteps}
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// Validate checks every setting; an error names the setting (TRL name).
+func (c Config) Validate() error {
+	switch c.LossType {
+	case LossGRPO, LossBNPO, LossDrGRPO, LossDAPO:
+	default:
+		return fmt.Errorf("loss_type %q is not one of grpo, bnpo, dr_grpo, dapo", c.LossType)
+	}
+	switch c.ImportanceSampling {
+	case LevelToken, LevelSequence:
+	default:
+		return fmt.Errorf("importance_sampling_level %q is not one of token, sequence", c.ImportanceSampling)
+	}
+	switch c.ScaleRewards {
+	case ScaleGroup, ScaleBatch, ScaleNone:
+	default:
+		return fmt.Errorf("scale_rewards %q is not one of group, batch, none", c.ScaleRewards)
+	}
+	switch {
+	case !(c.Epsilon >= 0 && c.Epsilon < 1):
+		return fmt.Errorf("epsilon %g must be in [0,1)", c.Epsilon)
+	case !(c.EpsilonHigh >= 0) || !finite(c.EpsilonHigh):
+		return fmt.Errorf("epsilon_high %g must be a finite number >= 0", c.EpsilonHigh)
+	case !(c.Beta >= 0) || !finite(c.Beta):
+		return fmt.Errorf("beta %g must be a finite number >= 0", c.Beta)
+	case c.NumIterations < 1:
+		return fmt.Errorf("num_iterations %d must be >= 1", c.NumIterations)
+	case !(c.Temperature > 0) || !finite(c.Temperature):
+		return fmt.Errorf("temperature %g must be positive", c.Temperature)
+	case c.LossType == LossDrGRPO && c.MaxCompletionLength <= 0:
+		return fmt.Errorf("max_completion_length %d must be positive for loss_type dr_grpo", c.MaxCompletionLength)
+	case !(c.MaxGradNorm >= 0) || !finite(c.MaxGradNorm):
+		return fmt.Errorf("max_grad_norm %g must be a finite number >= 0", c.MaxGradNorm)
+	case c.MicroBatch < 1:
+		return fmt.Errorf("micro_batch %d must be >= 1", c.MicroBatch)
+	case c.MaxSeqLen < 2:
+		return fmt.Errorf("max_seq_len %d must be >= 2", c.MaxSeqLen)
+	}
+	if err := c.Optim().Validate(); err != nil {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,153 @@
+package grpo
+
+import (
+	"fmt"
+	"math"
+)
+
+// LossSeq is one sequence of a micro-batch as the loss sees it: the
+// log-probs of its trained tokens only (the mask is implicit), under the
+// current policy, the policy that sampled the batch ("old") and the
+// frozen reference.
+type LossSeq struct {
+	LogP    []float64 // current policy, at Temperature
+	OldLogP []float64 // same length; equal to LogP when num_iterations is 1
+	RefLogP []float64 // same length; nil when Beta is 0
+	Adv     float64
+}
+
+// LossParams are the settings and batch-wide counts the loss of one
+// micro-batch needs.
+type LossParams struct {
+	Type                string
+	Epsilon             float64 // epsilon_low
+	EpsilonHigh         float64
+	Beta                float64
+	Level               string // token | sequence
+	MaxCompletionLength int    // dr_grpo
+	// AccumSteps is the number of micro-batches in the optimiser step;
+	// grpo, bnpo and dr_grpo divide each micro-batch's loss by it.
+	AccumSteps int
+	// NumItemsInBatch is the number of trained tokens in the whole
+	// optimiser step; dapo divides by it.
+	NumItemsInBatch int
+}
+
+// LossStats are sums over one micro-batch, for batch-wide metrics.
+type LossStats struct {
+	Loss     float64 // this micro-batch's share of the step's loss
+	Tokens   int     // trained tokens
+	KLSum    float64 // Σ k3 over trained tokens (Beta > 0)
+	ClipLow  float64 // tokens (token level) or sequences (sequence level) clipped below with A < 0
+	ClipHigh float64 // ... clipped above with A > 0
+	ClipN    float64 // the denominator of those fractions: tokens or sequences
+}
+
+// Loss is TRL's GRPOTrainer._compute_loss for one micro-batch (one
+// process), and its gradient: it returns the loss and writes
+// dlogp[i][t] = ∂loss/∂LogP[i][t] (dlogp[i] must have len(LogP[i])).
+//
+// Per token, with log-ratio d = LogP-OldLogP (token level) or
+// d_i = mean over the sequence's tokens (sequence level), ρ = exp(d):
+//
+//	ℓ = -min(ρ·A, clip(ρ, 1-ε, 1+ε_high)·A) + β·(exp(ref-logp) - (ref-logp) - 1)
+//
+// and the micro-batch loss is Σ w·ℓ over trained tokens with weight w:
+//
+//	grpo     1 / (n_i · B · AccumSteps)      n_i = sequence's tokens (≥1), B = sequences here
+//	bnpo     1 / (N · AccumSteps)            N = trained tokens here (≥1)
+//	dr_grpo  1 / (B · MaxCompletionLength · AccumSteps)
+//	dapo     1 / NumItemsInBatch (≥1)
+//
+// Gradients at ties (ρ exactly on a clip bound) follow PyTorch's
+// autograd: the unclipped branch's gradient.
+func Loss(p LossParams, seqs []LossSeq, dlogp [][]float64) (LossStats, error) {
+	var st LossStats
+	if len(dlogp) != len(seqs) {
+		return st, fmt.Errorf("grpo: loss got %d gradient rows for %d sequences", len(dlogp), len(seqs))
+	}
+	B, N := len(seqs), 0
+	for i, s := range seqs {
+		n := len(s.LogP)
+		if len(s.OldLogP) != n || (p.Beta != 0 && len(s.RefLogP) != n) || len(dlogp[i]) != n {
+			return st, fmt.Errorf("grpo: loss sequence %d: lengths logp %d, old %d, ref %d, grad %d differ",
+				i, n, len(s.OldLogP), len(s.RefLogP), len(dlogp[i]))
+		}
+		N += n
+	}
+	st.Tokens = N
+	accum := float64(max(1, p.AccumSteps))
+	lo, hi := 1-p.Epsilon, 1+p.EpsilonHigh
+	for i, s := range seqs {
+		n := len(s.LogP)
+		var w float64
+		switch p.Type {
+		case LossGRPO:
+			w = 1 / (float64(max(1, n)) * float64(B) * accum)
+		case LossBNPO:
+			w = 1 / (float64(max(1, N)) * accum)
+		case LossDrGRPO:
+			w = 1 / (float64(B) * float64(p.MaxCompletionLength) * accum)
+		case LossDAPO:
+			w = 1 / float64(max(1, p.NumItemsInBatch))
+		default:
+			return st, fmt.Errorf("grpo: unknown loss_type %q", p.Type)
+		}
+		A := s.Adv
+		// policy returns -min(ρA, clip(ρ)A) and its derivative by log ρ.
+		policy := func(logRatio float64) (l, dl float64, low, high bool) {
+			rho := math.Exp(logRatio)
+			c := min(max(rho, lo), hi)
+			unclipped := rho*A <= c*A || (rho >= lo && rho <= hi)
+			if unclipped {
+				l, dl = -rho*A, -rho*A
+			} else {
+				l = -c * A
+			}
+			return l, dl, rho < lo && A < 0, rho > hi && A > 0
+		}
+		var seqL, seqD float64
+		if p.Level == LevelSequence {
+			var sum float64
+			for t := range n {
+				sum += s.LogP[t] - s.OldLogP[t]
+			}
+			l, dl, low, high := policy(sum / float64(max(1, n)))
+			// The sequence's policy term is repeated on each of its n
+			// tokens, and each token moves the mean log-ratio by 1/n.
+			seqL, seqD = l, dl
+			st.ClipN++
+			st.ClipLow += b2f(low)
+			st.ClipHigh += b2f(high)
+		} else if p.Level != LevelToken {
+			return st, fmt.Errorf("grpo: unknown importance_sampling_level %q", p.Level)
+		}
+		for t := range n {
+			l, dl := seqL, seqD
+			if p.Level == LevelToken {
+				var low, high bool
+				l, dl, low, high = policy(s.LogP[t] - s.OldLogP[t])
+				st.ClipN++
+				st.ClipLow += b2f(low)
+				st.ClipHigh += b2f(high)
+			}
+			if p.Beta != 0 {
+				x := s.RefLogP[t] - s.LogP[t]
+				kl := math.Exp(x) - x - 1
+				st.KLSum += kl
+				l += p.Beta * kl
+				dl += p.Beta * (1 - math.Exp(x))
+			}
+			st.Loss += w * l
+			dlogp[i][t] = w * dl
+		}
+	}
+	return st, nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

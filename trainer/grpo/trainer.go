@@ -1,0 +1,473 @@
+package grpo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/rlhost/rlhost/trainer/model"
+	"github.com/rlhost/rlhost/trainer/optim"
+)
+
+// Sample is one sampled episode: the full token sequence the model saw
+// and produced (prompt, completion, and for multi-turn episodes every
+// later turn, merged), and its reward.
+type Sample struct {
+	Tokens []int32
+	// Trained marks the tokens the policy sampled (len(Tokens)); only
+	// they carry loss. Prompt, system, user and tool tokens are false.
+	// Trained[0] must be false: the first token has no context.
+	Trained []bool
+	// SampleLogProbs optionally holds, for trained tokens, the log-prob
+	// each had when it was sampled (0 elsewhere). The loss does not use
+	// them; Stats.SampleLogProbDiff reports how far the trainer's own
+	// log-probs are from them, which checks the sampler's records.
+	SampleLogProbs []float32
+	// Reward is the sample's scalar reward, already summed over weighted
+	// reward components; NaN marks an unscorable sample (advantage 0).
+	Reward float64
+	// Truncated is true when the completion hit its token budget; with
+	// MaskTruncated its tokens are excluded from the loss.
+	Truncated bool
+}
+
+// ErrTooLong is wrapped by Step and SFTStep errors for a sample longer
+// than MaxSeqLen (up to its last trained token).
+var ErrTooLong = errors.New("sample longer than max_seq_len")
+
+// Stats describe one Step or SFTStep.
+type Stats struct {
+	Loss          float64 // the objective (mean over iterations)
+	KL            float64 // mean k3 KL to the reference per trained token (Beta > 0)
+	ClipLow       float64 // fraction of ratios clipped below with A < 0 (tokens, or sequences at sequence level)
+	ClipHigh      float64 // ... clipped above with A > 0
+	ClipRegion    float64 // either
+	GradNorm      float64 // global L2 norm before clipping (mean over iterations)
+	LR            float64 // learning rate of the last update
+	Updates       int     // optimiser updates applied by this call
+	OptimizerStep int     // optimiser updates applied in total
+	Tokens        int     // trained tokens (after masking)
+	Sequences     int
+	Groups        int
+	ZeroStdGroups int     // groups whose rewards were all equal: no gradient
+	RewardMean    float64 // over scorable samples
+	RewardStd     float64
+	// SampleLogProbDiff is the mean |SampleLogProbs - recomputed log-prob|
+	// over trained tokens that carry a sampling log-prob (first iteration).
+	SampleLogProbDiff float64
+	// Skipped says why an update was not applied (non-finite loss or
+	// gradient); empty when every update was applied.
+	Skipped string
+	// Timings.
+	ForwardBackward time.Duration
+	Optimizer       time.Duration
+	Total           time.Duration
+}
+
+// Trainer owns a policy model, its optimiser state and the buffers of one
+// training step, all allocated once in New.
+type Trainer struct {
+	cfg    Config
+	m      *model.Model
+	ref    *model.Model // frozen copy when Beta > 0
+	run    *model.Run   // MicroBatch × MaxSeqLen activations
+	refRun *model.Run
+	opt    *optim.AdamW
+
+	// Host-side buffers of one micro-batch.
+	ids, tgt []int32
+	lens     []int
+	lp, dlp  []float32
+}
+
+// New builds a trainer for m: it allocates gradients, AdamW moments, the
+// activations of a MicroBatch×MaxSeqLen run and, when Beta > 0, a frozen
+// reference copy of m (and its run).
+func New(m *model.Model, cfg Config) (*Trainer, error) { return newTrainer(m, nil, cfg) }
+
+// newTrainer is New with the reference model given (nil: a copy of m).
+func newTrainer(m, ref *model.Model, cfg Config) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("grpo: %w", err)
+	}
+	if mp := m.Cfg.MaxPositions; mp > 0 && cfg.MaxSeqLen > mp {
+		return nil, fmt.Errorf("grpo: max_seq_len %d exceeds the model's max_position_embeddings %d", cfg.MaxSeqLen, mp)
+	}
+	t := &Trainer{cfg: cfg, m: m}
+	var err error
+	if cfg.Beta != 0 {
+		t.ref = ref
+		if t.ref == nil {
+			if t.ref, err = model.New(m.Backend(), m.Cfg); err != nil {
+				return nil, fmt.Errorf("grpo: reference model: %w", err)
+			}
+			copyWeights(t.ref, m)
+		}
+		if t.refRun, err = t.ref.NewRun(cfg.MicroBatch, cfg.MaxSeqLen); err != nil {
+			return nil, fmt.Errorf("grpo: %w", err)
+		}
+	}
+	m.AllocGrads()
+	if t.run, err = m.NewRun(cfg.MicroBatch, cfg.MaxSeqLen); err != nil {
+		return nil, fmt.Errorf("grpo: %w", err)
+	}
+	if t.opt, err = optim.NewAdamW(m, cfg.Optim()); err != nil {
+		return nil, fmt.Errorf("grpo: %w", err)
+	}
+	n := cfg.MicroBatch * cfg.MaxSeqLen
+	t.ids, t.tgt, t.lens = make([]int32, n), make([]int32, n), make([]int, cfg.MicroBatch)
+	t.lp, t.dlp = make([]float32, n), make([]float32, n)
+	return t, nil
+}
+
+func copyWeights(dst, src *model.Model) {
+	sp := src.Params()
+	for i, p := range dst.Params() {
+		dst.Backend().Copy(p.W, sp[i].W)
+	}
+}
+
+// Model is the policy being trained.
+func (t *Trainer) Model() *model.Model { return t.m }
+
+// Config is the trainer's configuration.
+func (t *Trainer) Config() Config { return t.cfg }
+
+// OptimizerStep is the number of optimiser updates applied so far.
+func (t *Trainer) OptimizerStep() int { return t.opt.Step() }
+
+// Step runs one GRPO step on a generation batch of groups (one group per
+// prompt) and applies NumIterations optimiser updates to the policy.
+func (t *Trainer) Step(ctx context.Context, groups [][]Sample) (Stats, error) {
+	start := time.Now()
+	st := Stats{Groups: len(groups)}
+
+	// 1. Advantages: group-relative rewards, broadcast to trained tokens.
+	rewards := make([][]float64, len(groups))
+	for g, grp := range groups {
+		for _, s := range grp {
+			rewards[g] = append(rewards[g], s.Reward)
+		}
+	}
+	adv, zeroStd, err := Advantages(rewards, t.cfg.ScaleRewards)
+	if err != nil {
+		return st, err
+	}
+	st.ZeroStdGroups = zeroStd
+	st.RewardMean, st.RewardStd = rewardStats(rewards)
+	var seqs []*seq
+	for g, grp := range groups {
+		for i := range grp {
+			s, err := t.pack(&grp[i], fmt.Sprintf("group %d sample %d", g, i), t.cfg.MaskTruncated)
+			if err != nil {
+				return st, err
+			}
+			s.adv = adv[g][i]
+			seqs = append(seqs, s)
+			st.Tokens += len(s.pos)
+		}
+	}
+	st.Sequences = len(seqs)
+	mbs := t.microBatches(len(seqs))
+	lp := LossParams{Type: t.cfg.LossType, Epsilon: t.cfg.Epsilon, EpsilonHigh: t.cfg.epsHigh(),
+		Beta: t.cfg.Beta, Level: t.cfg.ImportanceSampling, MaxCompletionLength: t.cfg.MaxCompletionLength,
+		AccumSteps: len(mbs), NumItemsInBatch: st.Tokens}
+	temp := float32(t.cfg.Temperature)
+
+	var sum LossStats
+	var diffSum float64
+	var diffN int
+	for it := range t.cfg.NumIterations {
+		t.m.ZeroGrads()
+		var loss float64
+		fb := time.Now()
+		for _, mb := range mbs {
+			if err := ctx.Err(); err != nil {
+				return st, fmt.Errorf("grpo: step: %w", err)
+			}
+			if tokensIn(seqs, mb) == 0 {
+				// Nothing to train here (masked or prompt-only samples);
+				// the loss still counts these sequences, with zero terms.
+				mst, err := Loss(lp, make([]LossSeq, len(mb)), make([][]float64, len(mb)))
+				if err != nil {
+					return st, err
+				}
+				sum.ClipN += mst.ClipN
+				continue
+			}
+			// 2. Forward: log-probs of the trained tokens at the sampling
+			// temperature. The first iteration's are the "old" policy's
+			// (the batch was sampled with these weights), kept for μ > 1.
+			if err := t.forward(t.run, seqs, mb, temp, func(s *seq, k int, v float64) {
+				s.logp[k] = v
+				if it == 0 {
+					s.old[k] = v
+				}
+			}); err != nil {
+				return st, err
+			}
+			if it == 0 && t.ref != nil {
+				if err := t.forward(t.refRun, seqs, mb, temp, func(s *seq, k int, v float64) { s.ref[k] = v }); err != nil {
+					return st, err
+				}
+			}
+			// 3. Loss and its gradient with respect to each log-prob.
+			ls := make([]LossSeq, len(mb))
+			grads := make([][]float64, len(mb))
+			for j, i := range mb {
+				s := seqs[i]
+				ls[j] = LossSeq{LogP: s.logp, OldLogP: s.old, Adv: s.adv}
+				if t.ref != nil {
+					ls[j].RefLogP = s.ref
+				}
+				grads[j] = s.grad
+				if it == 0 {
+					for k, p := range s.pos {
+						if len(s.sample) > 0 {
+							diffSum += math.Abs(float64(s.sample[p]) - s.logp[k])
+							diffN++
+						}
+					}
+				}
+			}
+			mst, err := Loss(lp, ls, grads)
+			if err != nil {
+				return st, err
+			}
+			loss += mst.Loss
+			sum.KLSum += mst.KLSum
+			sum.Tokens += mst.Tokens
+			sum.ClipLow += mst.ClipLow
+			sum.ClipHigh += mst.ClipHigh
+			sum.ClipN += mst.ClipN
+			// 4. Backward: accumulate parameter gradients.
+			if err := t.backward(seqs, mb); err != nil {
+				return st, err
+			}
+		}
+		st.ForwardBackward += time.Since(fb)
+		// 5. Clip, guard against NaN/Inf, update.
+		if reason := t.update(&st, loss); reason != "" {
+			st.Skipped = fmt.Sprintf("iteration %d: %s", it, reason)
+			break
+		}
+	}
+	// 6. Stats.
+	if st.Updates > 0 {
+		st.GradNorm /= float64(st.Updates)
+		st.Loss /= float64(st.Updates)
+	}
+	if sum.Tokens > 0 {
+		st.KL = sum.KLSum / float64(sum.Tokens)
+	}
+	if sum.ClipN > 0 {
+		st.ClipLow, st.ClipHigh = sum.ClipLow/sum.ClipN, sum.ClipHigh/sum.ClipN
+		st.ClipRegion = st.ClipLow + st.ClipHigh // exclusive: A < 0 vs A > 0
+	}
+	if diffN > 0 {
+		st.SampleLogProbDiff = diffSum / float64(diffN)
+	}
+	st.OptimizerStep = t.opt.Step()
+	st.Total = time.Since(start)
+	return st, nil
+}
+
+// SFTStep is one supervised step: the mean negative log-likelihood (at
+// temperature 1) of all trained tokens of samples, one optimiser update.
+// Rewards, advantages and Truncated are ignored.
+func (t *Trainer) SFTStep(ctx context.Context, samples []Sample) (Stats, error) {
+	start := time.Now()
+	st := Stats{Sequences: len(samples)}
+	var seqs []*seq
+	for i := range samples {
+		s, err := t.pack(&samples[i], fmt.Sprintf("sample %d", i), false)
+		if err != nil {
+			return st, err
+		}
+		seqs = append(seqs, s)
+		st.Tokens += len(s.pos)
+	}
+	t.m.ZeroGrads()
+	var loss float64
+	w := 1 / float64(max(1, st.Tokens))
+	fb := time.Now()
+	for _, mb := range t.microBatches(len(seqs)) {
+		if err := ctx.Err(); err != nil {
+			return st, fmt.Errorf("grpo: sft step: %w", err)
+		}
+		if tokensIn(seqs, mb) == 0 {
+			continue
+		}
+		if err := t.forward(t.run, seqs, mb, 1, func(s *seq, k int, v float64) {
+			loss -= w * v
+			s.grad[k] = -w
+		}); err != nil {
+			return st, err
+		}
+		if err := t.backward(seqs, mb); err != nil {
+			return st, err
+		}
+	}
+	st.ForwardBackward = time.Since(fb)
+	if reason := t.update(&st, loss); reason != "" {
+		st.Skipped = reason
+	}
+	st.OptimizerStep = t.opt.Step()
+	st.Total = time.Since(start)
+	return st, nil
+}
+
+// update clips the gradients and applies one AdamW step, unless the loss
+// or the gradient norm is not finite: then it clears the gradients and
+// returns why. The optimiser step count (and so the schedule) only
+// advances on applied updates.
+func (t *Trainer) update(st *Stats, loss float64) string {
+	opt := time.Now()
+	defer func() { st.Optimizer += time.Since(opt) }()
+	norm := optim.ClipGradNorm(t.m, t.cfg.MaxGradNorm)
+	switch {
+	case !finite(loss):
+		t.m.ZeroGrads()
+		return fmt.Sprintf("loss is %g", loss)
+	case !finite(norm):
+		t.m.ZeroGrads()
+		return fmt.Sprintf("gradient norm is %g", norm)
+	}
+	st.LR = t.opt.Update()
+	st.Updates++
+	st.Loss += loss
+	st.GradNorm += norm
+	return ""
+}
+
+// seq is a sample prepared for the model: its tokens up to the last
+// trained one, the positions of its trained tokens, and per trained token
+// the current, old and reference log-probs and the loss gradient.
+type seq struct {
+	tokens []int32
+	pos    []int // positions p ≥ 1 of trained tokens; row p-1 predicts them
+	sample []float32
+	adv    float64
+	logp   []float64
+	old    []float64
+	ref    []float64
+	grad   []float64
+}
+
+func (t *Trainer) pack(s *Sample, name string, maskTruncated bool) (*seq, error) {
+	if len(s.Trained) != len(s.Tokens) {
+		return nil, fmt.Errorf("grpo: %s: %d trained flags for %d tokens", name, len(s.Trained), len(s.Tokens))
+	}
+	if n := len(s.SampleLogProbs); n != 0 && n != len(s.Tokens) {
+		return nil, fmt.Errorf("grpo: %s: %d sampling log-probs for %d tokens", name, n, len(s.Tokens))
+	}
+	if len(s.Trained) > 0 && s.Trained[0] {
+		return nil, fmt.Errorf("grpo: %s: token 0 is marked trained but has no context", name)
+	}
+	V := int32(t.m.Cfg.VocabSize)
+	for i, id := range s.Tokens {
+		if id < 0 || id >= V {
+			return nil, fmt.Errorf("grpo: %s: token %d at position %d outside vocabulary of %d", name, id, i, V)
+		}
+	}
+	q := &seq{sample: s.SampleLogProbs}
+	if !(maskTruncated && s.Truncated) {
+		for p, tr := range s.Trained {
+			if tr {
+				q.pos = append(q.pos, p)
+			}
+		}
+	}
+	if len(q.pos) > 0 {
+		n := q.pos[len(q.pos)-1] + 1 // later tokens cannot affect the loss
+		if n > t.cfg.MaxSeqLen {
+			return nil, fmt.Errorf("grpo: %s: %d tokens up to its last trained one: %w (%d)", name, n, ErrTooLong, t.cfg.MaxSeqLen)
+		}
+		q.tokens = s.Tokens[:n]
+	}
+	k := len(q.pos)
+	buf := make([]float64, 4*k)
+	q.logp, q.old, q.ref, q.grad = buf[:k], buf[k:2*k], buf[2*k:3*k], buf[3*k:]
+	return q, nil
+}
+
+// microBatches splits n sequences, in order, into chunks of MicroBatch.
+func (t *Trainer) microBatches(n int) [][]int {
+	var out [][]int
+	for lo := 0; lo < n; lo += t.cfg.MicroBatch {
+		var mb []int
+		for i := lo; i < min(n, lo+t.cfg.MicroBatch); i++ {
+			mb = append(mb, i)
+		}
+		out = append(out, mb)
+	}
+	return out
+}
+
+// forward runs r over the micro-batch mb and hands each trained token's
+// log-prob at temperature temp to set.
+func (t *Trainer) forward(r *model.Run, seqs []*seq, mb []int, temp float32, set func(s *seq, k int, v float64)) error {
+	T := t.cfg.MaxSeqLen
+	clear(t.ids)
+	for i := range t.tgt {
+		t.tgt[i] = -1
+	}
+	clear(t.lens)
+	for b, i := range mb {
+		s := seqs[i]
+		copy(t.ids[b*T:], s.tokens)
+		t.lens[b] = len(s.tokens)
+		for _, p := range s.pos {
+			t.tgt[b*T+p-1] = s.tokens[p]
+		}
+	}
+	if err := r.Forward(t.ids, t.lens); err != nil {
+		return fmt.Errorf("grpo: forward: %w", err)
+	}
+	if err := r.LogProbs(t.tgt, temp, t.lp); err != nil {
+		return fmt.Errorf("grpo: log-probs: %w", err)
+	}
+	for b, i := range mb {
+		s := seqs[i]
+		for k, p := range s.pos {
+			set(s, k, float64(t.lp[b*T+p-1]))
+		}
+	}
+	return nil
+}
+
+// backward accumulates the gradients of the micro-batch's loss, given
+// each sequence's dloss/dlogp, into the policy's parameter gradients.
+func (t *Trainer) backward(seqs []*seq, mb []int) error {
+	T := t.cfg.MaxSeqLen
+	clear(t.dlp)
+	for b, i := range mb {
+		s := seqs[i]
+		for k, p := range s.pos {
+			t.dlp[b*T+p-1] = float32(s.grad[k])
+		}
+	}
+	if err := t.run.Backward(t.dlp); err != nil {
+		return fmt.Errorf("grpo: backward: %w", err)
+	}
+	return nil
+}
+
+func tokensIn(seqs []*seq, mb []int) int {
+	n := 0
+	for _, i := range mb {
+		n += len(seqs[i].pos)
+	}
+	return n
+}
+
+func rewardStats(rewards [][]float64) (mean, std float64) {
+	var all []float64
+	for _, g := range rewards {
+		all = append(all, g...)
+	}
+	mean, std = meanStd(all)
+	return mean, nanToZero(std)
+}

@@ -1,0 +1,414 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/rlhost/rlhost/trainer/generate"
+	"github.com/rlhost/rlhost/trainer/model"
+	"github.com/rlhost/rlhost/trainer/tokenizer"
+)
+
+// errClosed fails requests that were queued or running when the server
+// closed.
+var errClosed = errors.New("serve: server closed")
+
+// job is one chat completion request: one prompt, n choices.
+type job struct {
+	ctx       context.Context
+	prompt    []int32
+	n         int
+	maxTokens int
+	opts      generate.Options // Seed set; choice c samples from stream c
+	stops     []string
+	topN      int // top_logprobs per token; -1 when logprobs are off
+
+	mu      sync.Mutex
+	events  []event
+	notify  chan struct{} // cap 1: events or an end are waiting
+	left    int           // choices not finished
+	err     error
+	version uint64 // weights version it ran with
+}
+
+// event is one sampled token of one choice, or the end of the job.
+type event struct {
+	choice  int
+	token   int
+	logprob float32
+	top     []generate.TokenLogProb
+	text    string // text that became safe to show (stop strings held back)
+	finish  string // set on the choice's last token
+}
+
+func newJob(ctx context.Context) *job { return &job{ctx: ctx, notify: make(chan struct{}, 1)} }
+
+func (j *job) post(ev event) {
+	j.mu.Lock()
+	j.events = append(j.events, ev)
+	if ev.finish != "" {
+		j.left--
+	}
+	j.mu.Unlock()
+	j.wake()
+}
+
+func (j *job) fail(err error) {
+	j.mu.Lock()
+	if j.err == nil && j.left > 0 {
+		j.err = err
+	}
+	j.mu.Unlock()
+	j.wake()
+}
+
+func (j *job) wake() {
+	select {
+	case j.notify <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the events so far and whether the job has ended (every
+// choice finished, or an error).
+func (j *job) take() ([]event, bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	evs := j.events
+	j.events = nil
+	return evs, j.left == 0 || j.err != nil, j.err
+}
+
+// seq is one choice of a job occupying one cache slot.
+type seq struct {
+	job     *job
+	choice  int
+	slot    int
+	sampler *generate.Sampler
+	next    int32 // sampled token not yet fed to the model
+	count   int   // tokens sampled
+	text    []byte
+	shown   int // bytes of text already posted
+}
+
+// pauseReq is an Update waiting for the engine to go idle.
+type pauseReq struct {
+	idle   chan struct{} // closed by the engine when no sequence is running
+	resume chan struct{} // closed by Update when the weights are consistent
+	once   sync.Once
+}
+
+// engine runs continuous batching over the cache's slots. Only its own
+// goroutine touches the model and the cache.
+type engine struct {
+	m       *model.Model
+	tok     *tokenizer.Tokenizer
+	cache   *model.Cache
+	V       int
+	stopIDs map[int]bool
+	log     hclog.Logger
+	logits  []float32
+	tokText [][]byte // token id -> its bytes, for incremental text
+
+	mu     sync.Mutex
+	queue  []*job
+	pause  *pauseReq
+	closed bool
+	wakeC  chan struct{}
+	done   chan struct{}
+
+	slots   []*seq
+	running atomic.Int64 // sequences in slots, for tests and Stats
+	version atomic.Uint64
+	tokens  atomic.Int64 // tokens generated since start
+}
+
+func newEngine(m *model.Model, tok *tokenizer.Tokenizer, cache *model.Cache, stopIDs map[int]bool, log hclog.Logger) *engine {
+	V := m.Cfg.VocabSize
+	e := &engine{m: m, tok: tok, cache: cache, V: V, stopIDs: stopIDs, log: log,
+		logits: make([]float32, cache.Slots()*V), tokText: make([][]byte, V),
+		wakeC: make(chan struct{}, 1), done: make(chan struct{}), slots: make([]*seq, cache.Slots())}
+	for id := range V {
+		e.tokText[id] = []byte(tok.Decode([]int{id}))
+	}
+	return e
+}
+
+func (e *engine) wake() {
+	select {
+	case e.wakeC <- struct{}{}:
+	default:
+	}
+}
+
+// submit queues a job; it runs when enough slots are free and no Update is
+// waiting.
+func (e *engine) submit(j *job) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errClosed
+	}
+	j.left = j.n
+	e.queue = append(e.queue, j)
+	e.wake()
+	return nil
+}
+
+func (e *engine) close() {
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+	e.wake()
+	<-e.done
+}
+
+// run is the engine loop: drop cancelled sequences, honour a pending
+// Update, admit queued jobs into free slots, run one packed forward over
+// every running sequence's next token and the admitted prompts, sample.
+func (e *engine) run() {
+	defer close(e.done)
+	var chunks []model.Chunk
+	for {
+		for _, s := range e.slots {
+			if s != nil && s.job.ctx.Err() != nil {
+				s.job.fail(s.job.ctx.Err())
+				e.release(s)
+			}
+		}
+		e.mu.Lock()
+		if e.closed {
+			for _, j := range e.queue {
+				j.fail(errClosed)
+			}
+			e.queue = nil
+			e.mu.Unlock()
+			for _, s := range e.slots {
+				if s != nil {
+					s.job.fail(errClosed)
+					e.release(s)
+				}
+			}
+			return
+		}
+		running := int(e.running.Load())
+		if p := e.pause; p != nil && running == 0 {
+			e.mu.Unlock()
+			close(p.idle)
+			<-p.resume
+			e.mu.Lock()
+			if e.pause == p {
+				e.pause = nil
+			}
+			e.mu.Unlock()
+			continue
+		}
+		// Decode rows first, then as many queued prompts as fit, in order.
+		chunks = chunks[:0]
+		for _, s := range e.slots {
+			if s != nil {
+				chunks = append(chunks, model.Chunk{Slot: s.slot, IDs: []int32{s.next}})
+			}
+		}
+		rows := len(chunks)
+		var admitted []*job
+		for e.pause == nil && len(e.queue) > 0 {
+			j := e.queue[0]
+			if j.ctx.Err() != nil {
+				j.fail(j.ctx.Err())
+				e.queue = e.queue[1:]
+				continue
+			}
+			if j.n > e.cache.Slots()-running || rows+len(j.prompt) > e.cache.Rows() {
+				break
+			}
+			e.queue = e.queue[1:]
+			j.version = e.version.Load()
+			e.place(j)
+			running += j.n
+			rows += len(j.prompt)
+			admitted = append(admitted, j)
+		}
+		e.mu.Unlock()
+		if len(chunks) == 0 && len(admitted) == 0 {
+			<-e.wakeC
+			continue
+		}
+		decoded := len(chunks)
+		for _, j := range admitted {
+			chunks = append(chunks, model.Chunk{Slot: e.firstSlot(j), IDs: j.prompt})
+		}
+		if err := e.cache.Forward(chunks, e.logits[:len(chunks)*e.V]); err != nil {
+			e.log.Error("forward failed", "error", err)
+			for _, s := range e.slots {
+				if s != nil {
+					s.job.fail(fmt.Errorf("serve: forward: %w", err))
+					e.release(s)
+				}
+			}
+			continue
+		}
+		// Who samples from which logits row: running sequences their own,
+		// each admitted job's choices the row of its shared prompt.
+		var work []sampleWork
+		for i, ch := range chunks[:decoded] {
+			work = append(work, sampleWork{s: e.slots[ch.Slot], row: i})
+		}
+		for k, j := range admitted {
+			first := e.firstSlot(j)
+			for _, s := range e.slots {
+				if s != nil && s.job == j {
+					if s.slot != first {
+						if err := e.cache.CopyPrefix(s.slot, first, len(j.prompt)); err != nil {
+							panic(err) // slots and lengths come from place: a bug
+						}
+					}
+					work = append(work, sampleWork{s: s, row: decoded + k})
+				}
+			}
+		}
+		e.sample(work)
+		for _, w := range work {
+			e.advance(w)
+		}
+	}
+}
+
+// place gives each of j's choices a free slot, lowest first, so that
+// sequences stay adjacent and share attention calls.
+func (e *engine) place(j *job) {
+	c := 0
+	for slot, s := range e.slots {
+		if s != nil || c == j.n {
+			continue
+		}
+		o := j.opts
+		e.slots[slot] = &seq{job: j, choice: c, slot: slot, sampler: generate.NewSampler(e.V, o, uint64(c))}
+		c++
+	}
+	e.running.Add(int64(j.n))
+}
+
+func (e *engine) firstSlot(j *job) int {
+	for _, s := range e.slots {
+		if s != nil && s.job == j && s.choice == 0 {
+			return s.slot
+		}
+	}
+	panic("serve: job without slots")
+}
+
+func (e *engine) release(s *seq) {
+	_ = e.cache.Truncate(s.slot, 0)
+	e.slots[s.slot] = nil
+	e.running.Add(-1)
+}
+
+type sampleWork struct {
+	s   *seq
+	row int
+	tok int
+	lp  float32
+	top []generate.TokenLogProb
+}
+
+// sample draws every sequence's next token, in parallel: samplers and
+// logits rows are per sequence, and the model is not touched.
+func (e *engine) sample(work []sampleWork) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(len(work), runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(work) {
+					return
+				}
+				w := &work[i]
+				lg := e.logits[w.row*e.V : (w.row+1)*e.V]
+				w.tok, w.lp = w.s.sampler.Sample(lg)
+				if n := w.s.job.topN; n > 0 {
+					w.top = w.s.sampler.TopLogProbs(lg, n)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// advance records one sampled token: text, stop strings, finish.
+func (e *engine) advance(w sampleWork) {
+	s, j := w.s, w.s.job
+	s.count++
+	e.tokens.Add(1)
+	finish := ""
+	if e.stopIDs[w.tok] {
+		finish = "stop" // the stop token is returned in token_ids, not in the text
+	} else {
+		from := len(s.text)
+		s.text = append(s.text, e.tokText[w.tok]...)
+		if cut := findStop(s.text, j.stops, from); cut >= 0 {
+			s.text = s.text[:cut]
+			finish = "stop"
+		}
+	}
+	if finish == "" && s.count >= j.maxTokens {
+		finish = "length"
+	}
+	safe := len(s.text)
+	if finish == "" {
+		safe = safeLen(s.text, j.stops)
+	}
+	safe = max(safe, s.shown)
+	ev := event{choice: s.choice, token: w.tok, logprob: w.lp, top: w.top, text: string(s.text[s.shown:safe]), finish: finish}
+	s.shown = safe
+	s.next = int32(w.tok)
+	if finish != "" {
+		e.release(s)
+	}
+	j.post(ev)
+}
+
+// findStop returns where the earliest stop string starts in text, looking
+// only at matches that end after byte from, or -1.
+func findStop(text []byte, stops []string, from int) int {
+	cut := -1
+	for _, st := range stops {
+		lo := max(0, from-len(st)+1)
+		if i := bytes.Index(text[lo:], []byte(st)); i >= 0 && (cut < 0 || lo+i < cut) {
+			cut = lo + i
+		}
+	}
+	return cut
+}
+
+// safeLen is how much of text may be shown now: not a tail that could be
+// the start of a stop string, nor an incomplete UTF-8 character.
+func safeLen(text []byte, stops []string) int {
+	safe := len(text)
+	for _, st := range stops {
+		for k := min(len(st)-1, len(text)); k > 0; k-- {
+			if bytes.HasSuffix(text, []byte(st[:k])) {
+				safe = min(safe, len(text)-k)
+				break
+			}
+		}
+	}
+	for i := safe - 1; i >= 0 && i >= safe-utf8.UTFMax; i-- {
+		if utf8.RuneStart(text[i]) {
+			if !utf8.FullRune(text[i:safe]) {
+				safe = i
+			}
+			break
+		}
+	}
+	return safe
+}
