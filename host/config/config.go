@@ -18,6 +18,7 @@ type File struct {
 	Envs      []*Env
 	Policies  []*Policy
 	Output    Output
+	Trainer   *Trainer // nil: the run only rolls out and scores
 
 	// Files holds the parsed sources, for rendering diagnostics with context.
 	Files map[string]*hcl.File
@@ -78,6 +79,12 @@ type Env struct {
 type Policy struct {
 	Name     string
 	Provider string
+	Body     hcl.Body
+	DefRange hcl.Range
+}
+
+// Trainer is the trainer block. Its body is decoded by host/training.
+type Trainer struct {
 	Body     hcl.Body
 	DefRange hcl.Range
 }

@@ -26,6 +26,7 @@ var topSchema = &hcl.BodySchema{
 		{Type: "env", LabelNames: []string{"name"}},
 		{Type: "policy", LabelNames: []string{"name"}},
 		{Type: "output"},
+		{Type: "trainer"},
 	},
 }
 
@@ -72,6 +73,7 @@ func Parse(path string, src []byte, vars map[string]string) (*File, hcl.Diagnost
 	diags = append(diags, d.sandboxes()...)
 	diags = append(diags, d.envs()...)
 	diags = append(diags, d.policies()...)
+	diags = append(diags, d.trainer()...)
 	diags = append(diags, d.links()...)
 	return f, diags
 }
@@ -485,6 +487,20 @@ func (d *decoder) policies() hcl.Diagnostics {
 		d.f.Policies = append(d.f.Policies, p)
 	}
 	return diags
+}
+
+// trainer keeps the trainer block's body for host/training, which owns its
+// schema and decodes it with the run's evaluation context.
+func (d *decoder) trainer() hcl.Diagnostics {
+	blocks := d.ofType("trainer")
+	if len(blocks) == 0 {
+		return nil
+	}
+	if len(blocks) > 1 {
+		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Duplicate trainer block", Detail: "Only one trainer block is allowed.", Subject: blocks[1].DefRange.Ptr()}}
+	}
+	d.f.Trainer = &Trainer{Body: blocks[0].Body, DefRange: blocks[0].DefRange}
+	return nil
 }
 
 // links checks the references between blocks and fills in the defaults that

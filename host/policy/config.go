@@ -35,6 +35,14 @@ type Config struct {
 	// tokens' ids and log-probs (vLLM's return_token_ids extension), which
 	// training needs.
 	ReturnTokenIDs *bool `hcl:"return_token_ids,optional"`
+
+	// embedded (the trainer's own server): model is a Hugging Face model
+	// directory; or init names a preset for a fresh random model with the
+	// tokenizer file given, seeded by init_seed.
+	Init      *string `hcl:"init,optional"`
+	Tokenizer *string `hcl:"tokenizer,optional"`
+	InitSeed  *int    `hcl:"init_seed,optional"`
+	MaxBatch  *int    `hcl:"max_batch,optional"` // sequences generated at once; default 16
 }
 
 func (c Config) label() string {

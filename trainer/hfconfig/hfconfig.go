@@ -259,7 +259,8 @@ func (c *Config) Marshal(dtype string) ([]byte, error) {
 }
 
 // Preset returns a named configuration: "tiny" (tests), "10m" (~10M
-// parameters, benchmarks) or "qwen2.5-0.5b" (Qwen2.5-0.5B-Instruct's shape).
+// parameters, benchmarks), "1m" (a small model trained from scratch by the
+// quickstart) or "qwen2.5-0.5b" (Qwen2.5-0.5B-Instruct's shape).
 func Preset(name string) (*Config, error) {
 	base := Config{
 		ModelType: "qwen2", Architectures: []string{"Qwen2ForCausalLM"},
@@ -274,6 +275,15 @@ func Preset(name string) (*Config, error) {
 		c.VocabSize, c.MaxPositions, c.TieWordEmbeddings = 64, 128, true
 		c.RopeTheta = 10000
 		c.EOSTokenIDs = []int{63}
+	case "1m":
+		// Small enough to train from scratch in minutes on a laptop CPU
+		// (the quickstart); the vocabulary is usually replaced by the
+		// tokenizer's.
+		c.HiddenSize, c.IntermediateSize, c.NumLayers = 128, 384, 3
+		c.NumHeads, c.NumKVHeads, c.HeadDim = 4, 2, 32
+		c.VocabSize, c.MaxPositions, c.TieWordEmbeddings = 512, 512, true
+		c.RopeTheta = 10000
+		c.EOSTokenIDs = []int{511}
 	case "10m":
 		c.HiddenSize, c.IntermediateSize, c.NumLayers = 256, 768, 8
 		c.NumHeads, c.NumKVHeads, c.HeadDim = 8, 2, 32
@@ -286,10 +296,10 @@ func Preset(name string) (*Config, error) {
 		c.BOSTokenID, c.EOSTokenIDs = 151643, []int{151645}
 		c.Dtype = "bfloat16"
 	default:
-		return nil, fmt.Errorf("hfconfig: unknown preset %q (want tiny, 10m or qwen2.5-0.5b)", name)
+		return nil, fmt.Errorf("hfconfig: unknown preset %q (want tiny, 1m, 10m or qwen2.5-0.5b)", name)
 	}
 	return &c, nil
 }
 
 // PresetNames lists the presets Preset accepts.
-func PresetNames() []string { return []string{"tiny", "10m", "qwen2.5-0.5b"} }
+func PresetNames() []string { return []string{"tiny", "1m", "10m", "qwen2.5-0.5b"} }

@@ -18,7 +18,9 @@ import (
 	"github.com/rlhost/rlhost/host/job"
 	"github.com/rlhost/rlhost/host/output"
 	"github.com/rlhost/rlhost/host/pluginmgr"
+	"github.com/rlhost/rlhost/host/policy"
 	"github.com/rlhost/rlhost/host/runner"
+	"github.com/rlhost/rlhost/host/training"
 )
 
 type commonFlags struct {
@@ -89,7 +91,8 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	fs := newFlagSet("run", runUsage, a)
 	var cf commonFlags
 	cf.add(fs)
-	dryRun := fs.Bool("dry-run", false, "roll out and score only; never train (also the default until a trainer block is present)")
+	dryRun := fs.Bool("dry-run", false, "roll out and score only, even when the job has a trainer block")
+	resume := fs.String("resume", "", "continue the training run in DIR from its newest checkpoint (same job file)")
 	outDir := fs.String("out", "", "output directory (default: the config's output.dir, else runs/<run name>)")
 	steps := fs.Int("steps", 0, "override run.steps")
 	overwrite := fs.Bool("overwrite", false, "replace the outputs of an earlier run in the output directory")
@@ -108,14 +111,34 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	if *steps > 0 {
 		f.Run.Steps = *steps
 	}
-	_ = dryRun // every run is rollout-only until the trainer is wired in
 	dir := f.Output.Dir
 	if *outDir != "" {
 		dir = *outDir
 	}
+	train, code := a.trainSettings(f, *dryRun, *resume != "")
+	if code != 0 {
+		return code
+	}
+	var rs resumeState
+	if *resume != "" {
+		if *overwrite || *appendOut || *outDir != "" {
+			a.errorf("--resume continues the run in its own directory; it takes no --out, --overwrite or --append")
+			return 2
+		}
+		dir = *resume
+		var err error
+		if rs, err = loadResume(dir, f.Run.Steps); err != nil {
+			a.errorf("%v", err)
+			return 1
+		}
+		if rs.state.NextStep >= f.Run.Steps {
+			fmt.Fprintf(a.stdout, "run %s already did all %d steps; its final model is in %s\n", rs.state.RunID, f.Run.Steps, filepath.Join(dir, training.FinalDir))
+			return 0
+		}
+	}
 	// Check now, delete later: --overwrite must not cost the user an earlier
 	// run when this one's config turns out to be broken.
-	old, err := existingOutputs(dir, *overwrite, *appendOut)
+	old, err := existingOutputs(dir, *overwrite, *appendOut || *resume != "")
 	if err != nil {
 		a.errorf("%v", err)
 		return 1
@@ -127,6 +150,9 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 		return 1
 	}
 	runID := runner.RunID(f.Run.Name, time.Now())
+	if rs.state.RunID != "" {
+		runID = rs.state.RunID
+	}
 	// A second Ctrl-C while we clean up means "now": plugins die with us
 	// (parent-death signal), and so do their sandboxes.
 	finished := make(chan struct{})
@@ -145,7 +171,9 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 		os.Exit(130)
 	}()
 
-	j, diags := job.Prepare(ctx, f, mgr, job.Options{RunID: runID})
+	var eng *training.Engine
+	provider := training.Provider(ctx, &eng, training.ProviderOptions{Train: train, Checkpoint: rs.checkpoint, Logger: a.logger(cf.logLevel)})
+	j, diags := job.Prepare(ctx, f, mgr, job.Options{RunID: runID, PolicyProvider: []policy.Option{provider}})
 	printDiags(a.stderr, f, diags)
 	if diags.HasErrors() {
 		mgr.StopAll(context.Background())
@@ -153,6 +181,13 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	}
 	defer j.Close(ctx)
 	defer mgr.StopAll(context.WithoutCancel(ctx))
+	if eng != nil {
+		defer eng.Close()
+	}
+	if train != nil && eng == nil {
+		a.errorf("the trainer block needs the policy it trains: provider = %q in policy %q (or run with --dry-run)", training.ProviderName, f.Run.Policy)
+		return 1
+	}
 	if err := removeOutputs(dir, old); err != nil {
 		a.errorf("%v", err)
 		return 1
@@ -177,7 +212,40 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	for _, rec := range out.Recovered() {
 		r.Recovered = append(r.Recovered, rec.String())
 	}
+	r.Settings.StartStep = rs.state.NextStep
+	var sink *training.Sink
+	if train != nil {
+		fmt.Fprintf(a.stdout, "training %s on %s: %d parameters, loss %s, lr %g\n", f.Run.Policy, eng.Device,
+			eng.Model.Cfg.NumParams(), train.GRPO.LossType, train.GRPO.LR)
+		if rs.checkpoint != "" {
+			fmt.Fprintf(a.stdout, "resuming from %s at step %d\n", rs.checkpoint, rs.state.NextStep+1)
+		} else if train.Warmup != nil {
+			if err := a.warmup(ctx, eng, train, f.Run.Seed); err != nil {
+				a.errorf("%v", err)
+				if ctx.Err() != nil {
+					return 130
+				}
+				return 1
+			}
+		}
+		sink = training.NewSink(eng, train, runID, dir, rs.earlier)
+		sink.Title, sink.Progress, sink.Logger = f.Run.Name, a.stdout, r.Logger
+		r.Sinks = append(r.Sinks, sink)
+	}
 	res, err := r.Run(ctx)
+	if sink != nil {
+		completed := err == nil && !res.Interrupted && ctx.Err() == nil
+		if ferr := sink.Finish(completed); ferr != nil {
+			a.errorf("%v", ferr)
+			if err == nil {
+				err = ferr
+			}
+		} else if completed {
+			fmt.Fprintf(a.stdout, "final model: %s\n", filepath.Join(dir, training.FinalDir))
+		} else {
+			fmt.Fprintf(a.stderr, "rlhost: checkpoint saved; continue with: rlhost run %s --resume %s\n", f.Path, dir)
+		}
+	}
 	fmt.Fprint(a.stdout, output.FinalSummary(res.Summary))
 	if res.Interrupted || ctx.Err() != nil {
 		if err != nil {

@@ -1,0 +1,71 @@
+# The quickstart: GRPO from scratch on a laptop CPU, in a few minutes.
+#
+#   rlhost run examples/quickstart.hcl        (or: make run)
+#
+# A 0.7M-parameter model starts from random weights, learns the answer
+# format in a short supervised warm-up (quickstart/warmup.jsonl: well-formed
+# answers, two thirds of them to the wrong task), then trains with GRPO on
+# 27 "write f(x) that returns x <op> <k>" tasks. Every completion runs in
+# its own local sandbox against the task's tests; the reward is the
+# fraction of tests passed (-1 for code that does not run). The reward rises
+# because the sandbox only pays for the right op and constant, and GRPO
+# moves probability towards the completions of a group that scored above
+# the group's mean. quickstart/gen regenerates the data.
+
+variable "seed" {
+  default     = 1
+  description = "seeds the initial weights, the task order and sampling"
+}
+
+run {
+  name        = "quickstart"
+  steps       = 30
+  batch_size  = 4  # tasks per step
+  group_size  = 8  # completions per task: the GRPO group
+  seed        = var.seed
+  concurrency = 8
+}
+
+sandbox "local" {
+  backend = "local"
+  timeout = "5s"
+}
+
+env "coding" {
+  plugin        = "coding"
+  sandbox       = sandbox.local
+  tasks         = "quickstart/tasks.jsonl"
+  system_prompt = "Answer with Python code only."
+  timeout       = "2s"
+}
+
+policy "student" {
+  provider    = "embedded"        # the trainer's own server, sampling the weights being trained
+  init        = "1m"              # a fresh random model of this preset ...
+  tokenizer   = "quickstart/tokenizer.json" # ... sized to this tokenizer
+  init_seed   = var.seed
+  temperature = 1.0
+  max_tokens  = 16
+}
+
+trainer {
+  learning_rate    = 0.002
+  lr_schedule      = "constant"
+  warmup_steps     = 3 # ramp the LR over the first updates: Adam's fresh moments make them large
+  loss_type        = "dapo"
+  micro_batch      = 16
+  max_seq_len      = 64
+  max_grad_norm    = 1.0
+  checkpoint_every = 10
+
+  warmup {
+    file          = "quickstart/warmup.jsonl"
+    steps         = 200
+    batch_size    = 16
+    learning_rate = 0.003
+  }
+}
+
+output {
+  dir = "runs/${run.name}"
+}

@@ -1,0 +1,123 @@
+// Command gen writes the quickstart's data: the task family, the warm-up
+// transcripts and a tokenizer trained on them. The output is committed, so
+// the quickstart needs nothing but this repository; rerun it after changing
+// the family:
+//
+//	go run ./examples/quickstart/gen -out examples/quickstart
+//
+// The family: "Write f(x) that returns x <op> <k>" for op in plus, minus,
+// times and k in 1..9 (27 tasks). Every warm-up transcript means the right
+// thing, but only a third of them write it in a way that runs: the others
+// spell the operator as a word (a syntax error), print instead of
+// returning, or return the expression as a string. A model warmed up on
+// them answers in all of these styles, and the sandbox scores them very
+// differently (-1 for code that fails, 0 for a wrong value, up to 1 for
+// passing tests), which leaves GRPO something to learn: which way of
+// answering the tests reward.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/trainer/chat"
+	"github.com/rlhost/rlhost/trainer/tokenizer"
+)
+
+// System is the system prompt of every quickstart episode; a short one
+// keeps the chat template from adding its long default.
+const System = "Answer with Python code only."
+
+type op struct{ word, sym string }
+
+var ops = []op{{"plus", "+"}, {"minus", "-"}, {"times", "*"}}
+
+type task struct {
+	ID        string   `json:"id"`
+	Prompt    string   `json:"prompt"`
+	FuncName  string   `json:"func_name"`
+	Tests     []string `json:"tests"`
+	Reference string   `json:"reference"`
+}
+
+func prompt(o op, k int) string { return fmt.Sprintf("Write f(x) that returns x %s %d.", o.word, k) }
+func answer(o op, k int) string { return fmt.Sprintf("def f(x):\n    return x %s %d", o.sym, k) }
+
+// styles write a task's meaning in ways that do not pass its tests.
+var styles = []func(o op, k int) string{
+	func(o op, k int) string { return fmt.Sprintf("def f(x):\n    return x %s %d", o.word, k) },
+	func(o op, k int) string { return fmt.Sprintf("def f(x):\n    print(x %s %d)", o.sym, k) },
+	func(o op, k int) string { return fmt.Sprintf("def f(x):\n    return \"x %s %d\"", o.sym, k) },
+}
+
+func main() {
+	out := flag.String("out", "examples/quickstart", "directory to write tasks.jsonl, warmup.jsonl and tokenizer.json to")
+	perTask := flag.Int("per-task", 12, "warm-up transcripts per task")
+	right := flag.Float64("right", 0.25, "fraction of warm-up transcripts whose code runs")
+	vocab := flag.Int("vocab", 384, "tokenizer vocabulary size")
+	flag.Parse()
+	rng := rand.New(rand.NewPCG(1, 2))
+
+	var tasks, warmup []string
+	var corpus []string
+	for _, o := range ops {
+		for k := 1; k <= 9; k++ {
+			t := task{ID: fmt.Sprintf("%s_%d", o.word, k), Prompt: prompt(o, k), FuncName: "f",
+				Tests: []string{"0", "1", "2", "5", "-3", "11"}, Reference: answer(o, k) + "\n"}
+			b, err := json.Marshal(t)
+			if err != nil {
+				log.Fatal(err)
+			}
+			tasks = append(tasks, string(b))
+			for range *perTask {
+				text := answer(o, k)
+				if rng.Float64() >= *right {
+					text = styles[rng.IntN(len(styles))](o, k)
+				}
+				msgs := []core.Message{
+					{Role: core.RoleSystem, Content: System},
+					{Role: core.RoleUser, Content: t.Prompt},
+					{Role: core.RoleAssistant, Content: text},
+				}
+				b, err := json.Marshal(map[string]any{"messages": msgs})
+				if err != nil {
+					log.Fatal(err)
+				}
+				warmup = append(warmup, string(b))
+				rendered, err := chat.Render(msgs, nil, false)
+				if err != nil {
+					log.Fatal(err)
+				}
+				corpus = append(corpus, rendered)
+			}
+		}
+	}
+	tok, err := tokenizer.Train(corpus, *vocab, tokenizer.ChatMLSpecials)
+	if err != nil {
+		log.Fatal(err)
+	}
+	write := func(name string, data []byte) {
+		if err := os.WriteFile(filepath.Join(*out, name), data, 0o644); err != nil {
+			log.Fatal(err)
+		}
+	}
+	lines := func(ls []string) []byte {
+		var b []byte
+		for _, l := range ls {
+			b = append(b, l...)
+			b = append(b, '\n')
+		}
+		return b
+	}
+	write("tasks.jsonl", lines(tasks))
+	write("warmup.jsonl", lines(warmup))
+	write("tokenizer.json", append(tok, '\n'))
+	write("tokenizer_config.json", append(tokenizer.TrainedConfigJSON(tokenizer.ChatMLSpecials), '\n'))
+	fmt.Printf("wrote %d tasks, %d warm-up transcripts and a %d-token tokenizer to %s\n", len(tasks), len(warmup), *vocab, *out)
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/training"
+)
+
+// trainSettings decodes the trainer block when the run trains: it has
+// one and --dry-run is off. A resume needs one.
+func (a *app) trainSettings(f *config.File, dryRun, resume bool) (*training.Settings, int) {
+	if f.Trainer == nil || dryRun {
+		if resume {
+			a.errorf("--resume continues a training run, but this job has no trainer block (or --dry-run is set)")
+			return nil, 2
+		}
+		return nil, 0
+	}
+	s, diags := training.Decode(f, training.PolicyTemperature(f), f.Run.Steps)
+	printDiags(a.stderr, f, diags)
+	if diags.HasErrors() {
+		return nil, 1
+	}
+	return s, 0
+}
+
+// resumeState is what --resume found in the run's directory.
+type resumeState struct {
+	checkpoint string
+	state      training.RunState
+	earlier    []core.StepMetrics
+}
+
+// loadResume finds the newest complete checkpoint of dir and cuts the
+// output files back to it, so the continued run writes what an
+// uninterrupted one would have.
+func loadResume(dir string, steps int) (resumeState, error) {
+	ckpt, st, err := training.Latest(dir)
+	if err != nil {
+		return resumeState{}, fmt.Errorf("--resume %s: %w", dir, err)
+	}
+	if st.NextStep >= steps {
+		return resumeState{checkpoint: ckpt, state: st}, nil
+	}
+	earlier, err := training.TrimOutputs(dir, st.NextStep)
+	if err != nil {
+		return resumeState{}, fmt.Errorf("--resume %s: %w", dir, err)
+	}
+	return resumeState{checkpoint: ckpt, state: st, earlier: earlier}, nil
+}
+
+// warmup runs the trainer block's supervised warm-up before the first step.
+func (a *app) warmup(ctx context.Context, eng *training.Engine, s *training.Settings, seed int64) error {
+	samples, err := training.LoadWarmup(s.Warmup.File, eng.Tok)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "warmup: %d steps of %d transcripts from %s (%d transcripts)\n", s.Warmup.Steps, s.Warmup.BatchSize, s.Warmup.File, len(samples))
+	var first, last float64
+	err = eng.Exclusive(ctx, func() error {
+		var err error
+		first, last, err = training.RunWarmup(ctx, eng.Model, s.GRPO, *s.Warmup, samples, uint64(seed), a.stdout)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "warmup done: loss %.3f -> %.3f\n", first, last)
+	return nil
+}

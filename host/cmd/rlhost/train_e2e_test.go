@@ -1,0 +1,234 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/trainer/chat"
+	"github.com/rlhost/rlhost/trainer/tokenizer"
+)
+
+// trainingJob writes a one-task training job into dir: "return x plus 1",
+// a tokenizer and warm-up transcripts in four styles of which only one
+// runs. Warmed up, the model answers in every style; GRPO must find the
+// one the sandbox pays for.
+func trainingJob(t *testing.T, dir string, steps, checkpointEvery, concurrency, warmupSteps int) {
+	t.Helper()
+	const system = "Answer with Python code only."
+	const prompt = "Write f(x) that returns x plus 1."
+	styles := []string{
+		"def f(x):\n    return x + 1",
+		"def f(x):\n    return x plus 1",
+		"def f(x):\n    print(x + 1)",
+		"def f(x):\n    return \"x + 1\"",
+	}
+	var warm, corpus []string
+	for i := range 64 {
+		msgs := []core.Message{{Role: core.RoleSystem, Content: system}, {Role: core.RoleUser, Content: prompt},
+			{Role: core.RoleAssistant, Content: styles[i%len(styles)]}}
+		b, _ := json.Marshal(map[string]any{"messages": msgs})
+		warm = append(warm, string(b))
+		text, err := chat.Render(msgs, nil, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		corpus = append(corpus, text)
+	}
+	tok, err := tokenizer.Train(corpus, 320, tokenizer.ChatMLSpecials)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "tokenizer.json", string(tok))
+	write(t, dir, "warmup.jsonl", strings.Join(warm, "\n")+"\n")
+	write(t, dir, "tasks.jsonl", `{"id": "plus_1", "prompt": "`+prompt+`", "func_name": "f", "tests": ["0", "1", "5", "-3"], "reference": "def f(x):\n    return x + 1\n"}`+"\n")
+	write(t, dir, "job.hcl", fmt.Sprintf(`
+run {
+  name        = "train"
+  steps       = %d
+  batch_size  = 2
+  group_size  = 8
+  seed        = 7
+  concurrency = %d
+}
+sandbox "local" {
+  backend = "local"
+  timeout = "5s"
+}
+env "coding" {
+  sandbox       = sandbox.local
+  tasks         = "tasks.jsonl"
+  system_prompt = "%s"
+  timeout       = "2s"
+}
+policy "student" {
+  provider    = "embedded"
+  init        = "1m"
+  tokenizer   = "tokenizer.json"
+  init_seed   = 3
+  temperature = 1.0
+  max_tokens  = 16
+}
+trainer {
+  learning_rate    = 0.002
+  warmup_steps     = 2
+  micro_batch      = 16
+  max_seq_len      = 64
+  checkpoint_every = %d
+  keep_checkpoints = 10
+  warmup {
+    file          = "warmup.jsonl"
+    steps         = %d
+    batch_size    = 16
+    learning_rate = 0.003
+  }
+}
+output { dir = "out" }
+`, steps, concurrency, system, checkpointEvery, warmupSteps))
+}
+
+type stepLine struct {
+	Step       int                `json:"step"`
+	RewardMean float64            `json:"reward_mean"`
+	PassRate   float64            `json:"pass_rate"`
+	Extra      map[string]float64 `json:"extra"`
+}
+
+func readStepLines(t *testing.T, path string) []stepLine {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []stepLine
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var s stepLine
+		if err := json.Unmarshal([]byte(l), &s); err != nil {
+			t.Fatalf("bad metrics line %q: %v", l, err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// The whole loop on a tiny model: rollouts from the embedded server,
+// rewards from running the code in local sandboxes, GRPO updates between
+// steps. The reward must rise, and the run leaves a loadable model.
+func TestTrainingRaisesReward(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model for a few steps")
+	}
+	dir := t.TempDir()
+	trainingJob(t, dir, 10, 5, 8, 60)
+	r := rlhost(t, dir, "run", "job.hcl")
+	if r.code != 0 {
+		t.Fatalf("run failed: %+v", r)
+	}
+	steps := readStepLines(t, filepath.Join(dir, "out", "metrics.jsonl"))
+	if len(steps) != 10 {
+		t.Fatalf("%d metrics lines, want 10", len(steps))
+	}
+	mean := func(ss []stepLine) float64 {
+		s := 0.0
+		for _, x := range ss {
+			s += x.RewardMean
+		}
+		return s / float64(len(ss))
+	}
+	first, last := mean(steps[:3]), mean(steps[7:])
+	t.Logf("reward first 3 steps %.3f, last 3 steps %.3f", first, last)
+	if last < first+0.3 {
+		t.Errorf("reward did not rise: first 3 steps %.3f, last 3 %.3f\n%s", first, last, r.stdout)
+	}
+	for _, s := range steps {
+		for _, k := range []string{"train/loss", "train/grad_norm", "train/lr", "train/tokens", "time/train_s", "time/generation_s"} {
+			if _, ok := s.Extra[k]; !ok {
+				t.Errorf("step %d metrics lack %s", s.Step, k)
+			}
+		}
+	}
+	for _, p := range []string{"final/config.json", "final/model.safetensors", "final/tokenizer.json", "rewards.png", "checkpoints/step-000010/run_state.json"} {
+		if _, err := os.Stat(filepath.Join(dir, "out", p)); err != nil {
+			t.Errorf("missing %s: %v", p, err)
+		}
+	}
+	// The trained model loads back and scores.
+	if r := rlhost(t, dir, "model", "score", "--model", filepath.Join(dir, "out", "final"), "--token-ids", "1,2,3", "--json"); r.code != 0 {
+		t.Errorf("model score on the final model: %+v", r)
+	}
+	// Offline training on the recorded groups uses the same sampled ids.
+	r = rlhost(t, dir, "train", "job.hcl", "--trajectories", filepath.Join(dir, "out", "trajectories.jsonl"), "--out", "offline")
+	if r.code != 0 {
+		t.Fatalf("offline train failed: %+v", r)
+	}
+	if off := readStepLines(t, filepath.Join(dir, "offline", "metrics.jsonl")); len(off) != 10 || off[0].Extra["train/tokens"] == 0 {
+		t.Errorf("offline training wrote %d steps: %+v", len(off), off)
+	}
+	waitNoProcesses(t, rlhostBin)
+}
+
+// A run killed outright after a checkpoint and resumed writes the same
+// metrics as one that ran straight through.
+func TestResumeMatchesUninterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model twice")
+	}
+	straight := t.TempDir()
+	trainingJob(t, straight, 4, 1, 1, 10)
+	if r := rlhost(t, straight, "run", "job.hcl"); r.code != 0 {
+		t.Fatalf("straight run failed: %+v", r)
+	}
+	want := readStepLines(t, filepath.Join(straight, "out", "metrics.jsonl"))
+
+	dir := t.TempDir()
+	trainingJob(t, dir, 4, 1, 1, 10)
+	cmd := exec.Command(rlhostBin, "run", "job.hcl")
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(dir, "out", "checkpoints", "step-000002", "run_state.json")
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			t.Fatal("no checkpoint after step 2")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = cmd.Wait()
+	r := rlhost(t, dir, "run", "job.hcl", "--resume", "out")
+	if r.code != 0 {
+		t.Fatalf("resume failed: %+v", r)
+	}
+	got := readStepLines(t, filepath.Join(dir, "out", "metrics.jsonl"))
+	if len(got) != len(want) {
+		t.Fatalf("resumed run has %d steps, straight run %d", len(got), len(want))
+	}
+	same := func(a, b float64) bool { return a == b || math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(a)) }
+	for i := range want {
+		w, g := want[i], got[i]
+		if w.Step != g.Step || !same(w.RewardMean, g.RewardMean) || !same(w.PassRate, g.PassRate) {
+			t.Errorf("step %d: resumed reward %v pass %v, straight %v %v", i, g.RewardMean, g.PassRate, w.RewardMean, w.PassRate)
+		}
+		for _, k := range []string{"train/loss", "train/grad_norm", "train/tokens", "train/lr"} {
+			if !same(w.Extra[k], g.Extra[k]) {
+				t.Errorf("step %d %s: resumed %v, straight %v", i, k, g.Extra[k], w.Extra[k])
+			}
+		}
+	}
+	waitNoProcesses(t, rlhostBin)
+}

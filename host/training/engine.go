@@ -1,0 +1,220 @@
+package training
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/rlhost/rlhost/trainer/backend/cpu"
+	"github.com/rlhost/rlhost/trainer/grpo"
+	"github.com/rlhost/rlhost/trainer/hfconfig"
+	"github.com/rlhost/rlhost/trainer/model"
+	"github.com/rlhost/rlhost/trainer/safetensors"
+	"github.com/rlhost/rlhost/trainer/serve"
+	"github.com/rlhost/rlhost/trainer/tokenizer"
+)
+
+// Source says where the policy's weights come from: exactly one of a model
+// directory, a preset to initialise at random (with a tokenizer file), or a
+// checkpoint to resume.
+type Source struct {
+	ModelDir string
+	// Init names an hfconfig preset; Tokenizer is the tokenizer.json the
+	// fresh model's vocabulary is sized to; Seed seeds its weights.
+	Init, Tokenizer string
+	Seed            uint64
+	// Checkpoint is a directory written by Engine.Checkpoint.
+	Checkpoint string
+}
+
+// Engine is the policy being trained: a model on the CPU backend, its GRPO
+// trainer (nil when only serving), and the embedded server that samples
+// from it for the run's episodes.
+type Engine struct {
+	Trainer *grpo.Trainer
+	Model   *model.Model
+	Tok     *tokenizer.Tokenizer
+	Server  *serve.Server
+	// BaseURL is the server's OpenAI base URL (ending in /v1); ModelName
+	// is the name requests must carry.
+	BaseURL, ModelName string
+	// Device says which compute backend was chosen and why.
+	Device string
+
+	tokDir string // directory holding tokenizer.json (+ tokenizer_config.json)
+	stop   context.CancelFunc
+	closer func()
+}
+
+// EngineOptions configure Open.
+type EngineOptions struct {
+	Source    Source
+	ModelName string
+	Train     *Settings // nil: serve only (a dry run)
+	MaxBatch  int       // sequences generated at once
+	Logger    hclog.Logger
+	// NoServe opens the model and trainer without a server (offline
+	// training on recorded trajectories).
+	NoServe bool
+}
+
+// Open loads or creates the model, the trainer and the server, and starts
+// serving on a loopback port.
+func Open(ctx context.Context, o EngineOptions) (e *Engine, err error) {
+	be, err := cpu.New(cpu.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("cpu backend: %w", err)
+	}
+	e = &Engine{ModelName: o.ModelName, closer: be.Close,
+		Device: fmt.Sprintf("cpu (%s; this build has no GPU backend)", be.Name())}
+	defer func() {
+		if err != nil {
+			e.Close()
+		}
+	}()
+	src := o.Source
+	switch {
+	case src.Checkpoint != "":
+		e.tokDir = filepath.Join(src.Checkpoint, "model")
+		if o.Train == nil {
+			if e.Model, err = model.Load(be, e.tokDir); err != nil {
+				return nil, err
+			}
+			break
+		}
+		cfg := o.Train.GRPO
+		if e.Trainer, err = grpo.ResumeWith(be, src.Checkpoint, &cfg); err != nil {
+			return nil, fmt.Errorf("resume from %s: %w", src.Checkpoint, err)
+		}
+		e.Model = e.Trainer.Model()
+	case src.ModelDir != "":
+		e.tokDir = src.ModelDir
+		if e.Model, err = model.Load(be, src.ModelDir); err != nil {
+			return nil, err
+		}
+	default:
+		cfg, err := hfconfig.Preset(src.Init)
+		if err != nil {
+			return nil, err
+		}
+		e.tokDir = filepath.Dir(src.Tokenizer)
+		tok, err := tokenizer.Load(src.Tokenizer)
+		if err != nil {
+			return nil, err
+		}
+		// The vocabulary is the tokenizer's: a fresh model has no reason to
+		// carry rows no token can reach.
+		cfg.VocabSize = tok.VocabSize()
+		cfg.EOSTokenIDs = []int{tok.EOS()}
+		if id, ok := tok.TokenID("<|im_end|>"); ok {
+			cfg.EOSTokenIDs = []int{id}
+		}
+		if e.Model, err = model.New(be, cfg); err != nil {
+			return nil, err
+		}
+		e.Model.Init(src.Seed, 0.02)
+	}
+	if e.Tok == nil {
+		if e.Tok, err = loadTokenizer(e.tokDir, src.Tokenizer); err != nil {
+			return nil, err
+		}
+	}
+	if e.Model.Cfg.VocabSize < e.Tok.VocabSize() {
+		return nil, fmt.Errorf("model vocabulary %d is smaller than its tokenizer's %d", e.Model.Cfg.VocabSize, e.Tok.VocabSize())
+	}
+	if o.Train != nil && e.Trainer == nil {
+		if e.Trainer, err = grpo.New(e.Model, o.Train.GRPO); err != nil {
+			return nil, err
+		}
+	}
+	maxLen := 0
+	if o.Train != nil {
+		maxLen = o.Train.GRPO.MaxSeqLen
+	}
+	if mp := e.Model.Cfg.MaxPositions; maxLen == 0 || (mp > 0 && maxLen > mp) {
+		maxLen = mp
+	}
+	if o.NoServe {
+		return e, nil
+	}
+	if e.Server, err = serve.New(e.Model, e.Tok, serve.Options{ModelName: o.ModelName, MaxBatch: o.MaxBatch, MaxSeqLen: maxLen, Logger: o.Logger}); err != nil {
+		return nil, err
+	}
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	e.stop = stop
+	if e.BaseURL, err = e.Server.Listen(sctx, "127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// loadTokenizer reads dir's tokenizer (and its config), or file.
+func loadTokenizer(dir, file string) (*tokenizer.Tokenizer, error) {
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err == nil {
+		return tokenizer.LoadDir(dir)
+	}
+	if file != "" {
+		return tokenizer.Load(file)
+	}
+	return nil, fmt.Errorf("no tokenizer.json in %s", dir)
+}
+
+// SaveModel writes the current weights in Hugging Face layout with the
+// tokenizer files beside them, so the directory loads into rlhost,
+// transformers and vLLM.
+func (e *Engine) SaveModel(dir string, dt safetensors.DType) error {
+	if err := e.Model.Save(dir, dt); err != nil {
+		return err
+	}
+	return e.copyTokenizer(dir)
+}
+
+func (e *Engine) copyTokenizer(dir string) error {
+	for _, name := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		dst := filepath.Join(dir, name)
+		if _, err := os.Stat(dst); err == nil {
+			continue
+		}
+		err := model.CopyFile(filepath.Join(e.tokDir, name), dst)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("copy %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Exclusive runs fn while no generation is in flight, so fn may read or
+// change the weights.
+func (e *Engine) Exclusive(ctx context.Context, fn func() error) error {
+	if e.Server == nil {
+		return fn()
+	}
+	return e.Server.Update(ctx, fn)
+}
+
+// Checkpoint writes everything a resume needs under dir: the trainer's
+// state (dir/model holds the weights in HF layout, to which the tokenizer
+// files are added, so it also loads as a model directory).
+func (e *Engine) Checkpoint(dir string) error {
+	if err := e.Trainer.Save(dir); err != nil {
+		return err
+	}
+	return e.copyTokenizer(filepath.Join(dir, "model"))
+}
+
+// Close stops the server and frees the backend.
+func (e *Engine) Close() {
+	if e.Server != nil {
+		_ = e.Server.Close()
+	}
+	if e.stop != nil {
+		e.stop()
+	}
+	if e.closer != nil {
+		e.closer()
+	}
+}

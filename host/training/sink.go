@@ -1,0 +1,317 @@
+package training
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/host/output"
+	"github.com/rlhost/rlhost/host/runner"
+	"github.com/rlhost/rlhost/trainer/safetensors"
+)
+
+// Files and directories a training run adds to the output directory.
+const (
+	CheckpointsDir = "checkpoints"
+	FinalDir       = "final"
+	RewardsPlot    = "rewards.png"
+	runStateFile   = "run_state.json"
+)
+
+// RunState is what a checkpoint adds to the trainer's state: which run it
+// belongs to and the next step to run. It is written last, so a checkpoint
+// without it is incomplete and is never resumed from.
+type RunState struct {
+	RunID    string    `json:"run_id"`
+	NextStep int       `json:"next_step"`
+	SavedAt  time.Time `json:"saved_at"`
+}
+
+// Sink is the runner's step sink that trains: each finished step's groups
+// become one GRPO update of the engine's model, applied between steps
+// while the server is paused.
+type Sink struct {
+	Engine   *Engine
+	Settings *Settings
+	RunID    string
+	OutDir   string
+	Title    string       // of the reward plot
+	Progress io.Writer    // one line per step; nil for none
+	Logger   hclog.Logger // nil for none
+
+	steps     []core.StepMetrics // for the plot, resumed ones included
+	lastSaved int                // next_step of the newest checkpoint; -1 none
+	nextStep  int
+}
+
+var _ runner.StepSink = (*Sink)(nil)
+
+// NewSink makes the sink; earlier is the metrics of steps already done (a
+// resumed run), for the plot.
+func NewSink(e *Engine, s *Settings, runID, outDir string, earlier []core.StepMetrics) *Sink {
+	k := &Sink{Engine: e, Settings: s, RunID: runID, OutDir: outDir, steps: earlier, lastSaved: -1}
+	if n := len(earlier); n > 0 {
+		k.nextStep = earlier[n-1].Step + 1
+		k.lastSaved = k.nextStep
+	}
+	return k
+}
+
+// EndStep trains on the step's groups and records what happened in its
+// metrics. An interrupted step is not trained on: its groups are partial.
+func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
+	m := st.Metrics
+	put := func(key string, v float64) { m.Extra[key] = v }
+	put("time/rollout_s", st.Rollout.Seconds())
+	gen, score := splitRollout(st)
+	put("time/generation_s", gen)
+	put("time/scoring_s", score)
+	if st.Interrupted {
+		return nil
+	}
+	batch, err := Samples(st.Trajectories)
+	if err != nil {
+		return fmt.Errorf("training on step %d: %w", st.Index+1, err)
+	}
+	for reason, n := range batch.Skipped {
+		put("train/skipped_"+reason, float64(n))
+	}
+	if batch.SplitTurns > 0 {
+		put("train/split_turns", float64(batch.SplitTurns))
+	}
+	if len(batch.Groups) == 0 {
+		k.logf("step %d: no episode to train on", st.Index+1)
+		put("train/skipped_update", 1)
+		return k.after(ctx, st)
+	}
+	start := time.Now()
+	var stats struct {
+		loss, kl, clipLow, clipHigh, clipRegion, gradNorm, lr, lpDiff float64
+		tokens, seqs, zero, updates                                   int
+		skipped                                                       string
+	}
+	err = k.Engine.Exclusive(ctx, func() error {
+		s, err := k.Engine.Trainer.Step(ctx, batch.Groups)
+		stats.loss, stats.kl, stats.gradNorm, stats.lr = s.Loss, s.KL, s.GradNorm, s.LR
+		stats.clipLow, stats.clipHigh, stats.clipRegion = s.ClipLow, s.ClipHigh, s.ClipRegion
+		stats.tokens, stats.seqs, stats.zero, stats.updates = s.Tokens, s.Sequences, s.ZeroStdGroups, s.Updates
+		stats.skipped, stats.lpDiff = s.Skipped, s.SampleLogProbDiff
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("training on step %d: %w", st.Index+1, err)
+	}
+	put("time/train_s", time.Since(start).Seconds())
+	put("train/loss", stats.loss)
+	put("train/kl", stats.kl)
+	put("train/clip_low", stats.clipLow)
+	put("train/clip_high", stats.clipHigh)
+	put("train/clip_region", stats.clipRegion)
+	put("train/grad_norm", stats.gradNorm)
+	put("train/lr", stats.lr)
+	put("train/tokens", float64(stats.tokens))
+	put("train/sequences", float64(stats.seqs))
+	put("train/groups", float64(len(batch.Groups)))
+	put("train/zero_std_groups", float64(stats.zero))
+	put("train/updates", float64(stats.updates))
+	put("train/sample_logprob_diff", stats.lpDiff)
+	if stats.skipped != "" {
+		put("train/skipped_update", 1)
+		k.logf("step %d: update skipped: %s", st.Index+1, stats.skipped)
+	}
+	if k.Progress != nil {
+		fmt.Fprintf(k.Progress, "  train: loss %.4f  grad %.3f  lr %.2g  clip %.1f%%  tokens %d  zero-std groups %d/%d  %.1fs\n",
+			stats.loss, stats.gradNorm, stats.lr, 100*stats.clipRegion, stats.tokens, stats.zero, len(batch.Groups), time.Since(start).Seconds())
+	}
+	return k.after(ctx, st)
+}
+
+// after records the step for the plot and checkpoints when due.
+func (k *Sink) after(_ context.Context, st *runner.Step) error {
+	k.nextStep = st.Index + 1
+	k.steps = append(k.steps, *st.Metrics)
+	if err := PlotRewards(filepath.Join(k.OutDir, RewardsPlot), k.Title, k.steps); err != nil {
+		k.logf("cannot draw %s: %v", RewardsPlot, err)
+	}
+	if n := k.Settings.CheckpointEvery; n > 0 && k.nextStep%n == 0 {
+		return k.checkpoint()
+	}
+	return nil
+}
+
+// Finish saves what the run has reached: a checkpoint unless the newest
+// one is current, and, when the run completed, the final model in Hugging
+// Face layout under OUT/final.
+func (k *Sink) Finish(completed bool) error {
+	if k.nextStep > 0 && k.lastSaved != k.nextStep {
+		if err := k.checkpoint(); err != nil {
+			return err
+		}
+	}
+	if !completed {
+		return nil
+	}
+	dt := safetensors.F32
+	if k.Settings.SaveDType == "bf16" {
+		dt = safetensors.BF16
+	}
+	dir := filepath.Join(k.OutDir, FinalDir)
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("final model: %w", err)
+	}
+	if err := k.Engine.SaveModel(dir, dt); err != nil {
+		return fmt.Errorf("final model: %w", err)
+	}
+	return nil
+}
+
+func (k *Sink) checkpoint() error {
+	dir := filepath.Join(k.OutDir, CheckpointsDir, fmt.Sprintf("step-%06d", k.nextStep))
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	// The model is not being trained between steps, but the server may be
+	// generating: Update holds it off while the weights are read.
+	err := k.Engine.Exclusive(context.Background(), func() error { return k.Engine.Checkpoint(dir) })
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", dir, err)
+	}
+	b, _ := json.MarshalIndent(RunState{RunID: k.RunID, NextStep: k.nextStep, SavedAt: time.Now().UTC()}, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, runStateFile), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	k.lastSaved = k.nextStep
+	k.prune()
+	return nil
+}
+
+// prune keeps the newest KeepCheckpoints complete checkpoints.
+func (k *Sink) prune() {
+	all, _ := Checkpoints(k.OutDir)
+	for len(all) > k.Settings.KeepCheckpoints {
+		if err := os.RemoveAll(all[0]); err != nil {
+			k.logf("cannot remove old checkpoint %s: %v", all[0], err)
+		}
+		all = all[1:]
+	}
+}
+
+func (k *Sink) logf(format string, args ...any) {
+	if k.Logger != nil {
+		k.Logger.Warn(fmt.Sprintf(format, args...))
+	}
+}
+
+// Checkpoints lists the complete checkpoints under outDir, oldest first.
+func Checkpoints(outDir string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(outDir, CheckpointsDir))
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		dir := filepath.Join(outDir, CheckpointsDir, e.Name())
+		if e.IsDir() && strings.HasPrefix(e.Name(), "step-") {
+			if _, err := os.Stat(filepath.Join(dir, runStateFile)); err == nil {
+				out = append(out, dir)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Latest returns the newest complete checkpoint under outDir and its state.
+func Latest(outDir string) (string, RunState, error) {
+	all, err := Checkpoints(outDir)
+	if err != nil {
+		return "", RunState{}, err
+	}
+	if len(all) == 0 {
+		return "", RunState{}, fmt.Errorf("no complete checkpoint under %s", filepath.Join(outDir, CheckpointsDir))
+	}
+	dir := all[len(all)-1]
+	b, err := os.ReadFile(filepath.Join(dir, runStateFile))
+	if err != nil {
+		return "", RunState{}, err
+	}
+	var s RunState
+	if err := json.Unmarshal(b, &s); err != nil {
+		return "", RunState{}, fmt.Errorf("%s: %w", filepath.Join(dir, runStateFile), err)
+	}
+	return dir, s, nil
+}
+
+// splitRollout divides the rollout's wall clock between generation and
+// scoring in proportion to the time episodes spent waiting on the policy
+// and on everything else (sandboxes, the environment).
+func splitRollout(st *runner.Step) (gen, score float64) {
+	var p, total float64
+	for _, t := range st.Trajectories {
+		total += t.DurationMS
+		for _, tr := range t.Turns {
+			p += tr.PolicyMS
+		}
+	}
+	if total <= 0 {
+		return 0, 0
+	}
+	frac := min(1, p/total)
+	r := st.Rollout.Seconds()
+	return r * frac, r * (1 - frac)
+}
+
+// TrimOutputs drops the lines of steps at or after nextStep from the
+// trajectories and metrics of outDir, so a resumed run continues the files
+// as if it had never stopped. It returns the metrics kept.
+func TrimOutputs(outDir string, nextStep int) ([]core.StepMetrics, error) {
+	var kept []core.StepMetrics
+	for _, name := range []string{output.TrajectoriesFile, output.MetricsFile} {
+		path := filepath.Join(outDir, name)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue
+			}
+			return nil, err
+		}
+		var out []byte
+		for line := range strings.Lines(string(data)) {
+			var head struct {
+				Step *int `json:"step"`
+			}
+			if json.Unmarshal([]byte(line), &head) != nil || head.Step == nil || *head.Step >= nextStep {
+				continue
+			}
+			out = append(out, line...)
+			if name == output.MetricsFile {
+				var m core.StepMetrics
+				if json.Unmarshal([]byte(line), &m) == nil {
+					kept = append(kept, m)
+				}
+			}
+		}
+		tmp := path + ".resume"
+		if err := os.WriteFile(tmp, out, 0o644); err != nil {
+			return nil, err
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortFunc(kept, func(a, b core.StepMetrics) int { return a.Step - b.Step })
+	return kept, nil
+}
