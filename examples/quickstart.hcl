@@ -45,7 +45,7 @@ policy "student" {
   tokenizer   = "quickstart/tokenizer.json" # ... sized to this tokenizer
   init_seed   = var.seed
   temperature = 1.0
-  max_tokens  = 16
+  max_tokens  = 24
 }
 
 trainer {
@@ -60,7 +60,7 @@ trainer {
 
   warmup {
     file          = "quickstart/warmup.jsonl"
-    steps         = 200
+    steps         = 120
     batch_size    = 16
     learning_rate = 0.003
   }

@@ -5,14 +5,14 @@
 //
 //	go run ./examples/quickstart/gen -out examples/quickstart
 //
-// The family: "Write f(x) that returns x <op> <k>" for op in plus, minus,
-// times and k in 1..9 (27 tasks). Every warm-up transcript means the right
-// thing, but only a third of them write it in a way that runs: the others
-// spell the operator as a word (a syntax error), print instead of
+// The family: six one-line functions of x ("Write f(x) that returns x
+// squared.", doubled, plus one, ...). Every warm-up transcript means the
+// right thing, but only a quarter of them write it in a way that runs: the
+// others spell the operator as a word (a syntax error), print instead of
 // returning, or return the expression as a string. A model warmed up on
 // them answers in all of these styles, and the sandbox scores them very
-// differently (-1 for code that fails, 0 for a wrong value, up to 1 for
-// passing tests), which leaves GRPO something to learn: which way of
+// differently (-1 for code that fails, 0 for wrong values, 1 when every
+// test passes), which leaves GRPO something to learn: which way of
 // answering the tests reward.
 package main
 
@@ -34,9 +34,18 @@ import (
 // keeps the chat template from adding its long default.
 const System = "Answer with Python code only."
 
-type op struct{ word, sym string }
+// fn is one task: what the prompt says f returns, and that expression in
+// code and in words.
+type fn struct{ id, says, expr, words string }
 
-var ops = []op{{"plus", "+"}, {"minus", "-"}, {"times", "*"}}
+var fns = []fn{
+	{"plus_one", "x plus one", "x + 1", "x plus 1"},
+	{"minus_one", "x minus one", "x - 1", "x minus 1"},
+	{"doubled", "x doubled", "2 * x", "2 times x"},
+	{"squared", "x squared", "x * x", "x times x"},
+	{"negated", "x negated", "-x", "minus x"},
+	{"cubed", "x cubed", "x * x * x", "x times x times x"},
+}
 
 type task struct {
 	ID        string   `json:"id"`
@@ -46,19 +55,19 @@ type task struct {
 	Reference string   `json:"reference"`
 }
 
-func prompt(o op, k int) string { return fmt.Sprintf("Write f(x) that returns x %s %d.", o.word, k) }
-func answer(o op, k int) string { return fmt.Sprintf("def f(x):\n    return x %s %d", o.sym, k) }
+func prompt(f fn) string { return fmt.Sprintf("Write f(x) that returns %s.", f.says) }
+func answer(f fn) string { return fmt.Sprintf("def f(x):\n    return %s", f.expr) }
 
 // styles write a task's meaning in ways that do not pass its tests.
-var styles = []func(o op, k int) string{
-	func(o op, k int) string { return fmt.Sprintf("def f(x):\n    return x %s %d", o.word, k) },
-	func(o op, k int) string { return fmt.Sprintf("def f(x):\n    print(x %s %d)", o.sym, k) },
-	func(o op, k int) string { return fmt.Sprintf("def f(x):\n    return \"x %s %d\"", o.sym, k) },
+var styles = []func(f fn) string{
+	func(f fn) string { return fmt.Sprintf("def f(x):\n    return %s", f.words) },
+	func(f fn) string { return fmt.Sprintf("def f(x):\n    print(%s)", f.expr) },
+	func(f fn) string { return fmt.Sprintf("def f(x):\n    return \"%s\"", f.expr) },
 }
 
 func main() {
 	out := flag.String("out", "examples/quickstart", "directory to write tasks.jsonl, warmup.jsonl and tokenizer.json to")
-	perTask := flag.Int("per-task", 12, "warm-up transcripts per task")
+	perTask := flag.Int("per-task", 48, "warm-up transcripts per task")
 	right := flag.Float64("right", 0.25, "fraction of warm-up transcripts whose code runs")
 	vocab := flag.Int("vocab", 384, "tokenizer vocabulary size")
 	flag.Parse()
@@ -66,36 +75,34 @@ func main() {
 
 	var tasks, warmup []string
 	var corpus []string
-	for _, o := range ops {
-		for k := 1; k <= 9; k++ {
-			t := task{ID: fmt.Sprintf("%s_%d", o.word, k), Prompt: prompt(o, k), FuncName: "f",
-				Tests: []string{"0", "1", "2", "5", "-3", "11"}, Reference: answer(o, k) + "\n"}
-			b, err := json.Marshal(t)
+	for _, f := range fns {
+		t := task{ID: f.id, Prompt: prompt(f), FuncName: "f",
+			Tests: []string{"0", "1", "2", "-3", "5", "10"}, Reference: answer(f) + "\n"}
+		b, err := json.Marshal(t)
+		if err != nil {
+			log.Fatal(err)
+		}
+		tasks = append(tasks, string(b))
+		for range *perTask {
+			text := answer(f)
+			if rng.Float64() >= *right {
+				text = styles[rng.IntN(len(styles))](f)
+			}
+			msgs := []core.Message{
+				{Role: core.RoleSystem, Content: System},
+				{Role: core.RoleUser, Content: t.Prompt},
+				{Role: core.RoleAssistant, Content: text},
+			}
+			b, err := json.Marshal(map[string]any{"messages": msgs})
 			if err != nil {
 				log.Fatal(err)
 			}
-			tasks = append(tasks, string(b))
-			for range *perTask {
-				text := answer(o, k)
-				if rng.Float64() >= *right {
-					text = styles[rng.IntN(len(styles))](o, k)
-				}
-				msgs := []core.Message{
-					{Role: core.RoleSystem, Content: System},
-					{Role: core.RoleUser, Content: t.Prompt},
-					{Role: core.RoleAssistant, Content: text},
-				}
-				b, err := json.Marshal(map[string]any{"messages": msgs})
-				if err != nil {
-					log.Fatal(err)
-				}
-				warmup = append(warmup, string(b))
-				rendered, err := chat.Render(msgs, nil, false)
-				if err != nil {
-					log.Fatal(err)
-				}
-				corpus = append(corpus, rendered)
+			warmup = append(warmup, string(b))
+			rendered, err := chat.Render(msgs, nil, false)
+			if err != nil {
+				log.Fatal(err)
 			}
+			corpus = append(corpus, rendered)
 		}
 	}
 	tok, err := tokenizer.Train(corpus, *vocab, tokenizer.ChatMLSpecials)
