@@ -36,6 +36,16 @@ type Backend interface {
 	// Close releases worker goroutines and device memory.
 	Close()
 
+	// Sync waits until every queued op has finished and returns the
+	// backend's sticky error (see Err). A device backend queues ops
+	// asynchronously, so an op's failure surfaces here, not at the call.
+	Sync() error
+	// Err returns the first error any op has hit since the backend was
+	// opened, without waiting. It is sticky: once set, later ops are
+	// skipped and every Sync returns it. The CPU backend panics on misuse
+	// instead and always returns nil.
+	Err() error
+
 	// Alloc returns a zeroed tensor of n elements.
 	Alloc(n int) Tensor
 	// View returns the n elements of t starting at off, sharing memory.
