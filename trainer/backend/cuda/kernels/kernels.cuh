@@ -1,0 +1,408 @@
+// FP32 kernels of rlhost's CUDA backend. NVRTC compiles this file at run
+// time (package cuda); the cudaemu build compiles the same text as C++ on
+// the CPU to check the kernels' logic against the CPU backend. So the file
+// includes nothing, uses only what both sides provide (shim.h maps the
+// CUDA built-ins for the CPU), and every kernel that reduces uses blocks of
+// exactly NT threads and __syncthreads-based tree reductions.
+//
+// Layout conventions are those of trainer/backend: row-major, a row is a
+// token; backward kernels accumulate into gradients unless noted.
+
+#define NT 256
+
+typedef unsigned long long u64;
+
+__device__ __forceinline__ float neg_inf() { return -__int_as_float(0x7f800000); }
+
+__device__ __forceinline__ float block_max(float v, float* red) {
+	int t = threadIdx.x;
+	red[t] = v;
+	__syncthreads();
+	for (int s = NT / 2; s > 0; s >>= 1) {
+		if (t < s) red[t] = fmaxf(red[t], red[t + s]);
+		__syncthreads();
+	}
+	float r = red[0];
+	__syncthreads();
+	return r;
+}
+
+__device__ __forceinline__ float block_sum(float v, float* red) {
+	int t = threadIdx.x;
+	red[t] = v;
+	__syncthreads();
+	for (int s = NT / 2; s > 0; s >>= 1) {
+		if (t < s) red[t] += red[t + s];
+		__syncthreads();
+	}
+	float r = red[0];
+	__syncthreads();
+	return r;
+}
+
+__device__ __forceinline__ double block_sumd(double v, double* red) {
+	int t = threadIdx.x;
+	red[t] = v;
+	__syncthreads();
+	for (int s = NT / 2; s > 0; s >>= 1) {
+		if (t < s) red[t] += red[t + s];
+		__syncthreads();
+	}
+	double r = red[0];
+	__syncthreads();
+	return r;
+}
+
+#define GRID_STRIDE(i, n) for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)blockDim.x * gridDim.x)
+
+// ---- elementwise ----
+
+extern "C" __global__ void k_fill(float* x, float v, int n) {
+	GRID_STRIDE(i, n) x[i] = v;
+}
+
+extern "C" __global__ void k_copy(float* dst, const float* src, int n) {
+	GRID_STRIDE(i, n) dst[i] = src[i];
+}
+
+extern "C" __global__ void k_add(float* out, const float* a, const float* b, int n) {
+	GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+}
+
+extern "C" __global__ void k_accumulate(float* dst, const float* src, int n) {
+	GRID_STRIDE(i, n) dst[i] += src[i];
+}
+
+extern "C" __global__ void k_scale(float* x, float s, int n) {
+	GRID_STRIDE(i, n) x[i] *= s;
+}
+
+// k_sumsq writes one float64 partial sum of squares per block; the host
+// adds the partials in block order, so the result is deterministic.
+extern "C" __global__ void k_sumsq(const float* x, int n, double* part) {
+	__shared__ double red[NT];
+	double s = 0;
+	GRID_STRIDE(i, n) s += (double)x[i] * (double)x[i];
+	s = block_sumd(s, red);
+	if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+// ---- bias ----
+
+extern "C" __global__ void k_add_bias(float* x, const float* bias, int rows, int cols) {
+	GRID_STRIDE(i, (long long)rows * cols) x[i] += bias[i % cols];
+}
+
+// One thread per column, rows in order: no atomics, deterministic.
+extern "C" __global__ void k_bias_bwd(float* dbias, const float* dy, int rows, int cols) {
+	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	if (c >= cols) return;
+	float s = 0;
+	for (int r = 0; r < rows; r++) s += dy[(long long)r * cols + c];
+	dbias[c] += s;
+}
+
+// ---- RMSNorm: one block per row ----
+
+extern "C" __global__ void k_rmsnorm(float* out, float* rstd, const float* x, const float* w, int dim, float eps) {
+	__shared__ double red[NT];
+	int r = blockIdx.x;
+	const float* xr = x + (long long)r * dim;
+	float* o = out + (long long)r * dim;
+	double ss = 0;
+	for (int i = threadIdx.x; i < dim; i += NT) ss += (double)xr[i] * (double)xr[i];
+	ss = block_sumd(ss, red);
+	float s = (float)(1.0 / sqrt(ss / dim + (double)eps));
+	if (threadIdx.x == 0) rstd[r] = s;
+	for (int i = threadIdx.x; i < dim; i += NT) o[i] = w[i] * (xr[i] * s);
+}
+
+extern "C" __global__ void k_rmsnorm_bwd_dx(float* dx, const float* dout, const float* x, const float* w, const float* rstd, int dim) {
+	__shared__ float red[NT];
+	int r = blockIdx.x;
+	const float* xr = x + (long long)r * dim;
+	const float* g = dout + (long long)r * dim;
+	float* d = dx + (long long)r * dim;
+	float s = rstd[r];
+	float dot = 0;
+	for (int i = threadIdx.x; i < dim; i += NT) dot += w[i] * g[i] * xr[i];
+	dot = block_sum(dot, red);
+	float c = s * s * s * dot / dim;
+	for (int i = threadIdx.x; i < dim; i += NT) d[i] += s * w[i] * g[i] - c * xr[i];
+}
+
+extern "C" __global__ void k_rmsnorm_bwd_dw(float* dw, const float* dout, const float* x, const float* rstd, int rows, int dim) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= dim) return;
+	float acc = dw[i];
+	for (int r = 0; r < rows; r++) acc += dout[(long long)r * dim + i] * x[(long long)r * dim + i] * rstd[r];
+	dw[i] = acc;
+}
+
+// ---- RoPE (rotate_half layout), in place. invfreq is computed on the
+// host exactly as the CPU backend does; sign -1 is the backward. ----
+
+extern "C" __global__ void k_rope(float* x, const int* pos, const float* invfreq, int rows, int heads, int hd, float sign) {
+	int half = hd / 2;
+	GRID_STRIDE(t, (long long)rows * half) {
+		int r = (int)(t / half), i = (int)(t % half);
+		float ang = (float)pos[r] * invfreq[i];
+		float c = (float)cos((double)ang), s = sign * (float)sin((double)ang);
+		for (int h = 0; h < heads; h++) {
+			float* v = x + ((long long)r * heads + h) * hd;
+			float x1 = v[i], x2 = v[i + half];
+			v[i] = x1 * c - x2 * s;
+			v[i + half] = x2 * c + x1 * s;
+		}
+	}
+}
+
+// ---- causal GQA attention. Grid (T, hq, B), one block per query row.
+// att[B,hq,T,T] keeps the probabilities for the backward. ----
+
+extern "C" __global__ void k_attn_fwd(float* out, float* att, const float* q, const float* k, const float* v, const int* lens,
+                                      int T, int hq, int hkv, int d, float scale) {
+	__shared__ float red[NT];
+	int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+	int g = h / (hq / hkv), n = lens[b];
+	float* P = att + (((long long)b * hq + h) * T + i) * T;
+	float* o = out + (((long long)b * T + i) * hq + h) * d;
+	if (i >= n) {
+		for (int j = threadIdx.x; j < T; j += NT) P[j] = 0;
+		for (int e = threadIdx.x; e < d; e += NT) o[e] = 0;
+		return;
+	}
+	const float* qi = q + (((long long)b * T + i) * hq + h) * d;
+	float mx = neg_inf();
+	for (int j = threadIdx.x; j <= i; j += NT) {
+		const float* kj = k + (((long long)b * T + j) * hkv + g) * d;
+		float s = 0;
+		for (int e = 0; e < d; e++) s += qi[e] * kj[e];
+		s *= scale;
+		P[j] = s;
+		mx = fmaxf(mx, s);
+	}
+	mx = block_max(mx, red);
+	float sum = 0;
+	for (int j = threadIdx.x; j <= i; j += NT) {
+		float e = expf(P[j] - mx);
+		P[j] = e;
+		sum += e;
+	}
+	sum = block_sum(sum, red);
+	float inv = 1.0f / sum;
+	for (int j = threadIdx.x; j < T; j += NT) P[j] = j <= i ? P[j] * inv : 0.0f;
+	__syncthreads();
+	for (int e = threadIdx.x; e < d; e += NT) {
+		float acc = 0;
+		for (int j = 0; j <= i; j++) acc += P[j] * v[(((long long)b * T + j) * hkv + g) * d + e];
+		o[e] = acc;
+	}
+}
+
+// dS = P ⊙ (dP − rowsum(P ⊙ dP)) · scale with dP = dO·Vᵀ, one block per
+// query row; ds has att's layout and is overwritten.
+extern "C" __global__ void k_attn_bwd_ds(float* ds, const float* dout, const float* v, const float* att, const int* lens,
+                                         int T, int hq, int hkv, int d, float scale) {
+	__shared__ float red[NT];
+	int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+	int g = h / (hq / hkv), n = lens[b];
+	long long row = (((long long)b * hq + h) * T + i) * T;
+	const float* P = att + row;
+	float* S = ds + row;
+	if (i >= n) {
+		for (int j = threadIdx.x; j < T; j += NT) S[j] = 0;
+		return;
+	}
+	const float* gi = dout + (((long long)b * T + i) * hq + h) * d;
+	float dot = 0;
+	for (int j = threadIdx.x; j <= i; j += NT) {
+		const float* vj = v + (((long long)b * T + j) * hkv + g) * d;
+		float dp = 0;
+		for (int e = 0; e < d; e++) dp += gi[e] * vj[e];
+		S[j] = dp;
+		dot += P[j] * dp;
+	}
+	dot = block_sum(dot, red);
+	for (int j = threadIdx.x; j < T; j += NT) S[j] = j <= i ? P[j] * (S[j] - dot) * scale : 0.0f;
+}
+
+// dQ[i] += Σ_j dS[i,j] K[j], one block per query row, threads over d.
+extern "C" __global__ void k_attn_bwd_dq(float* dq, const float* ds, const float* k, const int* lens, int T, int hq, int hkv, int d) {
+	int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+	int g = h / (hq / hkv), n = lens[b];
+	if (i >= n) return;
+	const float* S = ds + (((long long)b * hq + h) * T + i) * T;
+	float* o = dq + (((long long)b * T + i) * hq + h) * d;
+	for (int e = threadIdx.x; e < d; e += blockDim.x) {
+		float acc = 0;
+		for (int j = 0; j <= i; j++) acc += S[j] * k[(((long long)b * T + j) * hkv + g) * d + e];
+		o[e] += acc;
+	}
+}
+
+// dK[j] += Σ_{h in group} Σ_{i≥j} dS[h,i,j] Q[i,h] and dV[j] likewise
+// with P and dO: one block per key row and kv head, so the query heads of
+// a group are summed without atomics.
+extern "C" __global__ void k_attn_bwd_dkv(float* dk, float* dv, const float* ds, const float* att, const float* q, const float* dout,
+                                          const int* lens, int T, int hq, int hkv, int d) {
+	int j = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
+	int grp = hq / hkv, n = lens[b];
+	if (j >= n) return;
+	for (int e = threadIdx.x; e < d; e += blockDim.x) {
+		float ak = 0, av = 0;
+		for (int hh = 0; hh < grp; hh++) {
+			int h = g * grp + hh;
+			long long base = ((long long)b * hq + h) * T;
+			for (int i = j; i < n; i++) {
+				long long qi = (((long long)b * T + i) * hq + h) * d + e;
+				ak += ds[(base + i) * T + j] * q[qi];
+				av += att[(base + i) * T + j] * dout[qi];
+			}
+		}
+		long long o = (((long long)b * T + j) * hkv + g) * d + e;
+		dk[o] += ak;
+		dv[o] += av;
+	}
+}
+
+// ---- generation: attention over a KV cache [B,maxT,hkv,d]. Grid (tq,
+// hq, B); sc is scratch of B*hq*tq*maxT floats. ----
+
+extern "C" __global__ void k_attn_cached(float* out, float* sc, const float* q, const float* kc, const float* vc, const int* start,
+                                         int tq, int maxT, int hq, int hkv, int d, float scale) {
+	__shared__ float red[NT];
+	int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+	int g = h / (hq / hkv), n = start[b] + i + 1;
+	float* S = sc + (((long long)b * hq + h) * tq + i) * maxT;
+	const float* qi = q + (((long long)b * tq + i) * hq + h) * d;
+	float* o = out + (((long long)b * tq + i) * hq + h) * d;
+	float mx = neg_inf();
+	for (int j = threadIdx.x; j < n; j += NT) {
+		const float* kj = kc + (((long long)b * maxT + j) * hkv + g) * d;
+		float s = 0;
+		for (int e = 0; e < d; e++) s += qi[e] * kj[e];
+		s *= scale;
+		S[j] = s;
+		mx = fmaxf(mx, s);
+	}
+	mx = block_max(mx, red);
+	float sum = 0;
+	for (int j = threadIdx.x; j < n; j += NT) {
+		float e = expf(S[j] - mx);
+		S[j] = e;
+		sum += e;
+	}
+	sum = block_sum(sum, red);
+	float inv = 1.0f / sum;
+	__syncthreads();
+	for (int e = threadIdx.x; e < d; e += NT) {
+		float acc = 0;
+		for (int j = 0; j < n; j++) acc += S[j] * inv * vc[(((long long)b * maxT + j) * hkv + g) * d + e];
+		o[e] = acc;
+	}
+}
+
+extern "C" __global__ void k_write_cache(float* cache, const float* x, const int* start, int B, int tq, int maxT, int width) {
+	GRID_STRIDE(t, (long long)B * tq * width) {
+		long long c = t % width, r = t / width;
+		int b = (int)(r / tq), i = (int)(r % tq);
+		cache[((long long)b * maxT + start[b] + i) * width + c] = x[t];
+	}
+}
+
+// ---- SwiGLU ----
+
+__device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+extern "C" __global__ void k_swiglu(float* out, const float* gate, const float* up, int n) {
+	GRID_STRIDE(i, n) {
+		float x = gate[i];
+		out[i] = x * sigmoidf_(x) * up[i];
+	}
+}
+
+extern "C" __global__ void k_swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int n) {
+	GRID_STRIDE(i, n) {
+		float x = gate[i], s = sigmoidf_(x), g = dout[i];
+		dup[i] += g * (x * s);
+		dgate[i] += g * up[i] * (s * (1.0f + x * (1.0f - s)));
+	}
+}
+
+// ---- embedding ----
+
+extern "C" __global__ void k_embed(float* out, const float* table, const int* ids, int rows, int dim) {
+	GRID_STRIDE(t, (long long)rows * dim) {
+		long long r = t / dim, c = t % dim;
+		out[t] = table[(long long)ids[r] * dim + c];
+	}
+}
+
+// One thread per column, rows in order, so repeated ids never race.
+extern "C" __global__ void k_embed_bwd(float* dtable, const float* dout, const int* ids, int rows, int dim) {
+	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	if (c >= dim) return;
+	for (int r = 0; r < rows; r++) dtable[(long long)ids[r] * dim + c] += dout[(long long)r * dim + c];
+}
+
+// ---- log-softmax + gather with temperature: one block per row ----
+
+extern "C" __global__ void k_logprobs(float* logp, float* lse, const float* logits, const int* targets, int vocab, float invTemp) {
+	__shared__ float red[NT];
+	__shared__ double redd[NT];
+	int r = blockIdx.x, t = targets[r];
+	if (t < 0) {
+		if (threadIdx.x == 0) logp[r] = 0, lse[r] = 0;
+		return;
+	}
+	const float* z = logits + (long long)r * vocab;
+	double it = invTemp;
+	float mx = neg_inf();
+	for (int j = threadIdx.x; j < vocab; j += NT) mx = fmaxf(mx, (float)(z[j] * it));
+	mx = block_max(mx, red);
+	double s = 0;
+	for (int j = threadIdx.x; j < vocab; j += NT) s += exp(z[j] * it - mx);
+	s = block_sumd(s, redd);
+	double l = mx + log(s);
+	if (threadIdx.x == 0) {
+		lse[r] = (float)l;
+		logp[r] = (float)(z[t] * it - l);
+	}
+}
+
+// Overwrites dlogits (which may alias logits: each element is read and
+// written by the same thread).
+extern "C" __global__ void k_logprobs_bwd(float* dlogits, const float* dlogp, const float* logits, const float* lse, const int* targets,
+                                          int vocab, float invTemp) {
+	int r = blockIdx.x, t = targets[r];
+	float* dz = dlogits + (long long)r * vocab;
+	const float* z = logits + (long long)r * vocab;
+	float gf = dlogp[r];
+	if (t < 0 || gf == 0.0f) {
+		for (int j = threadIdx.x; j < vocab; j += blockDim.x) dz[j] = 0;
+		return;
+	}
+	double it = invTemp, gr = gf * it, l = lse[r];
+	for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
+		float v = (float)(-gr * exp(z[j] * it - l));
+		if (j == t) v += (float)gr;
+		dz[j] = v;
+	}
+}
+
+// ---- AdamW (torch.optim.AdamW); step, sq and decay come from the host as
+// the CPU backend computes them. ----
+
+extern "C" __global__ void k_adamw(float* p, const float* g, float* m, float* v, int n, float step, float sq, float decay,
+                                   float b1, float b2, float eps) {
+	GRID_STRIDE(i, n) {
+		float pi = p[i] * decay;
+		float gi = g[i];
+		float mi = b1 * m[i] + (1.0f - b1) * gi;
+		float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+		m[i] = mi;
+		v[i] = vi;
+		p[i] = pi - step * mi / (sqrtf(vi) / sq + eps);
+	}
+}
