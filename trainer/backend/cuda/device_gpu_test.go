@@ -1,4 +1,4 @@
-//go:build cuda && !cudaemu
+//go:build cuda && !cudaemu && !cudastub
 
 package cuda_test
 

@@ -1,4 +1,4 @@
-//go:build cudaemu || cuda
+//go:build cudaemu || (cuda && !cudastub)
 
 package cuda_test
 
