@@ -12,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -24,13 +25,13 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "cuda-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
+func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("cuda-bench", flag.ContinueOnError)
 	mode := fs.String("mode", "train", "train (fwd+bwd tokens/s) or logits (write logits of -ids)")
 	dev := fs.String("device", "cuda", "auto, cpu or cuda")
@@ -65,7 +66,7 @@ func run(args []string) error {
 	if err := be.Sync(); err != nil {
 		return err
 	}
-	return json.NewEncoder(os.Stdout).Encode(out)
+	return json.NewEncoder(stdout).Encode(out)
 }
 
 type trainResult struct {
