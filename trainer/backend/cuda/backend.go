@@ -49,12 +49,12 @@ type Backend struct {
 	peak   int64
 
 	// Scratch, grown on first use and then reused.
-	ds, sc   *tensor // attention dS, cached-attention scores
-	part     *tensor // k_sumsq partials (float64 pairs)
-	partHost []float64
-	invFreq  *tensor
-	freqKey  [2]float64
-	argBuf   []uint64
+	ds, sc    *tensor // attention dS, cached-attention scores
+	prod, one *tensor // RMSNorm backward products; a vector of ones
+	part      *tensor // k_sumsq partials (float64 pairs)
+	partHost  []float64
+	invFreq   *tensor
+	freqKey   [2]float64
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -306,9 +306,21 @@ func (b *Backend) AddBias(x, bias backend.Tensor, rows, cols int) {
 	b.launch("k_add_bias", blocks1(rows*cols), p(x), p(bias), i32(rows), i32(cols))
 }
 
-// BiasBackward implements backend.Backend.
+// BiasBackward implements backend.Backend as a GEMV on cuBLAS:
+// dbias[1,cols] += ones[1,rows]·dy[rows,cols]. A column sum has too little
+// parallelism for a kernel with one thread per column, and atomics would
+// make the sum order (and so the result) vary from run to run.
 func (b *Backend) BiasBackward(dbias, dy backend.Tensor, rows, cols int) {
-	b.launch("k_bias_bwd", blocks1(cols), p(dbias), p(dy), i32(rows), i32(cols))
+	b.MatMul(dbias, b.ones(rows), dy, 1, cols, rows, false, false, true)
+}
+
+// ones returns a device vector of n ones (grown on first use).
+func (b *Backend) ones(n int) backend.Tensor {
+	if b.one == nil || b.one.n < n {
+		b.one = dt(b.Alloc(n))
+		b.Fill(b.one, 1)
+	}
+	return b.View(b.one, 0, n)
 }
 
 // RMSNorm implements backend.Backend.
@@ -319,7 +331,10 @@ func (b *Backend) RMSNorm(out, rstd, x, w backend.Tensor, rows, dim int, eps flo
 // RMSNormBackward implements backend.Backend.
 func (b *Backend) RMSNormBackward(dx, dw, dout, x, w, rstd backend.Tensor, rows, dim int) {
 	b.launch("k_rmsnorm_bwd_dx", [3]int{rows, 1, 1}, p(dx), p(dout), p(x), p(w), p(rstd), i32(dim))
-	b.launch("k_rmsnorm_bwd_dw", blocks1(dim), p(dw), p(dout), p(x), p(rstd), i32(rows), i32(dim))
+	// dw[1,dim] += rstd[1,rows]·(dout⊙x)[rows,dim], a GEMV (see BiasBackward).
+	prod := b.View(b.scratch(&b.prod, rows*dim), 0, rows*dim)
+	b.launch("k_mul", blocks1(rows*dim), p(prod), p(dout), p(x), i32(rows*dim))
+	b.MatMul(dw, rstd, prod, 1, dim, rows, false, false, true)
 }
 
 // ropeFreqs uploads 1/theta^(2i/headDim) computed exactly as the CPU

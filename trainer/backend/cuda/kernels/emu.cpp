@@ -2,9 +2,12 @@
 
 // emu.cpp runs kernels.cuh on the CPU (see shim.h) and provides a
 // column-major SGEMM with cuBLAS's semantics, for the cudaemu test build.
+// _longjmp between fiber stacks is what the fortified longjmp rejects.
+#undef _FORTIFY_SOURCE
 #include "shim.h"
 #include "kernels.cuh"
 
+#include <setjmp.h>
 #include <ucontext.h>
 
 #include <cstdint>
@@ -20,22 +23,46 @@ dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 namespace {
 
+// Each thread of a block is a fiber with its own stack. A fiber is started
+// once (makecontext/swapcontext) and then loops: run the kernel body for
+// whichever block is current, mark itself done, yield. Switching uses
+// _setjmp/_longjmp, which, unlike swapcontext, saves no signal mask and so
+// makes no system call: a block of 256 threads switches 256 times per
+// barrier.
 const size_t kStack = 64 << 10;
 
 struct Fiber {
-	ucontext_t ctx;
-	bool done;
+	jmp_buf jb;
+	ucontext_t uc;
 	char* stack;
+	bool started, done;
 };
 
-ucontext_t sched;
+jmp_buf sched;
 Fiber fibers[1024];
 int cur;
 std::function<void()> body;
 
-void trampoline() {
-	body();
-	fibers[cur].done = true;
+void yield() {
+	if (!_setjmp(fibers[cur].jb)) _longjmp(sched, 1);
+}
+
+void fiber_main() {
+	for (;;) {
+		body();
+		fibers[cur].done = true;
+		yield();
+	}
+}
+
+void resume(int t) {
+	Fiber& f = fibers[t];
+	cur = t;
+	if (_setjmp(sched)) return;
+	if (f.started) _longjmp(f.jb, 1);
+	f.started = true;
+	ucontext_t here;
+	swapcontext(&here, &f.uc);  // never returns: the fiber jumps to sched
 }
 
 // run executes body for every thread of every block of the grid.
@@ -44,27 +71,26 @@ int run(dim3 grid, dim3 block) {
 	if (nt < 1 || nt > 1024) return 1;
 	gridDim = grid;
 	blockDim = block;
-	for (int t = 0; t < nt; t++)
-		if (!fibers[t].stack) fibers[t].stack = (char*)malloc(kStack);
+	for (int t = 0; t < nt; t++) {
+		Fiber& f = fibers[t];
+		if (f.stack) continue;
+		f.stack = (char*)malloc(kStack);
+		getcontext(&f.uc);
+		f.uc.uc_stack.ss_sp = f.stack;
+		f.uc.uc_stack.ss_size = kStack;
+		f.uc.uc_link = nullptr;
+		makecontext(&f.uc, fiber_main, 0);
+	}
 	for (unsigned bz = 0; bz < grid.z; bz++)
 		for (unsigned by = 0; by < grid.y; by++)
 			for (unsigned bx = 0; bx < grid.x; bx++) {
 				blockIdx = dim3{bx, by, bz};
-				for (int t = 0; t < nt; t++) {
-					Fiber& f = fibers[t];
-					getcontext(&f.ctx);
-					f.ctx.uc_stack.ss_sp = f.stack;
-					f.ctx.uc_stack.ss_size = kStack;
-					f.ctx.uc_link = &sched;
-					f.done = false;
-					makecontext(&f.ctx, trampoline, 0);
-				}
+				for (int t = 0; t < nt; t++) fibers[t].done = false;
 				for (int live = nt; live > 0;) {
 					for (int t = 0; t < nt; t++) {
 						if (fibers[t].done) continue;
-						cur = t;
 						threadIdx = dim3{unsigned(t % block.x), unsigned(t / block.x % block.y), unsigned(t / (block.x * block.y))};
-						swapcontext(&sched, &fibers[t].ctx);
+						resume(t);
 						if (fibers[t].done) live--;
 					}
 				}
@@ -94,7 +120,7 @@ int launch(void (*k)(A...), int nargs, const uint64_t* a, dim3 g, dim3 b) {
 
 }  // namespace
 
-void __syncthreads() { swapcontext(&fibers[cur].ctx, &sched); }
+void __syncthreads() { yield(); }
 
 #define K(name) \
 	if (std::strcmp(kernel, #name) == 0) return launch(name, nargs, args, g, b);
@@ -107,12 +133,11 @@ extern "C" int emu_launch(const char* kernel, unsigned gx, unsigned gy, unsigned
 	K(k_add)
 	K(k_accumulate)
 	K(k_scale)
+	K(k_mul)
 	K(k_sumsq)
 	K(k_add_bias)
-	K(k_bias_bwd)
 	K(k_rmsnorm)
 	K(k_rmsnorm_bwd_dx)
-	K(k_rmsnorm_bwd_dw)
 	K(k_rope)
 	K(k_attn_fwd)
 	K(k_attn_bwd_ds)

@@ -73,6 +73,10 @@ extern "C" __global__ void k_accumulate(float* dst, const float* src, int n) {
 	GRID_STRIDE(i, n) dst[i] += src[i];
 }
 
+extern "C" __global__ void k_mul(float* out, const float* a, const float* b, int n) {
+	GRID_STRIDE(i, n) out[i] = a[i] * b[i];
+}
+
 extern "C" __global__ void k_scale(float* x, float s, int n) {
 	GRID_STRIDE(i, n) x[i] *= s;
 }
@@ -87,19 +91,10 @@ extern "C" __global__ void k_sumsq(const float* x, int n, double* part) {
 	if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
-// ---- bias ----
+// ---- bias (its backward is a GEMV on cuBLAS) ----
 
 extern "C" __global__ void k_add_bias(float* x, const float* bias, int rows, int cols) {
 	GRID_STRIDE(i, (long long)rows * cols) x[i] += bias[i % cols];
-}
-
-// One thread per column, rows in order: no atomics, deterministic.
-extern "C" __global__ void k_bias_bwd(float* dbias, const float* dy, int rows, int cols) {
-	int c = blockIdx.x * blockDim.x + threadIdx.x;
-	if (c >= cols) return;
-	float s = 0;
-	for (int r = 0; r < rows; r++) s += dy[(long long)r * cols + c];
-	dbias[c] += s;
 }
 
 // ---- RMSNorm: one block per row ----
@@ -129,14 +124,6 @@ extern "C" __global__ void k_rmsnorm_bwd_dx(float* dx, const float* dout, const 
 	dot = block_sum(dot, red);
 	float c = s * s * s * dot / dim;
 	for (int i = threadIdx.x; i < dim; i += NT) d[i] += s * w[i] * g[i] - c * xr[i];
-}
-
-extern "C" __global__ void k_rmsnorm_bwd_dw(float* dw, const float* dout, const float* x, const float* rstd, int rows, int dim) {
-	int i = blockIdx.x * blockDim.x + threadIdx.x;
-	if (i >= dim) return;
-	float acc = dw[i];
-	for (int r = 0; r < rows; r++) acc += dout[(long long)r * dim + i] * x[(long long)r * dim + i] * rstd[r];
-	dw[i] = acc;
 }
 
 // ---- RoPE (rotate_half layout), in place. invfreq is computed on the
