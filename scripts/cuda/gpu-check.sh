@@ -71,6 +71,8 @@ run_bundle() {
   local out=${OUT:-$PWD/gpu-check-results}
   mkdir -p "$out"
   local py=${PYTHON:-python3}
+  # cuBLAS and NVRTC from the toolkit, when it is not on the loader's path.
+  export LD_LIBRARY_PATH="${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   local gpu
   gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)
   echo "GPU: $gpu" | tee "$out/summary.txt"

@@ -87,9 +87,7 @@ func compare(t *testing.T, what string, ref, got []float32, tol float64) {
 }
 
 func opCases() []opCase {
-	const B, T, hq, hkv, d = 2, 7, 4, 2, 8
-	N := B * T
-	lens := []int32{7, 4}
+	const d = 8
 	return []opCase{
 		{"fill+add+accumulate+scale+copy", func(be backend.Backend, r *rand.Rand) []output {
 			n := 1000
@@ -149,27 +147,14 @@ func opCases() []opCase {
 			be.RoPEBackward(y, pos, rows, heads, hd, 10000)
 			return []output{{"fwd", x}, {"bwd", y}}
 		}},
-		{"attention", func(be backend.Backend, r *rand.Rand) []output {
-			q, k, v := randT(be, r, N*hq*d, 1), randT(be, r, N*hkv*d, 1), randT(be, r, N*hkv*d, 1)
-			out, att := randT(be, r, N*hq*d, 1), randT(be, r, B*hq*T*T, 1)
-			l := intsT(be, lens...)
-			be.Attention(out, att, q, k, v, l, B, T, hq, hkv, d)
-			dout := randT(be, r, N*hq*d, 1)
-			dq, dk, dv := randT(be, r, N*hq*d, 1), randT(be, r, N*hkv*d, 1), randT(be, r, N*hkv*d, 1)
-			be.AttentionBackward(dq, dk, dv, dout, q, k, v, att, l, B, T, hq, hkv, d)
-			return []output{{"out", out}, {"att", att}, {"dq", dq}, {"dk", dk}, {"dv", dv}}
-		}},
-		{"cached attention", func(be backend.Backend, r *rand.Rand) []output {
-			const maxT, tq = 9, 2
-			kc, vc := randT(be, r, B*maxT*hkv*d, 1), randT(be, r, B*maxT*hkv*d, 1)
-			xk := randT(be, r, B*tq*hkv*d, 1)
-			start := intsT(be, 3, 7)
-			be.WriteCache(kc, xk, start, B, tq, maxT, hkv*d)
-			q := randT(be, r, B*tq*hq*d, 1)
-			out := randT(be, r, B*tq*hq*d, 1)
-			be.AttentionCached(out, q, kc, vc, start, B, tq, maxT, hq, hkv, d)
-			return []output{{"cache", kc}, {"out", out}}
-		}},
+		{"attention d=8", func(be backend.Backend, r *rand.Rand) []output { return attention(be, r, d) }},
+		// d=12 does not divide the block, so the kernels take their
+		// one-group path.
+		{"attention d=12", func(be backend.Backend, r *rand.Rand) []output { return attention(be, r, 12) }},
+		// More keys than threads per block: the strided loops.
+		{"attention T=300", func(be backend.Backend, r *rand.Rand) []output { return attentionT(be, r, d, 300, []int32{290}) }},
+		{"cached attention d=8", func(be backend.Backend, r *rand.Rand) []output { return cachedAttention(be, r, d) }},
+		{"cached attention d=12", func(be backend.Backend, r *rand.Rand) []output { return cachedAttention(be, r, 12) }},
 		{"swiglu", func(be backend.Backend, r *rand.Rand) []output {
 			n := 777
 			g, u := randT(be, r, n, 6), randT(be, r, n, 2)
@@ -213,6 +198,38 @@ func opCases() []opCase {
 			return []output{{"param", p}, {"m", m}, {"v", v}}
 		}},
 	}
+}
+
+func attention(be backend.Backend, r *rand.Rand, d int) []output {
+	return attentionT(be, r, d, 7, []int32{7, 4})
+}
+
+// attentionT runs attention forward and backward over len(lens)
+// sequences padded to T.
+func attentionT(be backend.Backend, r *rand.Rand, d, T int, lens []int32) []output {
+	const hq, hkv = 4, 2
+	B := len(lens)
+	N := B * T
+	q, k, v := randT(be, r, N*hq*d, 1), randT(be, r, N*hkv*d, 1), randT(be, r, N*hkv*d, 1)
+	out, att := randT(be, r, N*hq*d, 1), randT(be, r, B*hq*T*T, 1)
+	l := intsT(be, lens...)
+	be.Attention(out, att, q, k, v, l, B, T, hq, hkv, d)
+	dout := randT(be, r, N*hq*d, 1)
+	dq, dk, dv := randT(be, r, N*hq*d, 1), randT(be, r, N*hkv*d, 1), randT(be, r, N*hkv*d, 1)
+	be.AttentionBackward(dq, dk, dv, dout, q, k, v, att, l, B, T, hq, hkv, d)
+	return []output{{"out", out}, {"att", att}, {"dq", dq}, {"dk", dk}, {"dv", dv}}
+}
+
+func cachedAttention(be backend.Backend, r *rand.Rand, d int) []output {
+	const B, hq, hkv, maxT, tq = 2, 4, 2, 9, 2
+	kc, vc := randT(be, r, B*maxT*hkv*d, 1), randT(be, r, B*maxT*hkv*d, 1)
+	xk := randT(be, r, B*tq*hkv*d, 1)
+	start := intsT(be, 3, 7)
+	be.WriteCache(kc, xk, start, B, tq, maxT, hkv*d)
+	q := randT(be, r, B*tq*hq*d, 1)
+	out := randT(be, r, B*tq*hq*d, 1)
+	be.AttentionCached(out, q, kc, vc, start, B, tq, maxT, hq, hkv, d)
+	return []output{{"cache", kc}, {"out", out}}
 }
 
 func newCPU(t *testing.T) backend.Backend {

@@ -53,6 +53,27 @@ __device__ __forceinline__ double block_sumd(double v, double* red) {
 	return r;
 }
 
+// Rows of d outputs (one per head dimension e) summed over a range of j
+// use every thread of the block: thread t owns e = t % d and every G-th j
+// starting at t / d, where G = NT / d; the G partial sums are then added in
+// group order (deterministic). When d does not divide NT, one group of NT
+// threads strides over e instead (G = 1).
+__device__ __forceinline__ int row_groups(int d) { return (d <= NT && NT % d == 0) ? NT / d : 1; }
+
+// group_sum adds the G partials of output e; every thread must call it.
+// Threads with e < d of group 0 get the total (others get garbage).
+__device__ __forceinline__ float group_sum(float acc, int d, float* red) {
+	int G = row_groups(d), t = threadIdx.x;
+	if (G == 1) return acc;
+	red[t] = acc;
+	__syncthreads();
+	float s = 0;
+	if (t < d)
+		for (int g = 0; g < G; g++) s += red[g * d + t];
+	__syncthreads();
+	return s;
+}
+
 #define GRID_STRIDE(i, n) for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)blockDim.x * gridDim.x)
 
 // ---- elementwise ----
@@ -180,6 +201,15 @@ extern "C" __global__ void k_attn_fwd(float* out, float* att, const float* q, co
 	float inv = 1.0f / sum;
 	for (int j = threadIdx.x; j < T; j += NT) P[j] = j <= i ? P[j] * inv : 0.0f;
 	__syncthreads();
+	int G = row_groups(d);
+	if (G > 1) {
+		int e = threadIdx.x % d;
+		float acc = 0;
+		for (int j = threadIdx.x / d; j <= i; j += G) acc += P[j] * v[(((long long)b * T + j) * hkv + g) * d + e];
+		acc = group_sum(acc, d, red);
+		if (threadIdx.x < d) o[e] = acc;
+		return;
+	}
 	for (int e = threadIdx.x; e < d; e += NT) {
 		float acc = 0;
 		for (int j = 0; j <= i; j++) acc += P[j] * v[(((long long)b * T + j) * hkv + g) * d + e];
@@ -216,12 +246,22 @@ extern "C" __global__ void k_attn_bwd_ds(float* ds, const float* dout, const flo
 
 // dQ[i] += Σ_j dS[i,j] K[j], one block per query row, threads over d.
 extern "C" __global__ void k_attn_bwd_dq(float* dq, const float* ds, const float* k, const int* lens, int T, int hq, int hkv, int d) {
+	__shared__ float red[NT];
 	int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
 	int g = h / (hq / hkv), n = lens[b];
 	if (i >= n) return;
 	const float* S = ds + (((long long)b * hq + h) * T + i) * T;
 	float* o = dq + (((long long)b * T + i) * hq + h) * d;
-	for (int e = threadIdx.x; e < d; e += blockDim.x) {
+	int G = row_groups(d);
+	if (G > 1) {
+		int e = threadIdx.x % d;
+		float acc = 0;
+		for (int j = threadIdx.x / d; j <= i; j += G) acc += S[j] * k[(((long long)b * T + j) * hkv + g) * d + e];
+		acc = group_sum(acc, d, red);
+		if (threadIdx.x < d) o[e] += acc;
+		return;
+	}
+	for (int e = threadIdx.x; e < d; e += NT) {
 		float acc = 0;
 		for (int j = 0; j <= i; j++) acc += S[j] * k[(((long long)b * T + j) * hkv + g) * d + e];
 		o[e] += acc;
@@ -233,10 +273,33 @@ extern "C" __global__ void k_attn_bwd_dq(float* dq, const float* ds, const float
 // a group are summed without atomics.
 extern "C" __global__ void k_attn_bwd_dkv(float* dk, float* dv, const float* ds, const float* att, const float* q, const float* dout,
                                           const int* lens, int T, int hq, int hkv, int d) {
+	__shared__ float red[NT];
 	int j = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
 	int grp = hq / hkv, n = lens[b];
 	if (j >= n) return;
-	for (int e = threadIdx.x; e < d; e += blockDim.x) {
+	int G = row_groups(d);
+	if (G > 1) {
+		int e = threadIdx.x % d;
+		float ak = 0, av = 0;
+		for (int hh = 0; hh < grp; hh++) {
+			int h = g * grp + hh;
+			long long base = ((long long)b * hq + h) * T;
+			for (int i = j + threadIdx.x / d; i < n; i += G) {
+				long long qi = (((long long)b * T + i) * hq + h) * d + e;
+				ak += ds[(base + i) * T + j] * q[qi];
+				av += att[(base + i) * T + j] * dout[qi];
+			}
+		}
+		ak = group_sum(ak, d, red);
+		av = group_sum(av, d, red);
+		if (threadIdx.x < d) {
+			long long o = (((long long)b * T + j) * hkv + g) * d + e;
+			dk[o] += ak;
+			dv[o] += av;
+		}
+		return;
+	}
+	for (int e = threadIdx.x; e < d; e += NT) {
 		float ak = 0, av = 0;
 		for (int hh = 0; hh < grp; hh++) {
 			int h = g * grp + hh;
@@ -283,6 +346,15 @@ extern "C" __global__ void k_attn_cached(float* out, float* sc, const float* q, 
 	sum = block_sum(sum, red);
 	float inv = 1.0f / sum;
 	__syncthreads();
+	int G = row_groups(d);
+	if (G > 1) {
+		int e = threadIdx.x % d;
+		float acc = 0;
+		for (int j = threadIdx.x / d; j < n; j += G) acc += S[j] * inv * vc[(((long long)b * maxT + j) * hkv + g) * d + e];
+		acc = group_sum(acc, d, red);
+		if (threadIdx.x < d) o[e] = acc;
+		return;
+	}
 	for (int e = threadIdx.x; e < d; e += NT) {
 		float acc = 0;
 		for (int j = 0; j < n; j++) acc += S[j] * inv * vc[(((long long)b * maxT + j) * hkv + g) * d + e];
