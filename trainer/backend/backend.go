@@ -5,7 +5,8 @@
 // It deliberately holds no implementation and no model knowledge. Model
 // code never indexes a tensor's memory: data crosses the host/device line
 // only through Upload and Download, so a CUDA backend can sit behind the
-// same interface. Implementations live in sub-packages (backend/cpu).
+// same interface. Implementations live in sub-packages (backend/cpu,
+// backend/cuda).
 package backend
 
 // Tensor is an opaque handle to a flat array of floats owned by a backend.

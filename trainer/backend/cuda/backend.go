@@ -71,8 +71,10 @@ func (b *Backend) DeviceName() string { return b.dev.Name() }
 // PeakBytes is the most device memory the backend has held at once.
 func (b *Backend) PeakBytes() int64 { return b.peak }
 
-// Close implements backend.Backend.
+// Close implements backend.Backend. It waits for queued work first, so
+// no kernel is still using memory when it is freed.
 func (b *Backend) Close() {
+	_ = b.dev.Sync()
 	for _, p := range b.allocs {
 		_ = b.dev.Free(p)
 	}

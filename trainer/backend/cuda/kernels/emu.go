@@ -10,8 +10,13 @@ import "C"
 
 import (
 	"fmt"
+	"sync"
 	"unsafe"
 )
+
+// launchMu serialises launches: the C side runs one grid at a time with
+// process-wide fiber state (it stands in for the one GPU).
+var launchMu sync.Mutex
 
 // Emulator runs kernels.cuh on the CPU with CUDA's launch semantics and
 // implements cuBLAS's column-major SGEMM naively. Device pointers are C
@@ -76,6 +81,8 @@ func (e *Emulator) Launch(kernel string, grid, block [3]int, args []uint64) erro
 		copy(unsafe.Slice((*uint64)(ca), len(args)), args)
 		a = (*C.uint64_t)(ca)
 	}
+	launchMu.Lock()
+	defer launchMu.Unlock()
 	switch rc := C.emu_launch(name, C.uint(grid[0]), C.uint(grid[1]), C.uint(grid[2]),
 		C.uint(block[0]), C.uint(block[1]), C.uint(block[2]), C.int(len(args)), a); rc {
 	case 0:
