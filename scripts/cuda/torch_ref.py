@@ -26,9 +26,20 @@ SMALL = dict(hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_att
              rms_norm_eps=1e-6, tie_word_embeddings=False)
 
 
+def config(shape):
+    """A Qwen2Config of shape, with the RoPE base set for transformers 4 and 5."""
+    kw = dict(shape)
+    theta = kw.pop("rope_theta")
+    cfg = Qwen2Config(**kw)
+    cfg.rope_theta = theta
+    if getattr(cfg, "rope_parameters", None) is not None:  # transformers 5
+        cfg.rope_parameters = {"rope_type": "default", "rope_theta": theta}
+    return cfg
+
+
 def make_model(d):
     torch.manual_seed(0)
-    m = Qwen2ForCausalLM(Qwen2Config(**SMALL)).to(torch.float32)
+    m = Qwen2ForCausalLM(config(SMALL)).to(torch.float32)
     # Non-zero biases and norms, so those code paths are compared too.
     with torch.no_grad():
         for name, p in m.named_parameters():
@@ -67,7 +78,7 @@ def bench(batch, seq, steps, peak):
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(0)
-    m = Qwen2ForCausalLM(Qwen2Config(**QWEN05)).to(dev, torch.float32).train()
+    m = Qwen2ForCausalLM(config(QWEN05)).to(dev, torch.float32).train()
     n = batch * seq
     ids = (torch.arange(n, device=dev) * 7919 + 13) % QWEN05["vocab_size"]
     ids = ids.view(batch, seq)
