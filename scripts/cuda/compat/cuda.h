@@ -53,6 +53,20 @@ static inline CUresult rlhost_cuMemPrefetchAsync(CUdeviceptr p, size_t n, CUdevi
 	return cuMemPrefetchAsync_v2(p, n, rlhost_memLocation(dev), 0, s);
 }
 #define cuMemPrefetchAsync rlhost_cuMemPrefetchAsync
+
+/* gorgonia names JIT targets for architectures CUDA 13 no longer builds
+ * for; where the enumerators are gone, these give them their values
+ * (CU_TARGET_COMPUTE_XY is XY), and where they remain they agree. */
+#define CU_TARGET_COMPUTE_30 30
+#define CU_TARGET_COMPUTE_32 32
+#define CU_TARGET_COMPUTE_35 35
+#define CU_TARGET_COMPUTE_37 37
+#define CU_TARGET_COMPUTE_50 50
+#define CU_TARGET_COMPUTE_52 52
+#define CU_TARGET_COMPUTE_53 53
+#define CU_TARGET_COMPUTE_60 60
+#define CU_TARGET_COMPUTE_61 61
+#define CU_TARGET_COMPUTE_62 62
 #endif
 
 static inline CUresult rlhost_deferredInit(unsigned int flags) {
