@@ -71,6 +71,9 @@ func (b *Backend) DeviceName() string { return b.dev.Name() }
 // PeakBytes is the most device memory the backend has held at once.
 func (b *Backend) PeakBytes() int64 { return b.peak }
 
+// HeldBytes is the device memory the backend holds now.
+func (b *Backend) HeldBytes() int64 { return b.bytes }
+
 // Close implements backend.Backend. It waits for queued work first, so
 // no kernel is still using memory when it is freed.
 func (b *Backend) Close() {
