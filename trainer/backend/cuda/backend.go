@@ -386,11 +386,20 @@ func (b *Backend) scratch(s **tensor, n int) *tensor {
 	return *s
 }
 
+// ATT_QT and ATT_DMAX of k_attn_fwd_tiled.
+const attTileRows, attTileMaxD = 16, 128
+
 func attnScale(d int) float32 { return float32(1 / math.Sqrt(float64(d))) }
 
-// Attention implements backend.Backend: one block per query row.
+// Attention implements backend.Backend: one block per tile of 16 query
+// rows for head dims up to 128, else one block per query row.
 func (b *Backend) Attention(out, att, q, k, v backend.Tensor, lens backend.Ints, B, T, hq, hkv, d int) {
 	b.checkLens(lens, B, T)
+	if d <= attTileMaxD {
+		b.launch("k_attn_fwd_tiled", [3]int{(T + attTileRows - 1) / attTileRows, hq, B}, p(out), p(att), p(q), p(k), p(v), pi(lens),
+			i32(T), i32(hq), i32(hkv), i32(d), f32(attnScale(d)))
+		return
+	}
 	b.launch("k_attn_fwd", [3]int{T, hq, B}, p(out), p(att), p(q), p(k), p(v), pi(lens),
 		i32(T), i32(hq), i32(hkv), i32(d), f32(attnScale(d)))
 }

@@ -151,6 +151,8 @@ func opCases() []opCase {
 		// d=12 does not divide the block, so the kernels take their
 		// one-group path.
 		{"attention d=12", func(be backend.Backend, r *rand.Rand) []output { return attention(be, r, 12) }},
+		// Head dims past the tiled kernel's limit take the per-row kernel.
+		{"attention d=130", func(be backend.Backend, r *rand.Rand) []output { return attention(be, r, 130) }},
 		// More keys than threads per block: the strided loops.
 		{"attention T=300", func(be backend.Backend, r *rand.Rand) []output { return attentionT(be, r, d, 300, []int32{290}) }},
 		{"cached attention d=8", func(be backend.Backend, r *rand.Rand) []output { return cachedAttention(be, r, d) }},

@@ -140,6 +140,7 @@ extern "C" int emu_launch(const char* kernel, unsigned gx, unsigned gy, unsigned
 	K(k_rmsnorm_bwd_dx)
 	K(k_rope)
 	K(k_attn_fwd)
+	K(k_attn_fwd_tiled)
 	K(k_attn_bwd_ds)
 	K(k_attn_bwd_dq)
 	K(k_attn_bwd_dkv)

@@ -12,6 +12,8 @@
 
 typedef unsigned long long u64;
 
+__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+
 __device__ __forceinline__ float neg_inf() { return -__int_as_float(0x7f800000); }
 
 __device__ __forceinline__ float block_max(float v, float* red) {
@@ -207,13 +209,101 @@ extern "C" __global__ void k_attn_fwd(float* out, float* att, const float* q, co
 		float acc = 0;
 		for (int j = threadIdx.x / d; j <= i; j += G) acc += P[j] * v[(((long long)b * T + j) * hkv + g) * d + e];
 		acc = group_sum(acc, d, red);
-		if (threadIdx.x < d) o[e] = acc;
+		if ((int)threadIdx.x < d) o[e] = acc;
 		return;
 	}
 	for (int e = threadIdx.x; e < d; e += NT) {
 		float acc = 0;
 		for (int j = 0; j <= i; j++) acc += P[j] * v[(((long long)b * T + j) * hkv + g) * d + e];
 		o[e] = acc;
+	}
+}
+
+// k_attn_fwd_tiled is k_attn_fwd for head dims up to ATT_DMAX: one block
+// per tile of ATT_QT query rows, so each key and value row is read once per
+// tile instead of once per query row. Grid (ceil(T/ATT_QT), hq, B).
+// Scores go to att, which then holds exactly what k_attn_fwd writes.
+#define ATT_QT 16
+#define ATT_KT 16
+#define ATT_DMAX 128
+
+extern "C" __global__ void k_attn_fwd_tiled(float* out, float* att, const float* q, const float* k, const float* v, const int* lens,
+                                            int T, int hq, int hkv, int d, float scale) {
+	__shared__ float Qs[ATT_QT][ATT_DMAX + 1];
+	__shared__ float KVs[ATT_KT][ATT_DMAX + 1];
+	__shared__ float rowred[ATT_QT][ATT_KT];
+	int h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
+	int g = h / (hq / hkv), n = lens[b], i0 = blockIdx.x * ATT_QT;
+	int rows = imin(ATT_QT, T - i0);
+	int r = t / ATT_KT, c = t % ATT_KT;  // score mapping: row r, key c of a tile
+	int i = i0 + r;
+	float* P = att + (((long long)b * hq + h) * T + i) * T;  // valid when r < rows
+	for (int x = t; x < ATT_QT * d; x += NT) {
+		int qr = x / d, e = x % d;
+		Qs[qr][e] = i0 + qr < n ? q[(((long long)b * T + i0 + qr) * hq + h) * d + e] : 0.0f;
+	}
+	// Pass 1: scores of every key tile the tile's last real row can see.
+	int last = imin(i0 + rows, n) - 1;
+	float mx = neg_inf();
+	for (int k0 = 0; k0 <= last; k0 += ATT_KT) {
+		__syncthreads();
+		for (int x = t; x < ATT_KT * d; x += NT) {
+			int kr = x / d, e = x % d;
+			KVs[kr][e] = k0 + kr < n ? k[(((long long)b * T + k0 + kr) * hkv + g) * d + e] : 0.0f;
+		}
+		__syncthreads();
+		int j = k0 + c;
+		if (r < rows && i < n && j <= i) {
+			float s = 0;
+			for (int e = 0; e < d; e++) s += Qs[r][e] * KVs[c][e];
+			s *= scale;
+			P[j] = s;
+			mx = fmaxf(mx, s);
+		}
+	}
+	// Row max and sum over the ATT_KT threads of each row, in column order.
+	rowred[r][c] = mx;
+	__syncthreads();
+	mx = neg_inf();
+	for (int x = 0; x < ATT_KT; x++) mx = fmaxf(mx, rowred[r][x]);
+	__syncthreads();
+	float sum = 0;
+	if (r < rows && i < n)
+		for (int j = c; j <= i; j += ATT_KT) {
+			float e = expf(P[j] - mx);
+			P[j] = e;
+			sum += e;
+		}
+	rowred[r][c] = sum;
+	__syncthreads();
+	sum = 0;
+	for (int x = 0; x < ATT_KT; x++) sum += rowred[r][x];
+	if (r < rows) {
+		float inv = 1.0f / sum;
+		for (int j = c; j < T; j += ATT_KT) P[j] = (i < n && j <= i) ? P[j] * inv : 0.0f;
+	}
+	// Pass 2: O = P·V over value tiles; thread t owns pairs x = t + p·NT.
+	float acc[ATT_QT * ATT_DMAX / NT];
+	for (int p = 0; p < ATT_QT * ATT_DMAX / NT; p++) acc[p] = 0;
+	for (int k0 = 0; k0 <= last; k0 += ATT_KT) {
+		__syncthreads();
+		for (int x = t; x < ATT_KT * d; x += NT) {
+			int kr = x / d, e = x % d;
+			KVs[kr][e] = k0 + kr < n ? v[(((long long)b * T + k0 + kr) * hkv + g) * d + e] : 0.0f;
+		}
+		__syncthreads();
+		for (int p = 0, x = t; x < ATT_QT * d; p++, x += NT) {
+			int orow = x / d, e = x % d, oi = i0 + orow;
+			if (orow >= rows || oi >= n) continue;
+			const float* Pr = att + (((long long)b * hq + h) * T + oi) * T;
+			float a = acc[p];
+			for (int cc = 0; cc < ATT_KT && k0 + cc <= oi; cc++) a += Pr[k0 + cc] * KVs[cc][e];
+			acc[p] = a;
+		}
+	}
+	for (int p = 0, x = t; x < ATT_QT * d; p++, x += NT) {
+		int orow = x / d, e = x % d, oi = i0 + orow;
+		if (orow < rows) out[(((long long)b * T + oi) * hq + h) * d + e] = oi < n ? acc[p] : 0.0f;
 	}
 }
 
@@ -258,7 +348,7 @@ extern "C" __global__ void k_attn_bwd_dq(float* dq, const float* ds, const float
 		float acc = 0;
 		for (int j = threadIdx.x / d; j <= i; j += G) acc += S[j] * k[(((long long)b * T + j) * hkv + g) * d + e];
 		acc = group_sum(acc, d, red);
-		if (threadIdx.x < d) o[e] += acc;
+		if ((int)threadIdx.x < d) o[e] += acc;
 		return;
 	}
 	for (int e = threadIdx.x; e < d; e += NT) {
@@ -292,7 +382,7 @@ extern "C" __global__ void k_attn_bwd_dkv(float* dk, float* dv, const float* ds,
 		}
 		ak = group_sum(ak, d, red);
 		av = group_sum(av, d, red);
-		if (threadIdx.x < d) {
+		if ((int)threadIdx.x < d) {
 			long long o = (((long long)b * T + j) * hkv + g) * d + e;
 			dk[o] += ak;
 			dv[o] += av;
@@ -352,7 +442,7 @@ extern "C" __global__ void k_attn_cached(float* out, float* sc, const float* q, 
 		float acc = 0;
 		for (int j = threadIdx.x / d; j < n; j += G) acc += S[j] * inv * vc[(((long long)b * maxT + j) * hkv + g) * d + e];
 		acc = group_sum(acc, d, red);
-		if (threadIdx.x < d) o[e] = acc;
+		if ((int)threadIdx.x < d) o[e] = acc;
 		return;
 	}
 	for (int e = threadIdx.x; e < d; e += NT) {
