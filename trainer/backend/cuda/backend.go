@@ -386,7 +386,7 @@ func (b *Backend) scratch(s **tensor, n int) *tensor {
 	return *s
 }
 
-// ATT_QT and ATT_DMAX of k_attn_fwd_tiled.
+// ATT_QT (= ATT_KT) and ATT_DMAX of the tiled attention kernels.
 const attTileRows, attTileMaxD = 16, 128
 
 func attnScale(d int) float32 { return float32(1 / math.Sqrt(float64(d))) }
@@ -404,11 +404,21 @@ func (b *Backend) Attention(out, att, q, k, v backend.Tensor, lens backend.Ints,
 		i32(T), i32(hq), i32(hkv), i32(d), f32(attnScale(d)))
 }
 
-// AttentionBackward implements backend.Backend: dS per query row into
-// scratch, then dQ per query row and dK/dV per key row (no atomics).
+// AttentionBackward implements backend.Backend: dS into scratch, then dQ
+// by query rows and dK/dV by key rows (no atomics); tiled like Attention
+// for head dims up to 128.
 func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, att backend.Tensor, lens backend.Ints, B, T, hq, hkv, d int) {
 	b.checkLens(lens, B, T)
 	ds := b.scratch(&b.ds, B*hq*T*T)
+	if d <= attTileMaxD {
+		qt := (T + attTileRows - 1) / attTileRows
+		b.launch("k_attn_bwd_ds_tiled", [3]int{qt, hq, B}, ds.ptr, p(dout), p(v), p(att), pi(lens),
+			i32(T), i32(hq), i32(hkv), i32(d), f32(attnScale(d)))
+		b.launch("k_attn_bwd_dq_tiled", [3]int{qt, hq, B}, p(dq), ds.ptr, p(k), pi(lens), i32(T), i32(hq), i32(hkv), i32(d))
+		b.launch("k_attn_bwd_dkv_tiled", [3]int{qt, hkv, B}, p(dk), p(dv), ds.ptr, p(att), p(q), p(dout), pi(lens),
+			i32(T), i32(hq), i32(hkv), i32(d))
+		return
+	}
 	b.launch("k_attn_bwd_ds", [3]int{T, hq, B}, ds.ptr, p(dout), p(v), p(att), pi(lens),
 		i32(T), i32(hq), i32(hkv), i32(d), f32(attnScale(d)))
 	b.launch("k_attn_bwd_dq", [3]int{T, hq, B}, p(dq), ds.ptr, p(k), pi(lens), i32(T), i32(hq), i32(hkv), i32(d))

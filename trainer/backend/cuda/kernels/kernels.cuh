@@ -243,7 +243,7 @@ extern "C" __global__ void k_attn_fwd_tiled(float* out, float* att, const float*
 		Qs[qr][e] = i0 + qr < n ? q[(((long long)b * T + i0 + qr) * hq + h) * d + e] : 0.0f;
 	}
 	// Pass 1: scores of every key tile the tile's last real row can see.
-	int last = imin(i0 + rows, n) - 1;
+	int last = i0 < n ? imin(i0 + rows, n) - 1 : -1;
 	float mx = neg_inf();
 	for (int k0 = 0; k0 <= last; k0 += ATT_KT) {
 		__syncthreads();
@@ -403,6 +403,128 @@ extern "C" __global__ void k_attn_bwd_dkv(float* dk, float* dv, const float* ds,
 		long long o = (((long long)b * T + j) * hkv + g) * d + e;
 		dk[o] += ak;
 		dv[o] += av;
+	}
+}
+
+// The backward for head dims up to ATT_DMAX, tiled like k_attn_fwd_tiled.
+// k_attn_bwd_ds_tiled: dS for a tile of ATT_QT query rows. Grid
+// (ceil(T/ATT_QT), hq, B).
+extern "C" __global__ void k_attn_bwd_ds_tiled(float* ds, const float* dout, const float* v, const float* att, const int* lens,
+                                               int T, int hq, int hkv, int d, float scale) {
+	__shared__ float Gs[ATT_QT][ATT_DMAX + 1];
+	__shared__ float Vs[ATT_KT][ATT_DMAX + 1];
+	__shared__ float rowred[ATT_QT][ATT_KT];
+	int h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
+	int g = h / (hq / hkv), n = lens[b], i0 = blockIdx.x * ATT_QT;
+	int rows = imin(ATT_QT, T - i0);
+	int r = t / ATT_KT, c = t % ATT_KT, i = i0 + r;
+	long long row = (((long long)b * hq + h) * T + i) * T;
+	for (int x = t; x < ATT_QT * d; x += NT) {
+		int qr = x / d, e = x % d;
+		Gs[qr][e] = i0 + qr < n ? dout[(((long long)b * T + i0 + qr) * hq + h) * d + e] : 0.0f;
+	}
+	int last = i0 < n ? imin(i0 + rows, n) - 1 : -1;
+	float dot = 0;
+	for (int k0 = 0; k0 <= last; k0 += ATT_KT) {
+		__syncthreads();
+		for (int x = t; x < ATT_KT * d; x += NT) {
+			int kr = x / d, e = x % d;
+			Vs[kr][e] = k0 + kr < n ? v[(((long long)b * T + k0 + kr) * hkv + g) * d + e] : 0.0f;
+		}
+		__syncthreads();
+		int j = k0 + c;
+		if (r < rows && i < n && j <= i) {
+			float dp = 0;
+			for (int e = 0; e < d; e++) dp += Gs[r][e] * Vs[c][e];
+			ds[row + j] = dp;
+			dot += att[row + j] * dp;
+		}
+	}
+	rowred[r][c] = dot;
+	__syncthreads();
+	dot = 0;
+	for (int x = 0; x < ATT_KT; x++) dot += rowred[r][x];
+	if (r < rows)
+		for (int j = c; j < T; j += ATT_KT) ds[row + j] = (i < n && j <= i) ? att[row + j] * (ds[row + j] - dot) * scale : 0.0f;
+}
+
+// dQ += dS·K for a tile of query rows, K in shared-memory tiles.
+extern "C" __global__ void k_attn_bwd_dq_tiled(float* dq, const float* ds, const float* k, const int* lens, int T, int hq, int hkv, int d) {
+	__shared__ float Ks[ATT_KT][ATT_DMAX + 1];
+	int h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
+	int g = h / (hq / hkv), n = lens[b], i0 = blockIdx.x * ATT_QT;
+	int rows = imin(ATT_QT, T - i0);
+	int last = i0 < n ? imin(i0 + rows, n) - 1 : -1;
+	float acc[ATT_QT * ATT_DMAX / NT];
+	for (int p = 0; p < ATT_QT * ATT_DMAX / NT; p++) acc[p] = 0;
+	for (int k0 = 0; k0 <= last; k0 += ATT_KT) {
+		__syncthreads();
+		for (int x = t; x < ATT_KT * d; x += NT) {
+			int kr = x / d, e = x % d;
+			Ks[kr][e] = k0 + kr < n ? k[(((long long)b * T + k0 + kr) * hkv + g) * d + e] : 0.0f;
+		}
+		__syncthreads();
+		for (int p = 0, x = t; x < ATT_QT * d; p++, x += NT) {
+			int orow = x / d, e = x % d, oi = i0 + orow;
+			if (orow >= rows || oi >= n) continue;
+			const float* S = ds + (((long long)b * hq + h) * T + oi) * T;
+			float a = acc[p];
+			for (int cc = 0; cc < ATT_KT && k0 + cc <= oi; cc++) a += S[k0 + cc] * Ks[cc][e];
+			acc[p] = a;
+		}
+	}
+	for (int p = 0, x = t; x < ATT_QT * d; p++, x += NT) {
+		int orow = x / d, e = x % d, oi = i0 + orow;
+		if (orow < rows && oi < n) dq[(((long long)b * T + oi) * hq + h) * d + e] += acc[p];
+	}
+}
+
+// dK += Σ_h dSᵀ·Q and dV += Σ_h Pᵀ·dO for a tile of ATT_KT key rows of kv
+// head g, over the query heads of its group and tiles of query rows i ≥ j
+// (dS and P are zero above the diagonal). Grid (ceil(T/ATT_KT), hkv, B).
+extern "C" __global__ void k_attn_bwd_dkv_tiled(float* dk, float* dv, const float* ds, const float* att, const float* q,
+                                                const float* dout, const int* lens, int T, int hq, int hkv, int d) {
+	__shared__ float Qs[ATT_QT][ATT_DMAX + 1];
+	__shared__ float Gs[ATT_QT][ATT_DMAX + 1];
+	int g = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
+	int grp = hq / hkv, n = lens[b], j0 = blockIdx.x * ATT_KT;
+	if (j0 >= n) return;
+	int jrows = imin(ATT_KT, T - j0);
+	float ak[ATT_KT * ATT_DMAX / NT], av[ATT_KT * ATT_DMAX / NT];
+	for (int p = 0; p < ATT_KT * ATT_DMAX / NT; p++) ak[p] = 0, av[p] = 0;
+	for (int hh = 0; hh < grp; hh++) {
+		int h = g * grp + hh;
+		long long base = ((long long)b * hq + h) * T;
+		for (int i0 = j0; i0 < n; i0 += ATT_QT) {
+			__syncthreads();
+			for (int x = t; x < ATT_QT * d; x += NT) {
+				int qr = x / d, e = x % d;
+				long long qi = (((long long)b * T + i0 + qr) * hq + h) * d + e;
+				bool in = i0 + qr < n;
+				Qs[qr][e] = in ? q[qi] : 0.0f;
+				Gs[qr][e] = in ? dout[qi] : 0.0f;
+			}
+			__syncthreads();
+			for (int p = 0, x = t; x < ATT_KT * d; p++, x += NT) {
+				int krow = x / d, e = x % d, j = j0 + krow;
+				if (krow >= jrows || j >= n) continue;
+				float a = ak[p], c = av[p];
+				for (int rr = 0; rr < ATT_QT && i0 + rr < n; rr++) {
+					long long at = (base + i0 + rr) * T + j;
+					a += ds[at] * Qs[rr][e];
+					c += att[at] * Gs[rr][e];
+				}
+				ak[p] = a;
+				av[p] = c;
+			}
+		}
+	}
+	for (int p = 0, x = t; x < ATT_KT * d; p++, x += NT) {
+		int krow = x / d, e = x % d, j = j0 + krow;
+		if (krow >= jrows || j >= n) continue;
+		long long o = (((long long)b * T + j) * hkv + g) * d + e;
+		dk[o] += ak[p];
+		dv[o] += av[p];
 	}
 }
 
