@@ -45,8 +45,8 @@ cuda-check:
 	$(call cuda_env,$(CUDA_STUB)) $(GO) vet -tags cuda,cudastub $(CUDA_PKGS) ./scripts/cuda/...
 	$(call cuda_env,$(CUDA_STUB)) $(GO) test -c -tags cuda,cudastub -o $(CUDA_STUB)/stub.test ./trainer/backend/cuda
 	$(call cuda_env,$(CUDA_STUB)) $(GO) test -c -tags cuda,cudastub -o $(CUDA_STUB)/device.test ./trainer/device
-	LD_LIBRARY_PATH=$(CUDA_STUB)/lib $(CUDA_STUB)/stub.test -test.count=1
-	LD_LIBRARY_PATH=$(CUDA_STUB)/lib $(CUDA_STUB)/device.test -test.count=1
+	cd trainer/backend/cuda && LD_LIBRARY_PATH=$(CUDA_STUB)/lib $(CUDA_STUB)/stub.test -test.count=1
+	cd trainer/device && LD_LIBRARY_PATH=$(CUDA_STUB)/lib $(CUDA_STUB)/device.test -test.count=1
 	$(GO) vet -tags cudaemu $(CUDA_PKGS)
 	$(GO) test $(GOFLAGS_TEST) -tags cudaemu $(CUDA_PKGS)
 

@@ -79,7 +79,9 @@ run_bundle() {
   local peak=${PEAK_TFLOPS:-$(peak_guess "$gpu")}
 
   echo "== 1. parity suite (CUDA vs CPU, every op, tiny model step, generation)"
-  "$dir/cuda-parity.test" -test.v -test.count=1 2>&1 | tee "$out/parity.txt"
+  # The source-tree checks (kernel names, compat header) ran where it was built.
+  "$dir/cuda-parity.test" -test.v -test.count=1 -test.skip 'TestLaunchedKernelsExist|TestCompatHeader' 2>&1 |
+    tee "$out/parity.txt"
 
   echo "== 2. logits vs transformers on a small random Qwen2"
   "$py" "$dir/torch_ref.py" make-model "$out/qwen2-small"
