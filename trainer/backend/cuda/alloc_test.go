@@ -66,3 +66,26 @@ func TestStepsDoNotAllocate(t *testing.T) {
 		t.Fatalf("peak %d, held %d", be.PeakBytes(), held)
 	}
 }
+
+// A scratch buffer that must grow frees the smaller one: device memory
+// held is the largest need, not the sum of every size seen.
+func TestScratchGrowthFreesOld(t *testing.T) {
+	be := newCUDA(t)
+	const B, hq, hkv, d, T = 1, 2, 1, 4, 8
+	N := B * T
+	q, k, v, dout := be.Alloc(N*hq*d), be.Alloc(N*hkv*d), be.Alloc(N*hkv*d), be.Alloc(N*hq*d)
+	dq, dk, dv := be.Alloc(N*hq*d), be.Alloc(N*hkv*d), be.Alloc(N*hkv*d)
+	att := be.Alloc(B * hq * T * T)
+	lens := be.AllocInts(B)
+	held := be.HeldBytes()
+	for _, tt := range []int{4, 8, 4} {
+		be.UploadInts(lens, []int32{int32(tt)})
+		be.AttentionBackward(dq, dk, dv, dout, q, k, v, att, lens, B, tt, hq, hkv, d)
+	}
+	if err := be.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := be.HeldBytes()-held, int64(4*B*hq*T*T); got != want {
+		t.Fatalf("scratch holds %d bytes, want %d (the T=%d size only)", got, want, T)
+	}
+}

@@ -44,8 +44,8 @@ func (t *ints) Len() int { return len(t.host) }
 type Backend struct {
 	dev    Device
 	err    error
-	allocs []uint64
-	bytes  int64 // device bytes allocated now
+	allocs map[uint64]int // base address -> bytes
+	bytes  int64          // device bytes allocated now
 	peak   int64
 
 	// Scratch, grown on first use and then reused.
@@ -60,7 +60,7 @@ type Backend struct {
 var _ backend.Backend = (*Backend)(nil)
 
 // New returns a backend on dev; Close closes dev.
-func New(dev Device) *Backend { return &Backend{dev: dev} }
+func New(dev Device) *Backend { return &Backend{dev: dev, allocs: map[uint64]int{}} }
 
 // Name implements backend.Backend.
 func (b *Backend) Name() string { return "cuda-f32" }
@@ -78,10 +78,10 @@ func (b *Backend) HeldBytes() int64 { return b.bytes }
 // no kernel is still using memory when it is freed.
 func (b *Backend) Close() {
 	_ = b.dev.Sync()
-	for _, p := range b.allocs {
+	for p := range b.allocs {
 		_ = b.dev.Free(p)
 	}
-	b.allocs = nil
+	clear(b.allocs)
 	_ = b.dev.Close()
 }
 
@@ -116,7 +116,7 @@ func (b *Backend) alloc(bytes int) uint64 {
 		b.fail(fmt.Errorf("cuda: alloc %d bytes (%d held): %w", bytes, b.bytes, err))
 		return 0
 	}
-	b.allocs = append(b.allocs, p)
+	b.allocs[p] = bytes
 	b.bytes += int64(bytes)
 	b.peak = max(b.peak, b.bytes)
 	return p
@@ -322,7 +322,7 @@ func (b *Backend) BiasBackward(dbias, dy backend.Tensor, rows, cols int) {
 // ones returns a device vector of n ones (grown on first use).
 func (b *Backend) ones(n int) backend.Tensor {
 	if b.one == nil || b.one.n < n {
-		b.one = dt(b.Alloc(n))
+		b.scratch(&b.one, n)
 		b.Fill(b.one, 1)
 	}
 	return b.View(b.one, 0, n)
@@ -355,9 +355,7 @@ func (b *Backend) ropeFreqs(headDim int, theta float64) uint64 {
 		e := float32(2*i) / float32(headDim)
 		f[i] = float32(1 / float32(math.Pow(theta, float64(e))))
 	}
-	if b.invFreq == nil || b.invFreq.n < half {
-		b.invFreq = dt(b.Alloc(half))
-	}
+	b.scratch(&b.invFreq, half)
 	b.Upload(b.View(b.invFreq, 0, half), f)
 	b.freqKey = key
 	return b.invFreq.ptr
@@ -378,12 +376,30 @@ func (b *Backend) RoPEBackward(dx backend.Tensor, pos backend.Ints, rows, heads,
 	b.rope(dx, pos, rows, heads, headDim, theta, -1)
 }
 
-// scratch returns *s grown to at least n floats.
+// scratch returns *s grown to at least n floats; a smaller old buffer is
+// freed once queued work is done with it.
 func (b *Backend) scratch(s **tensor, n int) *tensor {
 	if *s == nil || (*s).n < n {
+		if *s != nil {
+			b.release(*s)
+		}
 		*s = dt(b.Alloc(n))
 	}
 	return *s
+}
+
+// release frees t, which must be a whole allocation, after a Sync.
+func (b *Backend) release(t *tensor) {
+	size, ok := b.allocs[t.ptr]
+	if !ok || b.Sync() != nil {
+		return
+	}
+	if err := b.dev.Free(t.ptr); err != nil {
+		b.fail(fmt.Errorf("cuda: free: %w", err))
+		return
+	}
+	delete(b.allocs, t.ptr)
+	b.bytes -= int64(size)
 }
 
 // ATT_QT (= ATT_KT) and ATT_DMAX of the tiled attention kernels.
