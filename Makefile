@@ -6,7 +6,7 @@ PKGS := ./...
 GOFLAGS_TEST ?= -count=1
 export RLHOST_QWEN_TOKENIZER ?= $(CURDIR)/.cache/qwen-tokenizer
 
-.PHONY: all build test test-short fixtures run bench proto fmt vet clean
+.PHONY: all build build-cuda cuda-check test test-short fixtures run bench proto fmt vet clean
 
 all: build
 
@@ -20,10 +20,35 @@ build:
 fixtures:
 	bash scripts/tokenizer/fetch.sh
 
-test: fixtures
+test: fixtures cuda-check
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet $(PKGS)
 	RLHOST_REQUIRE_FIXTURES=1 $(GO) test $(GOFLAGS_TEST) -timeout 15m $(PKGS)
+
+# CUDA (docs/cuda.md). build-cuda needs a CUDA toolkit at CUDA_HOME (headers,
+# lib64/stubs); cuda-check needs none: it compiles the cuda-tagged code
+# against a stub SDK generated into .cache/cuda-stub, checks that such a
+# binary refuses to run, and runs the kernels on the CPU emulator against
+# the CPU backend.
+CUDA_HOME ?= /usr/local/cuda
+CUDA_STUB := $(CURDIR)/.cache/cuda-stub
+CUDA_PKGS := ./trainer/backend/cuda/... ./trainer/device/...
+cuda_env = CGO_CFLAGS="-I$(CURDIR)/scripts/cuda/compat -I$(1)/include" CGO_LDFLAGS="-L$(1)/lib64 -L$(1)/lib64/stubs -L$(1)/lib"
+
+build-cuda:
+	$(call cuda_env,$(CUDA_HOME)) $(GO) build -tags cuda -o bin/rlhost-cuda ./host/cmd/rlhost
+	$(call cuda_env,$(CUDA_HOME)) $(GO) test -c -tags cuda -o bin/cuda-parity.test ./trainer/backend/cuda
+	$(call cuda_env,$(CUDA_HOME)) $(GO) build -tags cuda -o bin/cuda-bench ./scripts/cuda/bench
+
+cuda-check:
+	bash scripts/cuda/stub-sdk.sh $(CUDA_STUB) >/dev/null
+	$(call cuda_env,$(CUDA_STUB)) $(GO) vet -tags cuda,cudastub $(CUDA_PKGS) ./scripts/cuda/...
+	$(call cuda_env,$(CUDA_STUB)) $(GO) test -c -tags cuda,cudastub -o $(CUDA_STUB)/stub.test ./trainer/backend/cuda
+	$(call cuda_env,$(CUDA_STUB)) $(GO) test -c -tags cuda,cudastub -o $(CUDA_STUB)/device.test ./trainer/device
+	cd trainer/backend/cuda && LD_LIBRARY_PATH=$(CUDA_STUB)/lib $(CUDA_STUB)/stub.test -test.count=1
+	cd trainer/device && LD_LIBRARY_PATH=$(CUDA_STUB)/lib $(CUDA_STUB)/device.test -test.count=1
+	$(GO) vet -tags cudaemu $(CUDA_PKGS)
+	$(GO) test $(GOFLAGS_TEST) -tags cudaemu $(CUDA_PKGS)
 
 # Quick loop while developing: no fixtures, short mode.
 test-short:

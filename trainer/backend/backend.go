@@ -5,7 +5,8 @@
 // It deliberately holds no implementation and no model knowledge. Model
 // code never indexes a tensor's memory: data crosses the host/device line
 // only through Upload and Download, so a CUDA backend can sit behind the
-// same interface. Implementations live in sub-packages (backend/cpu).
+// same interface. Implementations live in sub-packages (backend/cpu,
+// backend/cuda).
 package backend
 
 // Tensor is an opaque handle to a flat array of floats owned by a backend.
@@ -35,6 +36,16 @@ type Backend interface {
 	Name() string
 	// Close releases worker goroutines and device memory.
 	Close()
+
+	// Sync waits until every queued op has finished and returns the
+	// backend's sticky error (see Err). A device backend queues ops
+	// asynchronously, so an op's failure surfaces here, not at the call.
+	Sync() error
+	// Err returns the first error any op has hit since the backend was
+	// opened, without waiting. It is sticky: once set, later ops are
+	// skipped and every Sync returns it. The CPU backend panics on misuse
+	// instead and always returns nil.
+	Err() error
 
 	// Alloc returns a zeroed tensor of n elements.
 	Alloc(n int) Tensor

@@ -103,6 +103,13 @@ func (b *Backend[T]) Workers() int { return b.pool.n }
 // Close stops the worker goroutines.
 func (b *Backend[T]) Close() { b.pool.close() }
 
+// Sync implements backend.Backend: CPU ops are synchronous and panic on
+// misuse, so there is never anything to wait for or report.
+func (b *Backend[T]) Sync() error { return nil }
+
+// Err implements backend.Backend; see Sync.
+func (b *Backend[T]) Err() error { return nil }
+
 func (b *Backend[T]) ensurePack() {
 	if b.packA != nil {
 		return

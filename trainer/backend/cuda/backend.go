@@ -1,0 +1,541 @@
+// Package cuda is the GPU implementation of backend.Backend: FP32 tensors
+// in device memory, kernels from package kernels compiled with NVRTC,
+// GEMMs on cuBLAS, everything queued on one stream. Errors are sticky
+// (backend.Backend.Err) and surface at Sync and at every Download.
+//
+// The op logic (grid sizes, argument marshalling, the row-major GEMM
+// mapping) is plain Go over the Device interface, so the cudaemu test
+// build runs it against an emulator on the CPU. The real device needs the
+// cuda build tag; without it Open says so. It does not do BF16 (see
+// docs/cuda.md), autograd or shape tracking.
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/rlhost/rlhost/trainer/backend"
+	"github.com/rlhost/rlhost/trainer/backend/cuda/kernels"
+)
+
+const nt = kernels.BlockThreads
+
+// tensor is a float32 array in device memory; views share the base.
+type tensor struct {
+	ptr uint64
+	n   int
+}
+
+func (t *tensor) Len() int { return t.n }
+
+// ints is an int32 array in device memory with a host mirror of what was
+// uploaded, so ops can validate indices (cache positions, token ids)
+// without a device round trip.
+type ints struct {
+	ptr  uint64
+	host []int32
+}
+
+func (t *ints) Len() int { return len(t.host) }
+
+// Backend implements backend.Backend on a Device.
+type Backend struct {
+	dev    Device
+	err    error
+	allocs map[uint64]int // base address -> bytes
+	bytes  int64          // device bytes allocated now
+	peak   int64
+
+	// Scratch, grown on first use and then reused.
+	ds, sc    *tensor // attention dS, cached-attention scores
+	prod, one *tensor // RMSNorm backward products; a vector of ones
+	part      *tensor // k_sumsq partials (float64 pairs)
+	partHost  []float64
+	invFreq   *tensor
+	freqKey   [2]float64
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New returns a backend on dev; Close closes dev.
+func New(dev Device) *Backend { return &Backend{dev: dev, allocs: map[uint64]int{}} }
+
+// Name implements backend.Backend.
+func (b *Backend) Name() string { return "cuda-f32" }
+
+// DeviceName describes the device.
+func (b *Backend) DeviceName() string { return b.dev.Name() }
+
+// PeakBytes is the most device memory the backend has held at once.
+func (b *Backend) PeakBytes() int64 { return b.peak }
+
+// HeldBytes is the device memory the backend holds now.
+func (b *Backend) HeldBytes() int64 { return b.bytes }
+
+// Close implements backend.Backend. It waits for queued work first, so
+// no kernel is still using memory when it is freed.
+func (b *Backend) Close() {
+	_ = b.dev.Sync()
+	for p := range b.allocs {
+		_ = b.dev.Free(p)
+	}
+	clear(b.allocs)
+	_ = b.dev.Close()
+}
+
+// Sync implements backend.Backend.
+func (b *Backend) Sync() error {
+	if b.err == nil {
+		if err := b.dev.Sync(); err != nil {
+			b.fail(fmt.Errorf("cuda: sync: %w", err))
+		}
+	}
+	return b.err
+}
+
+// Err implements backend.Backend.
+func (b *Backend) Err() error { return b.err }
+
+func (b *Backend) fail(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+// ok reports whether ops should still run.
+func (b *Backend) ok() bool { return b.err == nil }
+
+func (b *Backend) alloc(bytes int) uint64 {
+	if !b.ok() {
+		return 0
+	}
+	p, err := b.dev.Alloc(bytes)
+	if err != nil {
+		b.fail(fmt.Errorf("cuda: alloc %d bytes (%d held): %w", bytes, b.bytes, err))
+		return 0
+	}
+	b.allocs[p] = bytes
+	b.bytes += int64(bytes)
+	b.peak = max(b.peak, b.bytes)
+	return p
+}
+
+func dt(t backend.Tensor) *tensor { return t.(*tensor) }
+func di(t backend.Ints) *ints     { return t.(*ints) }
+
+// Alloc implements backend.Backend.
+func (b *Backend) Alloc(n int) backend.Tensor { return &tensor{ptr: b.alloc(4 * n), n: n} }
+
+// View implements backend.Backend.
+func (b *Backend) View(t backend.Tensor, off, n int) backend.Tensor {
+	x := dt(t)
+	if off < 0 || n < 0 || off+n > x.n {
+		panic(fmt.Sprintf("cuda: view [%d:%d] of tensor of %d", off, off+n, x.n))
+	}
+	return &tensor{ptr: x.ptr + uint64(4*off), n: n}
+}
+
+// AllocInts implements backend.Backend.
+func (b *Backend) AllocInts(n int) backend.Ints {
+	return &ints{ptr: b.alloc(4 * n), host: make([]int32, n)}
+}
+
+// ViewInts implements backend.Backend.
+func (b *Backend) ViewInts(t backend.Ints, off, n int) backend.Ints {
+	x := di(t)
+	return &ints{ptr: x.ptr + uint64(4*off), host: x.host[off : off+n : off+n]}
+}
+
+// Upload implements backend.Backend.
+func (b *Backend) Upload(dst backend.Tensor, src []float32) {
+	x := dt(dst)
+	if len(src) != x.n {
+		panic(fmt.Sprintf("cuda: upload of %d floats into tensor of %d", len(src), x.n))
+	}
+	if b.ok() && x.n > 0 {
+		if err := b.dev.HtoD(x.ptr, unsafe.Pointer(&src[0]), 4*x.n); err != nil {
+			b.fail(fmt.Errorf("cuda: upload: %w", err))
+		}
+	}
+}
+
+// Download implements backend.Backend. It waits for queued ops; on a
+// sticky error dst is left unchanged (check Err or Sync).
+func (b *Backend) Download(dst []float32, src backend.Tensor) {
+	x := dt(src)
+	if len(dst) != x.n {
+		panic(fmt.Sprintf("cuda: download of tensor of %d into %d floats", x.n, len(dst)))
+	}
+	if b.ok() && x.n > 0 {
+		if err := b.dev.DtoH(unsafe.Pointer(&dst[0]), x.ptr, 4*x.n); err != nil {
+			b.fail(fmt.Errorf("cuda: download: %w", err))
+		}
+	}
+}
+
+// UploadInts implements backend.Backend.
+func (b *Backend) UploadInts(dst backend.Ints, src []int32) {
+	x := di(dst)
+	if len(src) != len(x.host) {
+		panic(fmt.Sprintf("cuda: upload of %d ints into array of %d", len(src), len(x.host)))
+	}
+	copy(x.host, src)
+	if b.ok() && len(src) > 0 {
+		if err := b.dev.HtoD(x.ptr, unsafe.Pointer(&src[0]), 4*len(src)); err != nil {
+			b.fail(fmt.Errorf("cuda: upload ints: %w", err))
+		}
+	}
+}
+
+// Argument packing: one uint64 per kernel parameter.
+func p(t backend.Tensor) uint64 { return dt(t).ptr }
+func pi(t backend.Ints) uint64  { return di(t).ptr }
+func i32(v int) uint64          { return uint64(uint32(int32(v))) }
+func f32(v float32) uint64      { return uint64(math.Float32bits(v)) }
+
+// launch queues kernel over a 3-D grid of nt-thread blocks.
+func (b *Backend) launch(kernel string, grid [3]int, args ...uint64) {
+	if !b.ok() {
+		return
+	}
+	if grid[0] <= 0 || grid[1] <= 0 || grid[2] <= 0 {
+		return // nothing to do
+	}
+	if err := b.dev.Launch(kernel, grid, [3]int{nt, 1, 1}, args); err != nil {
+		b.fail(fmt.Errorf("cuda: %s: %w", kernel, err))
+	}
+}
+
+// blocks1 is a 1-D grid covering n elements at nt per block, capped: the
+// elementwise kernels stride over the rest.
+func blocks1(n int) [3]int { return [3]int{min((n+nt-1)/nt, 1<<16), 1, 1} }
+
+// Zero implements backend.Backend.
+func (b *Backend) Zero(t backend.Tensor) { b.Fill(t, 0) }
+
+// Fill implements backend.Backend.
+func (b *Backend) Fill(t backend.Tensor, v float32) {
+	n := t.Len()
+	b.launch("k_fill", blocks1(n), p(t), f32(v), i32(n))
+}
+
+// Copy implements backend.Backend.
+func (b *Backend) Copy(dst, src backend.Tensor) {
+	n := dst.Len()
+	if src.Len() != n {
+		panic(fmt.Sprintf("cuda: copy of %d into %d", src.Len(), n))
+	}
+	b.launch("k_copy", blocks1(n), p(dst), p(src), i32(n))
+}
+
+// Add implements backend.Backend.
+func (b *Backend) Add(out, a, c backend.Tensor) {
+	n := out.Len()
+	b.launch("k_add", blocks1(n), p(out), p(a), p(c), i32(n))
+}
+
+// Accumulate implements backend.Backend.
+func (b *Backend) Accumulate(dst, src backend.Tensor) {
+	n := dst.Len()
+	b.launch("k_accumulate", blocks1(n), p(dst), p(src), i32(n))
+}
+
+// Scale implements backend.Backend.
+func (b *Backend) Scale(t backend.Tensor, s float32) {
+	n := t.Len()
+	b.launch("k_scale", blocks1(n), p(t), f32(s), i32(n))
+}
+
+const sumsqBlocks = 256
+
+// SumSquares implements backend.Backend: per-block float64 partials on the
+// device, added on the host in block order (deterministic). It syncs; on
+// error it returns NaN and the error sticks.
+func (b *Backend) SumSquares(t backend.Tensor) float64 {
+	n := t.Len()
+	if b.part == nil {
+		b.part = dt(b.Alloc(2 * sumsqBlocks))
+		b.partHost = make([]float64, sumsqBlocks)
+	}
+	g := min((n+nt-1)/nt, sumsqBlocks)
+	if g == 0 {
+		return 0
+	}
+	b.launch("k_sumsq", [3]int{g, 1, 1}, p(t), i32(n), b.part.ptr)
+	if b.ok() {
+		if err := b.dev.DtoH(unsafe.Pointer(&b.partHost[0]), b.part.ptr, 8*g); err != nil {
+			b.fail(fmt.Errorf("cuda: sumsq download: %w", err))
+		}
+	}
+	if !b.ok() {
+		return math.NaN()
+	}
+	var s float64
+	for _, v := range b.partHost[:g] {
+		s += v
+	}
+	return s
+}
+
+// MatMul implements backend.Backend on cuBLAS. Row-major C = op(A)·op(B)
+// is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ, and a row-major matrix is its
+// transpose in column-major, so cuBLAS gets B first, A second, with m and
+// n swapped and the same transpose flags.
+func (b *Backend) MatMul(c, a, bb backend.Tensor, m, n, k int, transA, transB, acc bool) {
+	if c.Len() < m*n || a.Len() < m*k || bb.Len() < k*n {
+		panic(fmt.Sprintf("cuda: matmul %dx%dx%d on tensors of %d, %d, %d", m, n, k, c.Len(), a.Len(), bb.Len()))
+	}
+	if !b.ok() || m == 0 || n == 0 {
+		return
+	}
+	lda, ldb := k, n
+	if transA {
+		lda = m
+	}
+	if transB {
+		ldb = k
+	}
+	var beta float32
+	if acc {
+		beta = 1
+	}
+	if err := b.dev.Sgemm(transB, transA, n, m, k, 1, p(bb), ldb, p(a), lda, beta, p(c), n); err != nil {
+		b.fail(fmt.Errorf("cuda: sgemm %dx%dx%d: %w", m, n, k, err))
+	}
+}
+
+// AddBias implements backend.Backend.
+func (b *Backend) AddBias(x, bias backend.Tensor, rows, cols int) {
+	b.launch("k_add_bias", blocks1(rows*cols), p(x), p(bias), i32(rows), i32(cols))
+}
+
+// BiasBackward implements backend.Backend as a GEMV on cuBLAS:
+// dbias[1,cols] += ones[1,rows]·dy[rows,cols]. A column sum has too little
+// parallelism for a kernel with one thread per column, and atomics would
+// make the sum order (and so the result) vary from run to run.
+func (b *Backend) BiasBackward(dbias, dy backend.Tensor, rows, cols int) {
+	b.MatMul(dbias, b.ones(rows), dy, 1, cols, rows, false, false, true)
+}
+
+// ones returns a device vector of n ones (grown on first use).
+func (b *Backend) ones(n int) backend.Tensor {
+	if b.one == nil || b.one.n < n {
+		b.scratch(&b.one, n)
+		b.Fill(b.one, 1)
+	}
+	return b.View(b.one, 0, n)
+}
+
+// RMSNorm implements backend.Backend.
+func (b *Backend) RMSNorm(out, rstd, x, w backend.Tensor, rows, dim int, eps float32) {
+	b.launch("k_rmsnorm", [3]int{rows, 1, 1}, p(out), p(rstd), p(x), p(w), i32(dim), f32(eps))
+}
+
+// RMSNormBackward implements backend.Backend.
+func (b *Backend) RMSNormBackward(dx, dw, dout, x, w, rstd backend.Tensor, rows, dim int) {
+	b.launch("k_rmsnorm_bwd_dx", [3]int{rows, 1, 1}, p(dx), p(dout), p(x), p(w), p(rstd), i32(dim))
+	// dw[1,dim] += rstd[1,rows]·(dout⊙x)[rows,dim], a GEMV (see BiasBackward).
+	prod := b.View(b.scratch(&b.prod, rows*dim), 0, rows*dim)
+	b.launch("k_mul", blocks1(rows*dim), p(prod), p(dout), p(x), i32(rows*dim))
+	b.MatMul(dw, rstd, prod, 1, dim, rows, false, false, true)
+}
+
+// ropeFreqs uploads 1/theta^(2i/headDim) computed exactly as the CPU
+// backend does (float32 steps), once per (headDim, theta).
+func (b *Backend) ropeFreqs(headDim int, theta float64) uint64 {
+	key := [2]float64{float64(headDim), theta}
+	if b.invFreq != nil && b.freqKey == key {
+		return b.invFreq.ptr
+	}
+	half := headDim / 2
+	f := make([]float32, half)
+	for i := range half {
+		e := float32(2*i) / float32(headDim)
+		f[i] = float32(1 / float32(math.Pow(theta, float64(e))))
+	}
+	b.scratch(&b.invFreq, half)
+	b.Upload(b.View(b.invFreq, 0, half), f)
+	b.freqKey = key
+	return b.invFreq.ptr
+}
+
+func (b *Backend) rope(x backend.Tensor, pos backend.Ints, rows, heads, headDim int, theta float64, sign float32) {
+	f := b.ropeFreqs(headDim, theta)
+	b.launch("k_rope", blocks1(rows*headDim/2), p(x), pi(pos), f, i32(rows), i32(heads), i32(headDim), f32(sign))
+}
+
+// RoPE implements backend.Backend.
+func (b *Backend) RoPE(x backend.Tensor, pos backend.Ints, rows, heads, headDim int, theta float64) {
+	b.rope(x, pos, rows, heads, headDim, theta, 1)
+}
+
+// RoPEBackward implements backend.Backend.
+func (b *Backend) RoPEBackward(dx backend.Tensor, pos backend.Ints, rows, heads, headDim int, theta float64) {
+	b.rope(dx, pos, rows, heads, headDim, theta, -1)
+}
+
+// scratch returns *s grown to at least n floats; a smaller old buffer is
+// freed once queued work is done with it.
+func (b *Backend) scratch(s **tensor, n int) *tensor {
+	if *s == nil || (*s).n < n {
+		if *s != nil {
+			b.release(*s)
+		}
+		*s = dt(b.Alloc(n))
+	}
+	return *s
+}
+
+// release frees t, which must be a whole allocation, after a Sync.
+func (b *Backend) release(t *tensor) {
+	size, ok := b.allocs[t.ptr]
+	if !ok || b.Sync() != nil {
+		return
+	}
+	if err := b.dev.Free(t.ptr); err != nil {
+		b.fail(fmt.Errorf("cuda: free: %w", err))
+		return
+	}
+	delete(b.allocs, t.ptr)
+	b.bytes -= int64(size)
+}
+
+// ATT_QT (= ATT_KT) and ATT_DMAX of the tiled attention kernels.
+const attTileRows, attTileMaxD = 16, 128
+
+func attnScale(d int) float32 { return float32(1 / math.Sqrt(float64(d))) }
+
+// Attention implements backend.Backend: one block per tile of 16 query
+// rows for head dims up to 128, else one block per query row.
+func (b *Backend) Attention(out, att, q, k, v backend.Tensor, lens backend.Ints, B, T, hq, hkv, d int) {
+	b.checkLens(lens, B, T)
+	if d <= attTileMaxD {
+		b.launch("k_attn_fwd_tiled", [3]int{(T + attTileRows - 1) / attTileRows, hq, B}, p(out), p(att), p(q), p(k), p(v), pi(lens),
+			i32(T), i32(hq), i32(hkv), i32(d), f32(attnScale(d)))
+		return
+	}
+	b.launch("k_attn_fwd", [3]int{T, hq, B}, p(out), p(att), p(q), p(k), p(v), pi(lens),
+		i32(T), i32(hq), i32(hkv), i32(d), f32(attnScale(d)))
+}
+
+// AttentionBackward implements backend.Backend: dS into scratch, then dQ
+// by query rows and dK/dV by key rows (no atomics); tiled like Attention
+// for head dims up to 128.
+func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, att backend.Tensor, lens backend.Ints, B, T, hq, hkv, d int) {
+	b.checkLens(lens, B, T)
+	ds := b.scratch(&b.ds, B*hq*T*T)
+	if d <= attTileMaxD {
+		qt := (T + attTileRows - 1) / attTileRows
+		b.launch("k_attn_bwd_ds_tiled", [3]int{qt, hq, B}, ds.ptr, p(dout), p(v), p(att), pi(lens),
+			i32(T), i32(hq), i32(hkv), i32(d), f32(attnScale(d)))
+		b.launch("k_attn_bwd_dq_tiled", [3]int{qt, hq, B}, p(dq), ds.ptr, p(k), pi(lens), i32(T), i32(hq), i32(hkv), i32(d))
+		b.launch("k_attn_bwd_dkv_tiled", [3]int{qt, hkv, B}, p(dk), p(dv), ds.ptr, p(att), p(q), p(dout), pi(lens),
+			i32(T), i32(hq), i32(hkv), i32(d))
+		return
+	}
+	b.launch("k_attn_bwd_ds", [3]int{T, hq, B}, ds.ptr, p(dout), p(v), p(att), pi(lens),
+		i32(T), i32(hq), i32(hkv), i32(d), f32(attnScale(d)))
+	b.launch("k_attn_bwd_dq", [3]int{T, hq, B}, p(dq), ds.ptr, p(k), pi(lens), i32(T), i32(hq), i32(hkv), i32(d))
+	b.launch("k_attn_bwd_dkv", [3]int{T, hkv, B}, p(dk), p(dv), ds.ptr, p(att), p(q), p(dout), pi(lens),
+		i32(T), i32(hq), i32(hkv), i32(d))
+}
+
+func (b *Backend) checkLens(lens backend.Ints, B, T int) {
+	for i, n := range di(lens).host[:B] {
+		if n < 0 || int(n) > T {
+			b.fail(fmt.Errorf("cuda: attention: sequence %d has length %d, outside [0,%d]", i, n, T))
+		}
+	}
+}
+
+func (b *Backend) checkStart(op string, start backend.Ints, B, tq, maxT int) {
+	for i, s := range di(start).host[:B] {
+		if s < 0 || int(s)+tq > maxT {
+			b.fail(fmt.Errorf("cuda: %s at %d+%d past %d (sequence %d)", op, s, tq, maxT, i))
+		}
+	}
+}
+
+// AttentionCached implements backend.Backend.
+func (b *Backend) AttentionCached(out, q, kc, vc backend.Tensor, start backend.Ints, B, tq, maxT, hq, hkv, d int) {
+	b.checkStart("cached attention", start, B, tq, maxT)
+	sc := b.scratch(&b.sc, B*hq*tq*maxT)
+	b.launch("k_attn_cached", [3]int{tq, hq, B}, p(out), sc.ptr, p(q), p(kc), p(vc), pi(start),
+		i32(tq), i32(maxT), i32(hq), i32(hkv), i32(d), f32(attnScale(d)))
+}
+
+// WriteCache implements backend.Backend.
+func (b *Backend) WriteCache(cache, x backend.Tensor, start backend.Ints, B, tq, maxT, width int) {
+	b.checkStart("cache write", start, B, tq, maxT)
+	b.launch("k_write_cache", blocks1(B*tq*width), p(cache), p(x), pi(start), i32(B), i32(tq), i32(maxT), i32(width))
+}
+
+// SwiGLU implements backend.Backend.
+func (b *Backend) SwiGLU(out, gate, up backend.Tensor, n int) {
+	b.launch("k_swiglu", blocks1(n), p(out), p(gate), p(up), i32(n))
+}
+
+// SwiGLUBackward implements backend.Backend.
+func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up backend.Tensor, n int) {
+	b.launch("k_swiglu_bwd", blocks1(n), p(dgate), p(dup), p(dout), p(gate), p(up), i32(n))
+}
+
+func (b *Backend) checkIDs(op string, ids backend.Ints, rows, tableRows int) {
+	for r, id := range di(ids).host[:rows] {
+		if id < 0 || int(id) >= tableRows {
+			b.fail(fmt.Errorf("cuda: %s: row %d has id %d outside [0,%d)", op, r, id, tableRows))
+			return
+		}
+	}
+}
+
+// Embed implements backend.Backend.
+func (b *Backend) Embed(out, table backend.Tensor, ids backend.Ints, rows, dim int) {
+	b.checkIDs("embed", ids, rows, table.Len()/dim)
+	b.launch("k_embed", blocks1(rows*dim), p(out), p(table), pi(ids), i32(rows), i32(dim))
+}
+
+// EmbedBackward implements backend.Backend.
+func (b *Backend) EmbedBackward(dtable, dout backend.Tensor, ids backend.Ints, rows, dim int) {
+	b.checkIDs("embed backward", ids, rows, dtable.Len()/dim)
+	b.launch("k_embed_bwd", blocks1(dim), p(dtable), p(dout), pi(ids), i32(rows), i32(dim))
+}
+
+// LogProbs implements backend.Backend: one block per row.
+func (b *Backend) LogProbs(logp, lse, logits backend.Tensor, targets backend.Ints, rows, vocab int, invTemp float32) {
+	b.checkTargets(targets, rows, vocab)
+	b.launch("k_logprobs", [3]int{rows, 1, 1}, p(logp), p(lse), p(logits), pi(targets), i32(vocab), f32(invTemp))
+}
+
+// LogProbsBackward implements backend.Backend.
+func (b *Backend) LogProbsBackward(dlogits, dlogp, logits, lse backend.Tensor, targets backend.Ints, rows, vocab int, invTemp float32) {
+	b.checkTargets(targets, rows, vocab)
+	b.launch("k_logprobs_bwd", [3]int{rows, 1, 1}, p(dlogits), p(dlogp), p(logits), p(lse), pi(targets), i32(vocab), f32(invTemp))
+}
+
+func (b *Backend) checkTargets(targets backend.Ints, rows, vocab int) {
+	for r, t := range di(targets).host[:rows] {
+		if int(t) >= vocab {
+			b.fail(fmt.Errorf("cuda: log-probs: row %d targets %d, vocabulary is %d", r, t, vocab))
+			return
+		}
+	}
+}
+
+// AdamW implements backend.Backend; the scalars are computed as the CPU
+// backend computes them.
+func (b *Backend) AdamW(param, grad, m, v backend.Tensor, h backend.AdamWParams) {
+	bc1 := 1 - math.Pow(float64(h.Beta1), float64(h.Step))
+	bc2 := 1 - math.Pow(float64(h.Beta2), float64(h.Step))
+	step := float32(float64(h.LR) / bc1)
+	sq := float32(math.Sqrt(bc2))
+	decay := float32(1 - float64(h.LR)*float64(h.WeightDecay))
+	n := param.Len()
+	b.launch("k_adamw", blocks1(n), p(param), p(grad), p(m), p(v), i32(n),
+		f32(step), f32(sq), f32(decay), f32(h.Beta1), f32(h.Beta2), f32(h.Eps))
+}
+
+// ErrNotBuilt is returned by Open in a build without the cuda tag.
+var ErrNotBuilt = errors.New("this rlhost was built without CUDA support (build it with `make build-cuda`)")

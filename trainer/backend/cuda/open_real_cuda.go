@@ -1,0 +1,5 @@
+//go:build cuda && !cudastub
+
+package cuda
+
+const stubSDK = false

@@ -1,0 +1,58 @@
+// Package device picks the compute backend the trainer runs on from the
+// user's setting: "cpu", "cuda" or "auto" (CUDA when this binary has it
+// and a GPU answers, else the CPU). It reports what it chose and why, so
+// the host can log it.
+//
+// It does not configure the backends beyond opening them; the model and
+// the trainer take the backend.Backend it returns.
+package device
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/rlhost/rlhost/trainer/backend"
+	"github.com/rlhost/rlhost/trainer/backend/cpu"
+	"github.com/rlhost/rlhost/trainer/backend/cuda"
+)
+
+// Names are the accepted settings.
+var Names = []string{"auto", "cpu", "cuda"}
+
+// Open returns the backend for name and a sentence saying which device
+// was chosen and why. "" means "auto".
+func Open(name string) (backend.Backend, string, error) {
+	switch name {
+	case "cpu":
+		b, err := cpu.New(cpu.Options{})
+		if err != nil {
+			return nil, "", fmt.Errorf("device cpu: %w", err)
+		}
+		return b, fmt.Sprintf("cpu (%s, %d workers): requested", b.Name(), b.Workers()), nil
+	case "cuda":
+		b, err := cuda.Open(0)
+		if err != nil {
+			return nil, "", fmt.Errorf("device \"cuda\": %w", err)
+		}
+		return b, fmt.Sprintf("cuda (%s on %s): requested", b.Name(), b.DeviceName()), nil
+	case "", "auto":
+		if !cuda.Built {
+			b, err := cpu.New(cpu.Options{})
+			if err != nil {
+				return nil, "", fmt.Errorf("device auto: %w", err)
+			}
+			return b, fmt.Sprintf("cpu (%s, %d workers): auto, and this binary has no CUDA support", b.Name(), b.Workers()), nil
+		}
+		g, gerr := cuda.Open(0)
+		if gerr == nil {
+			return g, fmt.Sprintf("cuda (%s on %s): auto, GPU 0 answered", g.Name(), g.DeviceName()), nil
+		}
+		b, err := cpu.New(cpu.Options{})
+		if err != nil {
+			return nil, "", fmt.Errorf("device auto: %w", errors.Join(gerr, err))
+		}
+		return b, fmt.Sprintf("cpu (%s, %d workers): auto, CUDA unavailable: %v", b.Name(), b.Workers(), gerr), nil
+	default:
+		return nil, "", fmt.Errorf("unknown device %q (want auto, cpu or cuda)", name)
+	}
+}
