@@ -447,7 +447,7 @@ func decodeLimits(b *hcl.Block, ctx *hcl.EvalContext, l *core.Limits) hcl.Diagno
 	return diags
 }
 
-var envSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "plugin"}, {Name: "sandbox"}, {Name: "pass_env"}, {Name: "python"}}}
+var envSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "plugin"}, {Name: "sandbox"}, {Name: "pass_env"}}}
 
 func (d *decoder) envs() hcl.Diagnostics {
 	blocks, diags := d.labelled("env")
@@ -465,11 +465,9 @@ func (d *decoder) envs() hcl.Diagnostics {
 				diags = append(diags, gohcl.DecodeExpression(a.Expr, d.f.EvalContext, &e.Sandbox)...)
 			case "pass_env":
 				diags = append(diags, gohcl.DecodeExpression(a.Expr, d.f.EvalContext, &e.PassEnv)...)
-			case "python":
-				diags = append(diags, gohcl.DecodeExpression(a.Expr, d.f.EvalContext, &e.Python)...)
 			}
 		}
-		diags = append(diags, e.pythonPlugin()...)
+		diags = append(diags, e.pythonPlugin(d.f.EvalContext)...)
 		d.f.Envs = append(d.f.Envs, e)
 	}
 	return diags

@@ -120,7 +120,7 @@ func PluginDiagnostics(ds schema.Diagnostics, spec schema.Spec, pluginName strin
 // schema may not declare them, or its setting would never be reached.
 var (
 	ReservedSandboxSettings = []string{"backend", "plugin", "timeout", "image", "rootfs", "env", "labels", "ttl", "network", "workdir", "limits"}
-	ReservedEnvSettings     = []string{"plugin", "sandbox", "pass_env", "python"}
+	ReservedEnvSettings     = []string{"plugin", "sandbox", "pass_env"}
 )
 
 // CheckReserved reports schema entries that collide with host settings.
