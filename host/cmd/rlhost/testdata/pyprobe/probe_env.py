@@ -24,6 +24,7 @@ class ProbeEnv(rl.Env):
         "n": rl.Setting(int, default=4, description="number of tasks"),
         "greeting": rl.Setting(str, required=True),
         "big_mib": rl.Setting(int, default=1),
+        "started_dir": rl.Setting(str, default="", description="SLEEP touches a file here first"),
     }
 
     def configure(self, settings, config):
@@ -47,6 +48,8 @@ class ProbeEnv(rl.Env):
         if cmd == "CRASH":
             os._exit(7)
         if cmd == "SLEEP":
+            if self.s["started_dir"]:
+                Path(self.s["started_dir"], ep.id.replace("/", "_")).touch()
             ep.sandbox.exec(["sleep", "300"], timeout=300)
         if cmd == "BIG":
             return self.big(ep)

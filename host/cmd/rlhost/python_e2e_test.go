@@ -1,0 +1,254 @@
+package main
+
+// End-to-end tests of environment plugins written in Python with the
+// rlhost_env SDK (core/envplugin/python): the real rlhost binary starts
+// testdata/pyprobe/probe_env.py under Debian's python3, which speaks
+// go-plugin's protocol and reaches its lent sandboxes over the broker.
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rlhost/rlhost/core"
+)
+
+// systemPython is the interpreter the tests run Python plugins with: the
+// SDK supports the grpcio and protobuf Debian ships.
+const systemPython = "/usr/bin/python3"
+
+// needPythonGRPC skips when the system python lacks grpcio or protobuf,
+// unless RLHOST_REQUIRE_PYTHON_GRPC is set (CI installs them).
+func needPythonGRPC(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command(systemPython, "-c", "import grpc, google.protobuf").CombinedOutput()
+	if err == nil {
+		return
+	}
+	msg := fmt.Sprintf("%s cannot import grpc and protobuf (apt-get install python3-grpcio python3-protobuf): %v\n%s", systemPython, err, out)
+	if os.Getenv("RLHOST_REQUIRE_PYTHON_GRPC") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+func probeScript(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs("testdata/pyprobe/probe_env.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// probeJob is a job file for the probe env; extra goes into its env block.
+func probeJob(t *testing.T, dir string, batch, group, concurrency int, extra string) {
+	t.Helper()
+	write(t, dir, "job.hcl", fmt.Sprintf(`run {
+  batch_size  = %d
+  group_size  = %d
+  concurrency = %d
+}
+sandbox "s" {
+  backend = "local"
+  timeout = "60s"
+}
+env "probe" {
+  plugin = %q
+  python = %q
+%s
+}
+policy "p" {
+  provider = "replay"
+  file     = "replay.jsonl"
+}
+output { dir = "out" }
+`, batch, group, concurrency, probeScript(t), systemPython, extra))
+}
+
+// Settings are decoded by the host against the Python plugin's schema, and
+// what the plugin rejects is reported at the offending line and column.
+func TestPythonEnvDiagnostics(t *testing.T) {
+	needPythonGRPC(t)
+	dir := t.TempDir()
+	write(t, dir, "replay.jsonl", `{"task_id":"t0","completions":["ok"]}`+"\n")
+	cases := []struct {
+		name, extra string
+		want        []string
+	}{
+		// Lines: the env block's first setting after plugin and python is line 13.
+		{"host type check", "  greeting = \"hi\"\n  n = \"many\"", []string{"job.hcl:14:7", "number"}},
+		{"unknown setting", "  greeting = \"hi\"\n  colour = 1", []string{"job.hcl:14:3", "colour"}},
+		{"missing required", "", []string{"job.hcl:10:1", "greeting"}},
+		{"plugin diagnostic", "  n = 2\n  greeting = \"bad\"", []string{"job.hcl:14:14", "greeting rejected (plugin pyprobe)", "the probe rejects 'bad'"}},
+		{"plugin ConfigError", "  n = 0\n  greeting = \"hi\"", []string{"job.hcl:13:7", "too few tasks", "n must be at least 1"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			probeJob(t, dir, 1, 1, 1, tc.extra)
+			r := rlhost(t, dir, "validate", "job.hcl")
+			if r.code == 0 {
+				t.Fatalf("validate accepted a bad block: %+v", r)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, r.stderr)
+				}
+			}
+		})
+	}
+	probeJob(t, dir, 1, 1, 1, "  greeting = \"hi\"")
+	if r := rlhost(t, dir, "validate", "job.hcl"); r.code != 0 {
+		t.Fatalf("validate of a good block: %+v", r)
+	}
+	// A python that does not exist is an error at the plugin's line.
+	write(t, dir, "nopython.hcl", fmt.Sprintf("sandbox \"s\" { backend = \"local\" }\nenv \"probe\" {\n  plugin = %q\n  python = \"/no/such/python3\"\n  greeting = \"hi\"\n}\npolicy \"p\" {\n  provider = \"replay\"\n  file = \"replay.jsonl\"\n}\n", probeScript(t)))
+	if r := rlhost(t, dir, "validate", "nopython.hcl"); r.code == 0 || !strings.Contains(r.stderr, "nopython.hcl:3:") || !strings.Contains(r.stderr, "python interpreter") {
+		t.Errorf("missing interpreter not reported at the plugin line: %+v", r)
+	}
+}
+
+// Episodes use their lent sandbox through the broker; an exception in one
+// episode's step fails that episode only; files larger than gRPC's default
+// 4 MiB message limit cross the broker both ways intact.
+func TestPythonEnvRun(t *testing.T) {
+	needPythonGRPC(t)
+	dir := t.TempDir()
+	write(t, dir, "replay.jsonl", `{"task_id":"t0","completions":["ok"]}
+{"task_id":"t1","completions":["RAISE"]}
+{"task_id":"t2","completions":["BIG"]}
+{"task_id":"t3","completions":["ok"]}
+`)
+	probeJob(t, dir, 4, 2, 4, "  greeting = \"hello\"\n  big_mib = 12")
+	r := rlhost(t, dir, "run", "job.hcl")
+	if r.code != 0 {
+		t.Fatalf("run failed: %+v", r)
+	}
+	trajs := readTrajectories(t, filepath.Join(dir, "out", "trajectories.jsonl"))
+	if len(trajs) != 8 {
+		t.Fatalf("got %d trajectories, want 8", len(trajs))
+	}
+	sandboxes := map[string]bool{}
+	for _, tr := range trajs {
+		if tr.TaskID == "t1" {
+			if tr.FinishReason != core.FinishError || !strings.Contains(tr.Error, "RuntimeError: boom in step of t1") {
+				t.Errorf("t1/%d: finish %q error %q, want the step's exception", tr.Index, tr.FinishReason, tr.Error)
+			}
+			continue
+		}
+		if tr.Error != "" || tr.Reward != 1 {
+			t.Errorf("%s/%d: reward %v error %q, want 1 and none", tr.TaskID, tr.Index, tr.Reward, tr.Error)
+		}
+		if tr.TaskID == "t2" && tr.Metrics["bytes"] != 12<<20 {
+			t.Errorf("t2/%d moved %v bytes, want %d", tr.Index, tr.Metrics["bytes"], 12<<20)
+		}
+		sandboxes[tr.Info["sandbox"]] = true
+	}
+	// Each ok episode saw its own sandbox id.
+	if delete(sandboxes, ""); len(sandboxes) != 4 {
+		t.Errorf("ok episodes saw sandboxes %v, want 4 distinct", sandboxes)
+	}
+	// The traceback reached rlhost's log under the plugin's name.
+	if !strings.Contains(r.stderr, "Traceback") || !strings.Contains(r.stderr, "probe_env.py") {
+		t.Errorf("the step's traceback is not in rlhost's log:\n%s", r.stderr)
+	}
+	waitNoProcesses(t, probeScript(t))
+}
+
+// A Python plugin that dies mid-run is restarted like a Go plugin: the
+// episode in flight errors, the rest of the run completes.
+func TestPythonEnvCrashRestart(t *testing.T) {
+	needPythonGRPC(t)
+	dir := t.TempDir()
+	write(t, dir, "replay.jsonl", `{"task_id":"t0","completions":["ok"]}
+{"task_id":"t1","completions":["CRASH"]}
+{"task_id":"t2","completions":["ok"]}
+{"task_id":"t3","completions":["ok"]}
+`)
+	probeJob(t, dir, 4, 1, 1, "  greeting = \"hi\"")
+	r := rlhost(t, dir, "run", "job.hcl", "--steps", "2")
+	if r.code != 0 {
+		t.Fatalf("run failed: %+v", r)
+	}
+	trajs := readTrajectories(t, filepath.Join(dir, "out", "trajectories.jsonl"))
+	errored, ok := 0, 0
+	for _, tr := range trajs {
+		switch {
+		case tr.Error != "":
+			errored++
+			if tr.TaskID != "t1" || !strings.Contains(tr.Error, "plugin process exited") {
+				t.Errorf("unexpected error on %s: %s", tr.TaskID, tr.Error)
+			}
+		case tr.Reward == 1:
+			ok++
+		}
+	}
+	if len(trajs) != 8 || errored != 2 || ok != 6 {
+		t.Fatalf("%d trajectories, %d errored, %d ok; want 8, 2 and 6\n%s", len(trajs), errored, ok, r.stderr)
+	}
+	waitNoProcesses(t, probeScript(t))
+}
+
+// Ctrl-C of the host while Python episodes run sandboxed programs: rlhost
+// exits 130, the episodes end cancelled, and no plugin or sandbox process
+// is left.
+func TestPythonEnvInterrupt(t *testing.T) {
+	needPythonGRPC(t)
+	dir := t.TempDir()
+	started := t.TempDir()
+	write(t, dir, "replay.jsonl", `{"task_id":"t0","completions":["SLEEP"]}
+{"task_id":"t1","completions":["SLEEP"]}
+`)
+	probeJob(t, dir, 2, 2, 4, fmt.Sprintf("  greeting = \"hi\"\n  n = 2\n  started_dir = %q", started))
+	cmd, out, errb := startRun(t, dir, nil, true, "run", "job.hcl")
+	waitUntil(t, cmd, "episodes never started their sleep", func() bool {
+		ents, _ := os.ReadDir(started)
+		return len(ents) == 4
+	}, out, errb)
+	time.Sleep(300 * time.Millisecond) // let the sleeps start in their sandboxes
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t, cmd, 60*time.Second, errb)
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("exit code %d, want 130\nstderr:%s", code, errb.String())
+	}
+	waitNoProcesses(t, probeScript(t))
+	waitNoProcesses(t, rlhostBin)
+	trajs := readTrajectories(t, filepath.Join(dir, "out", "trajectories.jsonl"))
+	if len(trajs) != 4 {
+		t.Errorf("got %d trajectories, want 4 cancelled ones", len(trajs))
+	}
+	for _, tr := range trajs {
+		if tr.FinishReason != core.FinishCancelled {
+			t.Errorf("episode %s/%d finished %q, want cancelled", tr.TaskID, tr.Index, tr.FinishReason)
+		}
+	}
+	if r := rlhost(t, dir, "sandbox", "list", "--json"); r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("sandboxes left: %+v", r)
+	}
+}
+
+// SIGKILL of the host: the Python plugin notices (parent-death signal or
+// its parent watch) and exits.
+func TestPythonEnvHostKilled(t *testing.T) {
+	needPythonGRPC(t)
+	dir := t.TempDir()
+	started := t.TempDir()
+	write(t, dir, "replay.jsonl", `{"task_id":"t0","completions":["SLEEP"]}`+"\n")
+	probeJob(t, dir, 1, 1, 1, fmt.Sprintf("  greeting = \"hi\"\n  n = 1\n  started_dir = %q", started))
+	cmd, out, errb := startRun(t, dir, nil, false, "run", "job.hcl")
+	waitUntil(t, cmd, "episode never started its sleep", func() bool {
+		ents, _ := os.ReadDir(started)
+		return len(ents) == 1
+	}, out, errb)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	waitNoProcesses(t, probeScript(t))
+	waitNoProcesses(t, rlhostBin)
+}
