@@ -252,3 +252,18 @@ func TestPythonEnvHostKilled(t *testing.T) {
 	waitNoProcesses(t, probeScript(t))
 	waitNoProcesses(t, rlhostBin)
 }
+
+// The Python examples' own tests, which drive this rlhost binary through
+// rlhost_env's test harness.
+func TestPythonExamples(t *testing.T) {
+	needPythonGRPC(t)
+	cmd := exec.Command(systemPython, "-m", "unittest", "discover", "-s", "../../../examples/python-env", "-v")
+	cmd.Env = append(os.Environ(), "RLHOST_BIN="+rlhostBin, "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python example tests failed: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "OK") {
+		t.Fatalf("python example tests did not report OK:\n%s", out)
+	}
+}
