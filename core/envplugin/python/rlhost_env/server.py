@@ -26,6 +26,9 @@ COOKIE_VALUE = "c1d2b6a4-rlhost-plugin-v1"
 PROTOCOL_VERSION = 1
 KIND_ENV = "env"
 
+# Settings the host decodes itself in the env block of a Python plugin.
+RESERVED_SETTINGS = {"plugin", "sandbox", "pass_env", "python"}
+
 # Bounds the clean-up when the host dies without calling Shutdown.
 ORPHAN_SHUTDOWN_SECONDS = 30.0
 
@@ -69,7 +72,11 @@ class EnvServicer:
 
     # -- rpcs --
 
-    def describe(self, _req, _context) -> pb.PluginInfo:
+    def describe(self, _req, context) -> pb.PluginInfo:
+        clash = sorted(set(type(self.env).settings) & RESERVED_SETTINGS)
+        if clash:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"env {self.env.name} declares settings rlhost reserves for itself: {', '.join(clash)}")
         spec = schema_json(type(self.env).settings)
         return pb.PluginInfo(name=self.env.name, version=self.env.version, kind=KIND_ENV,
                              description=self.env.description, config_schema_json=json.dumps(spec).encode())
