@@ -19,9 +19,15 @@ _SERVICE = "/rlhost.v1.Sandbox/"
 _call = threading.local()
 
 
+# A call without a deadline reports an enormous time remaining, which gRPC
+# cannot pass on as a timeout; anything beyond this means "none".
+_NO_DEADLINE = 365 * 24 * 3600.0
+
+
 def _remaining() -> Optional[float]:
     ctx = getattr(_call, "context", None)
-    return ctx.time_remaining() if ctx is not None else None
+    left = ctx.time_remaining() if ctx is not None else None
+    return left if left is not None and left < _NO_DEADLINE else None
 
 
 class SandboxError(Exception):

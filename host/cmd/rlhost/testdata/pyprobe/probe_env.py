@@ -6,6 +6,7 @@ the env does in step:
   CRASH  kill the plugin process
   SLEEP  run a long sleep in the sandbox
   BIG    move `big_mib` MiB through the broker both ways, check them
+  exec   run `true` and keep the episode open (for benchmarks)
 """
 
 import hashlib
@@ -53,6 +54,8 @@ class ProbeEnv(rl.Env):
             ep.sandbox.exec(["sleep", "300"], timeout=300)
         if cmd == "BIG":
             return self.big(ep)
+        if cmd == "exec":  # keeps the episode open, so a benchmark can step it repeatedly
+            return rl.Observation(metrics={"exit": ep.sandbox.exec(["true"]).exit_code})
         res = ep.sandbox.exec(["cat", "task.txt"])
         want = f"{self.s['greeting']} {ep.task.data['i']}\n"
         return rl.Observation(done=True, reward=1.0 if res.ok and res.out == want else 0.0,
