@@ -6,6 +6,8 @@ package main
 // go-plugin's protocol and reaches its lent sandboxes over the broker.
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,7 +17,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/envplugin"
+	"github.com/rlhost/rlhost/core/envplugin/envtest"
+	"github.com/rlhost/rlhost/core/pluginbase"
+	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/job"
+	"github.com/rlhost/rlhost/host/pluginmgr"
 )
 
 // systemPython is the interpreter the tests run Python plugins with: the
@@ -265,5 +277,66 @@ func TestPythonExamples(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "OK") {
 		t.Fatalf("python example tests did not report OK:\n%s", out)
+	}
+}
+
+// rlhost itself never turns on go-plugin's AutoMTLS, but a Python plugin
+// works under a go-plugin host that does: TLS on the plugin's own server
+// and on the broker connection to its lent sandbox.
+func TestPythonEnvAutoMTLS(t *testing.T) {
+	needPythonGRPC(t)
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("openssl is not installed; rlhost_env makes its AutoMTLS certificate with it")
+	}
+	ctx := context.Background()
+	f, diags := config.Parse(filepath.Join(t.TempDir(), "b.hcl"), []byte(`sandbox "s" { backend = "local" }`), nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	mgr, err := pluginmgr.New(pluginmgr.Options{Self: rlhostBin, Builtins: builtinNames(), Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mgr.StopAll(ctx) }) // after the sandbox's own clean-up
+	bin, d := job.StartBackend(ctx, f, f.Sandboxes[0], mgr, "mtls")
+	if d.HasErrors() {
+		t.Fatal(d)
+	}
+	backend, _ := bin.Backend(ctx)
+
+	var logs bytes.Buffer
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  pluginbase.HandshakeConfig(),
+		Plugins:          map[string]plugin.Plugin{pluginbase.KindEnv: &envplugin.Plugin{}},
+		Cmd:              exec.Command(systemPython, probeScript(t)),
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		Logger:           hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug}),
+	})
+	defer client.Kill()
+	rpc, err := client.Client()
+	if err != nil {
+		t.Fatalf("handshake with AutoMTLS: %v\n%s", err, logs.String())
+	}
+	if v := client.NegotiatedVersion(); v != pluginbase.ProtocolVersion {
+		t.Errorf("negotiated version %d, want %d", v, pluginbase.ProtocolVersion)
+	}
+	raw, err := rpc.Dispense(pluginbase.KindEnv)
+	if err != nil {
+		t.Fatalf("dispense: %v\n%s", err, logs.String())
+	}
+	env := raw.(*envplugin.Client)
+	if ds := env.Configure(ctx, schema.Config{Name: "p", JSON: []byte(`{"n":1,"greeting":"hi","big_mib":1,"started_dir":""}`)}); ds.HasErrors() {
+		t.Fatalf("configure: %v", ds)
+	}
+	tasks, err := env.Tasks(ctx)
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("tasks: %v %v", tasks, err)
+	}
+	sb := envtest.NewSandbox(t, backend, core.SandboxSpec{}, 10*time.Second)
+	_, obs := envtest.Episode(t, env, envplugin.Episode{ID: "mtls-0", Task: tasks[0], Sandbox: sb}, 1,
+		func(int, []core.Message) core.Message { return core.Message{Role: core.RoleAssistant, Content: "ok"} })
+	if obs.Reward != 1 {
+		t.Fatalf("episode over the TLS broker: reward %v, want 1\n%s", obs.Reward, logs.String())
 	}
 }
