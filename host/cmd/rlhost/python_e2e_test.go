@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,11 +20,13 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/envplugin"
 	"github.com/rlhost/rlhost/core/envplugin/envtest"
 	"github.com/rlhost/rlhost/core/pluginbase"
+	rlhostpb "github.com/rlhost/rlhost/core/proto"
 	"github.com/rlhost/rlhost/core/schema"
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/job"
@@ -338,5 +341,58 @@ func TestPythonEnvAutoMTLS(t *testing.T) {
 		func(int, []core.Message) core.Message { return core.Message{Role: core.RoleAssistant, Content: "ok"} })
 	if obs.Reward != 1 {
 		t.Fatalf("episode over the TLS broker: reward %v, want 1\n%s", obs.Reward, logs.String())
+	}
+}
+
+// The Python stubs come from the same core/proto/rlhost.proto as the Go
+// ones (`make proto` writes both); an edit regenerated for one side only
+// shows up here as a difference in messages, fields or methods.
+func TestPythonStubsMatchGo(t *testing.T) {
+	needPythonGRPC(t)
+	var goShape []string
+	fd := rlhostpb.File_rlhost_proto
+	var walk func(protoreflect.MessageDescriptors)
+	walk = func(ms protoreflect.MessageDescriptors) {
+		for i := 0; i < ms.Len(); i++ {
+			m := ms.Get(i)
+			for j := 0; j < m.Fields().Len(); j++ {
+				f := m.Fields().Get(j)
+				goShape = append(goShape, fmt.Sprintf("%s.%s=%d/%d/%d", m.FullName(), f.Name(), f.Number(), f.Kind(), f.Cardinality()))
+			}
+			walk(m.Messages())
+		}
+	}
+	walk(fd.Messages())
+	for i := 0; i < fd.Services().Len(); i++ {
+		s := fd.Services().Get(i)
+		for j := 0; j < s.Methods().Len(); j++ {
+			m := s.Methods().Get(j)
+			goShape = append(goShape, fmt.Sprintf("%s.%s(%s)%s", s.FullName(), m.Name(), m.Input().FullName(), m.Output().FullName()))
+		}
+	}
+	sort.Strings(goShape)
+	py := `
+import sys
+sys.path.insert(0, "../../../core/envplugin/python")
+from rlhost_env._pb import rlhost_pb2 as pb
+out = []
+def walk(ms):
+    for m in ms:
+        for f in m.fields:
+            out.append("%s.%s=%d/%d/%d" % (m.full_name, f.name, f.number, f.type, f.label))
+        walk(m.nested_types)
+walk(pb.DESCRIPTOR.message_types_by_name.values())
+for s in pb.DESCRIPTOR.services_by_name.values():
+    for m in s.methods:
+        out.append("%s.%s(%s)%s" % (s.full_name, m.name, m.input_type.full_name, m.output_type.full_name))
+print("\n".join(sorted(out)))
+`
+	out, err := exec.Command(systemPython, "-c", py).CombinedOutput()
+	if err != nil {
+		t.Fatalf("read the Python stubs: %v\n%s", err, out)
+	}
+	pyShape := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if strings.Join(pyShape, "\n") != strings.Join(goShape, "\n") {
+		t.Errorf("Python stubs differ from the Go ones; run make proto\nGo:\n%s\nPython:\n%s", strings.Join(goShape, "\n"), strings.Join(pyShape, "\n"))
 	}
 }
