@@ -12,6 +12,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from coding_env import CodingEnv  # noqa: E402 - also puts rlhost_env on the path in a checkout
 import rlhost_env as rl  # noqa: E402
+from echo_env import EchoEnv  # noqa: E402
 from rlhost_env.testing import Harness  # noqa: E402
 from tool_env import SecretEnv  # noqa: E402
 
@@ -38,6 +39,18 @@ class CodingEnvTest(unittest.TestCase):
         h = Harness(CodingEnv, {"tasks": ["nope"]})
         with self.assertRaisesRegex(rl.ConfigError, "unknown task"):
             h.run({"sort_list": [SORT_OK]})
+
+
+class EchoEnvTest(unittest.TestCase):
+    def test_settings_reach_the_env_verbatim(self):
+        # HCL reads ${ and %{ as templates; the harness must write them as
+        # literals, and quotes and backslashes must survive too.
+        word = 'x${y}%{z}"q\\'
+        h = Harness(EchoEnv, {"words": [word, "plain"]})
+        res = h.run({"echo-0": [word, "nope"], "echo-1": ["plain"]})
+        self.assertEqual([r.reward for r in res["echo-0"]], [1.0, 0.0], h.stderr)
+        self.assertEqual(res["echo-1"][0].reward, 1.0)
+        self.assertIn(word, res["echo-0"][0].messages[0]["content"])
 
 
 def call(name, **args):

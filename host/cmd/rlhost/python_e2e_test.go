@@ -268,18 +268,22 @@ func TestPythonEnvHostKilled(t *testing.T) {
 	waitNoProcesses(t, rlhostBin)
 }
 
-// The Python examples' own tests, which drive this rlhost binary through
-// rlhost_env's test harness.
-func TestPythonExamples(t *testing.T) {
+// The Python side's own tests: rlhost_env's unit tests, and the examples'
+// tests, which drive this rlhost binary through rlhost_env's test harness.
+func TestPythonUnittests(t *testing.T) {
 	needPythonGRPC(t)
-	cmd := exec.Command(systemPython, "-m", "unittest", "discover", "-s", "../../../examples/python-env", "-v")
-	cmd.Env = append(os.Environ(), "RLHOST_BIN="+rlhostBin, "PYTHONDONTWRITEBYTECODE=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("python example tests failed: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "OK") {
-		t.Fatalf("python example tests did not report OK:\n%s", out)
+	for _, dir := range []string{"../../../core/envplugin/python/tests", "../../../examples/python-env"} {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			cmd := exec.Command(systemPython, "-m", "unittest", "discover", "-s", dir, "-v")
+			cmd.Env = append(os.Environ(), "RLHOST_BIN="+rlhostBin, "PYTHONDONTWRITEBYTECODE=1")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("python tests in %s failed: %v\n%s", dir, err, out)
+			}
+			if !strings.Contains(string(out), "\nOK") {
+				t.Fatalf("python tests in %s did not report OK:\n%s", dir, out)
+			}
+		})
 	}
 }
 
