@@ -8,6 +8,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -398,5 +399,60 @@ print("\n".join(sorted(out)))
 	pyShape := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if strings.Join(pyShape, "\n") != strings.Join(goShape, "\n") {
 		t.Errorf("Python stubs differ from the Go ones; run make proto\nGo:\n%s\nPython:\n%s", strings.Join(goShape, "\n"), strings.Join(pyShape, "\n"))
+	}
+}
+
+// An executable Python script named rlhost-env-NAME on the plugin path is
+// found by name, like a Go plugin, and listed by `rlhost plugins`.
+func TestPythonEnvOnPluginPath(t *testing.T) {
+	needPythonGRPC(t)
+	plugins := t.TempDir()
+	echo, err := filepath.Abs("../../../examples/python-env/echo_env.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf("#!%s\nimport runpy\nrunpy.run_path(%q, run_name=\"__main__\")\n", systemPython, echo)
+	if err := os.WriteFile(filepath.Join(plugins, "rlhost-env-pyecho"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pathEnv := []string{"RLHOST_PLUGIN_PATH=" + plugins}
+	dir := t.TempDir()
+	r := rlhostEnv(t, dir, pathEnv, "plugins", "--json")
+	var rows []pluginRow
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+		t.Fatalf("plugins --json: %v\n%+v", err, r)
+	}
+	found := false
+	for _, row := range rows {
+		if row.Info.Name == "py-echo" && row.Error == "" && len(row.Info.Config.Attributes) == 2 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("rlhost plugins does not list the Python plugin with its settings: %s", r.stdout)
+	}
+	write(t, dir, "replay.jsonl", `{"task_id":"echo-0","completions":["hi","no"]}`+"\n")
+	write(t, dir, "job.hcl", `run { group_size = 2 }
+sandbox "s" { backend = "local" }
+env "echo" {
+  plugin = "pyecho"
+  words  = ["hi"]
+}
+policy "p" {
+  provider = "replay"
+  file = "replay.jsonl"
+}
+output { dir = "out" }
+`)
+	if r := rlhostEnv(t, dir, pathEnv, "run", "job.hcl"); r.code != 0 {
+		t.Fatalf("run: %+v", r)
+	}
+	var rewards []float64
+	for _, tr := range readTrajectories(t, filepath.Join(dir, "out", "trajectories.jsonl")) {
+		rewards = append(rewards, tr.Reward)
+	}
+	sort.Float64s(rewards)
+	if fmt.Sprint(rewards) != "[0 1]" {
+		t.Errorf("rewards %v, want [0 1]", rewards)
 	}
 }
