@@ -56,10 +56,7 @@ class EnvServicer:
     def _fail(self, context, what: str, err: BaseException):
         """Logs the traceback and fails the call with the exception's text."""
         log.error("%s failed", what, exc_info=err)
-        code = grpc.StatusCode.UNKNOWN
-        if isinstance(err, KeyError) and what.startswith(("step", "end")):
-            code = grpc.StatusCode.NOT_FOUND
-        context.abort(code, f"{what}: {type(err).__name__}: {err}")
+        context.abort(grpc.StatusCode.UNKNOWN, f"{what}: {type(err).__name__}: {err}")
 
     def _run(self, context, what: str, fn, *args):
         _call.context = context

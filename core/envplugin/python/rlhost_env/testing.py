@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Type, Union
 
 from .env import Config, Env
-from .types import Block, Setting
+from .types import Block, ConfigError, Setting
 
 Turn = Union[str, Dict[str, Any]]
 Script = Dict[str, Sequence[Union[str, Sequence[Turn]]]]
@@ -122,7 +122,10 @@ class Harness:
         with the given settings and the schema's defaults."""
         env = self.env_class()
         spec = type(env).settings
-        env.configure(_defaults(spec, self.settings), Config(name="env", base_dir=os.getcwd(), run_id="harness"))
+        diags = env.configure(_defaults(spec, self.settings), Config(name="env", base_dir=os.getcwd(), run_id="harness"))
+        errors = [d for d in diags or [] if not d.warning]
+        if errors:
+            raise ConfigError(errors[0].summary, errors[0].detail, errors[0].path)
         return [t.id for t in env.tasks()]
 
     def job(self, n_tasks: int, group: int, turns: int) -> str:
