@@ -456,3 +456,36 @@ output { dir = "out" }
 		t.Errorf("rewards %v, want [0 1]", rewards)
 	}
 }
+
+// The example job files run as shipped. The Python coding env scores the
+// shipped completions exactly as the built-in Go coding env does.
+func TestPythonExampleJobs(t *testing.T) {
+	needPythonGRPC(t)
+	// The examples run "python3" from PATH: make that Debian's.
+	pathEnv := []string{"PATH=" + filepath.Dir(systemPython) + string(os.PathListSeparator) + os.Getenv("PATH")}
+	rewards := func(job, out string) map[string]float64 {
+		t.Helper()
+		r := rlhostEnv(t, "../../../examples", pathEnv, "run", job, "--out", out, "--steps", "1")
+		if r.code != 0 {
+			t.Fatalf("%s: %+v", job, r)
+		}
+		got := map[string]float64{}
+		for _, tr := range readTrajectories(t, filepath.Join(out, "trajectories.jsonl")) {
+			if tr.Error != "" {
+				t.Errorf("%s: %s/%d errored: %s", job, tr.TaskID, tr.Index, tr.Error)
+			}
+			got[fmt.Sprintf("%s/%d", tr.TaskID, tr.Index)] = tr.Reward
+		}
+		return got
+	}
+	py := rewards("python-env/coding.hcl", t.TempDir())
+	goEnv := rewards("coding.hcl", t.TempDir())
+	if len(py) != 14 || fmt.Sprint(py) != fmt.Sprint(goEnv) {
+		t.Errorf("Python coding env rewards differ from the Go env's:\npython %v\ngo     %v", py, goEnv)
+	}
+	tools := rewards("python-env/tools.hcl", t.TempDir())
+	want := map[string]float64{"secret-0/0": 1, "secret-0/1": 0, "secret-1/0": 1, "secret-1/1": 0, "secret-2/0": 1, "secret-2/1": 0}
+	if fmt.Sprint(tools) != fmt.Sprint(want) {
+		t.Errorf("tools.hcl rewards %v, want %v", tools, want)
+	}
+}

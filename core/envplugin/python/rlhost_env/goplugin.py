@@ -372,19 +372,25 @@ class Plugin:
         parent = os.getppid()
 
         server.start()
-        line = f"{CORE_PROTOCOL_VERSION}|{version}|unix|{sock}|grpc"
-        if cert:
-            line += "|" + cert
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
-        stdio.redirect_stdout()
+        # From here on the process must end through os._exit below: a normal
+        # interpreter exit would wait forever for gRPC's worker threads.
+        try:
+            line = f"{CORE_PROTOCOL_VERSION}|{version}|unix|{sock}|grpc"
+            if cert:
+                line += "|" + cert
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+            stdio.redirect_stdout()
 
-        # The main thread waits here so that signals are handled promptly,
-        # and it doubles as the parent watch: SIGTERM can be lost when the
-        # host's forking thread exits before the host does.
-        while not self._stop.wait(PARENT_POLL_SECONDS):
-            if os.getppid() != parent:
-                self.request_stop("parent changed")
+            # The main thread waits here so that signals are handled
+            # promptly, and it doubles as the parent watch: SIGTERM can be
+            # lost when the host's forking thread exits before the host does.
+            while not self._stop.wait(PARENT_POLL_SECONDS):
+                if os.getppid() != parent:
+                    self.request_stop("parent changed")
+        except BaseException as e:  # noqa: BLE001 - even KeyboardInterrupt or SystemExit
+            self._stop_reason = self._stop_reason or f"{type(e).__name__}: {e}"
+            self._log.exception("plugin main loop failed")
         reason = self._stop_reason
         if reason != "shutdown":
             self._log.error("host process is gone; cleaning up and exiting (reason: %s)", reason)
