@@ -129,8 +129,8 @@ func TestPythonEnvDiagnostics(t *testing.T) {
 	}
 }
 
-// Episodes use their lent sandbox through the broker; an exception in one
-// episode's step fails that episode only; files larger than gRPC's default
+// Episodes use their lent sandbox through the broker; an exception (even
+// SystemExit) in one episode's step fails that episode only; files larger than gRPC's default
 // 4 MiB message limit cross the broker both ways intact.
 func TestPythonEnvRun(t *testing.T) {
 	needPythonGRPC(t)
@@ -138,22 +138,23 @@ func TestPythonEnvRun(t *testing.T) {
 	write(t, dir, "replay.jsonl", `{"task_id":"t0","completions":["ok"]}
 {"task_id":"t1","completions":["RAISE"]}
 {"task_id":"t2","completions":["BIG"]}
-{"task_id":"t3","completions":["ok"]}
+{"task_id":"t3","completions":["EXIT"]}
+{"task_id":"t4","completions":["ok"]}
 `)
-	probeJob(t, dir, 4, 2, 4, "  greeting = \"hello\"\n  big_mib = 12")
+	probeJob(t, dir, 5, 2, 4, "  greeting = \"hello\"\n  big_mib = 12\n  n = 5")
 	r := rlhost(t, dir, "run", "job.hcl")
 	if r.code != 0 {
 		t.Fatalf("run failed: %+v", r)
 	}
 	trajs := readTrajectories(t, filepath.Join(dir, "out", "trajectories.jsonl"))
-	if len(trajs) != 8 {
-		t.Fatalf("got %d trajectories, want 8", len(trajs))
+	if len(trajs) != 10 {
+		t.Fatalf("got %d trajectories, want 10", len(trajs))
 	}
 	sandboxes := map[string]bool{}
 	for _, tr := range trajs {
-		if tr.TaskID == "t1" {
-			if tr.FinishReason != core.FinishError || !strings.Contains(tr.Error, "RuntimeError: boom in step of t1") {
-				t.Errorf("t1/%d: finish %q error %q, want the step's exception", tr.Index, tr.FinishReason, tr.Error)
+		if want, ok := map[string]string{"t1": "RuntimeError: boom in step of t1", "t3": "SystemExit: 3"}[tr.TaskID]; ok {
+			if tr.FinishReason != core.FinishError || !strings.Contains(tr.Error, want) {
+				t.Errorf("%s/%d: finish %q error %q, want the step's %q", tr.TaskID, tr.Index, tr.FinishReason, tr.Error, want)
 			}
 			continue
 		}

@@ -62,7 +62,7 @@ class EnvServicer:
         _call.context = context
         try:
             return fn(*args)
-        except Exception as e:  # noqa: BLE001 - the author's bug fails this call only
+        except BaseException as e:  # noqa: BLE001 - the author's bug (even sys.exit) fails this call only
             self._fail(context, what, e)
         finally:
             _call.context = None
@@ -117,7 +117,7 @@ class EnvServicer:
         _call.context = context
         try:
             obs = as_observation(self.env.new_episode(ep))
-        except Exception as e:  # noqa: BLE001
+        except BaseException as e:  # noqa: BLE001
             self._forget(eid, sandbox)
             self._fail(context, f"new_episode {eid}", e)
         finally:

@@ -3,6 +3,7 @@ the env does in step:
 
   ok     exec `cat` on the file new_episode wrote; reward 1 if it matches
   RAISE  raise an exception (that episode errors, the plugin lives on)
+  EXIT   call sys.exit (the same)
   CRASH  kill the plugin process
   SLEEP  run a long sleep in the sandbox
   BIG    move `big_mib` MiB through the broker both ways, check them
@@ -46,6 +47,8 @@ class ProbeEnv(rl.Env):
         cmd = reply.content.strip()
         if cmd == "RAISE":
             raise RuntimeError(f"boom in step of {ep.task.id}")
+        if cmd == "EXIT":
+            sys.exit(3)
         if cmd == "CRASH":
             os._exit(7)
         if cmd == "SLEEP":
