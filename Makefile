@@ -61,9 +61,14 @@ run: build
 bench: build
 	bash scripts/bench.sh
 
+# Go and Python stubs come from the same file; the Python ones need only
+# protoc itself (the gRPC glue in rlhost_env is written by hand).
+PYPB := core/envplugin/python/rlhost_env/_pb
 proto:
 	protoc -I core/proto --go_out=core/proto --go_opt=paths=source_relative \
 		--go-grpc_out=core/proto --go-grpc_opt=paths=source_relative core/proto/rlhost.proto
+	protoc -I core/proto --python_out=$(PYPB) core/proto/rlhost.proto
+	protoc -I core/envplugin/python/proto --python_out=$(PYPB) core/envplugin/python/proto/goplugin.proto
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -70,6 +70,7 @@ type Env struct {
 	Plugin     string
 	Sandbox    string   // name of the sandbox block its episodes run in
 	PassEnv    []string // host environment variables the plugin may see
+	Python     string   // interpreter of a .py plugin (default python3)
 	Body       hcl.Body
 	DefRange   hcl.Range
 	AttrRanges map[string]hcl.Range

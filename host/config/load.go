@@ -469,6 +469,7 @@ func (d *decoder) envs() hcl.Diagnostics {
 				diags = append(diags, gohcl.DecodeExpression(a.Expr, d.f.EvalContext, &e.PassEnv)...)
 			}
 		}
+		diags = append(diags, e.pythonPlugin(d.f.EvalContext)...)
 		d.f.Envs = append(d.f.Envs, e)
 	}
 	return diags

@@ -3,6 +3,7 @@ package pluginmgr
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -21,18 +22,52 @@ func (s Source) String() string {
 	if s.Builtin {
 		return fmt.Sprintf("built-in %s plugin %q", s.Kind, s.Name)
 	}
+	if len(s.Args) > 0 {
+		return fmt.Sprintf("%s plugin %q (%s %s)", s.Kind, s.Name, s.Path, strings.Join(s.Args, " "))
+	}
 	return fmt.Sprintf("%s plugin %q (%s)", s.Kind, s.Name, s.Path)
 }
+
+// DefaultPython is the interpreter a Python plugin script runs under when
+// its block names none.
+const DefaultPython = "python3"
+
+// interpreterSep joins a script and its interpreter in one reference. NUL
+// cannot occur in a path, so no file name is ever mistaken for the pair.
+const interpreterSep = "\x00python="
+
+// WithPython makes the reference for a plugin script run by the Python
+// interpreter python (a command name looked up in PATH, or a path relative
+// to the job file). Resolve takes it apart again.
+func WithPython(script, python string) string {
+	if python == "" {
+		return script
+	}
+	return script + interpreterSep + python
+}
+
+// isPythonScript says whether a plugin reference names a Python source file,
+// which is run by an interpreter rather than executed itself.
+func isPythonScript(ref string) bool { return strings.HasSuffix(ref, ".py") }
 
 // BuiltinArg is the hidden subcommand the rlhost binary serves plugins under.
 const BuiltinArg = "__plugin"
 
 // Resolve turns a reference from the config into a Source. A reference with
-// a path separator is a file, relative to baseDir; otherwise a built-in name
-// wins, then an executable named rlhost-<kind>-<name> in the plugin dirs.
+// a path separator is a file, relative to baseDir; a file ending in .py is a
+// Python script run by its interpreter (see WithPython). Otherwise a
+// built-in name wins, then an executable named rlhost-<kind>-<name> in the
+// plugin dirs.
 func (m *Manager) Resolve(kind, ref, baseDir string) (Source, error) {
+	ref, python, _ := strings.Cut(ref, interpreterSep)
 	if ref == "" {
 		return Source{}, fmt.Errorf("no %s plugin named", kind)
+	}
+	if python != "" && !isPythonScript(ref) {
+		return Source{}, fmt.Errorf("%s plugin %q: an interpreter is set, but the plugin is not a .py file", kind, ref)
+	}
+	if isPythonScript(ref) {
+		return resolveScript(kind, ref, python, baseDir)
 	}
 	if strings.ContainsRune(ref, os.PathSeparator) || strings.HasPrefix(ref, ".") {
 		p := ref
@@ -59,6 +94,37 @@ func (m *Manager) Resolve(kind, ref, baseDir string) (Source, error) {
 	sort.Strings(known)
 	return Source{}, fmt.Errorf("unknown %s plugin %q: built-in %s plugins are %s; an external plugin is a path (./my-plugin) or an executable rlhost-%s-%s in %s",
 		kind, ref, kind, strings.Join(known, ", "), kind, ref, strings.Join(m.dirs, ":"))
+}
+
+// resolveScript finds a Python plugin script and its interpreter. The
+// script need not be executable: it is the interpreter's argument.
+func resolveScript(kind, ref, python, baseDir string) (Source, error) {
+	script := ref
+	if !filepath.IsAbs(script) {
+		script = filepath.Join(baseDir, script)
+	}
+	st, err := os.Stat(script)
+	if err != nil {
+		return Source{}, fmt.Errorf("%s plugin %q: no plugin script at %s: %w", kind, ref, script, err)
+	}
+	if st.IsDir() {
+		return Source{}, fmt.Errorf("%s plugin %q: %s is a directory, not a Python script", kind, ref, script)
+	}
+	if python == "" {
+		python = DefaultPython
+	}
+	interp := python
+	if strings.ContainsRune(python, os.PathSeparator) {
+		if !filepath.IsAbs(interp) {
+			interp = filepath.Join(baseDir, interp)
+		}
+		if err := checkExecutable(interp); err != nil {
+			return Source{}, fmt.Errorf("%s plugin %q: python interpreter: %w", kind, ref, err)
+		}
+	} else if interp, err = exec.LookPath(python); err != nil {
+		return Source{}, fmt.Errorf("%s plugin %q: python interpreter %q not found in PATH (set python = \"/path/to/python3\" in the block): %w", kind, ref, python, err)
+	}
+	return Source{Kind: kind, Name: ref, Path: interp, Args: []string{script}}, nil
 }
 
 // Discover lists external plugins of kind found in the plugin dirs.
