@@ -41,6 +41,20 @@ type LossStats struct {
 	ClipLow  float64 // tokens (token level) or sequences (sequence level) clipped below with A < 0
 	ClipHigh float64 // ... clipped above with A > 0
 	ClipN    float64 // the denominator of those fractions: tokens or sequences
+
+	sampledDiff float64 // Σ |sampling log-prob - log-prob| (filled by the trainer)
+	sampledN    int
+}
+
+func (s *LossStats) add(o LossStats) {
+	s.Loss += o.Loss
+	s.Tokens += o.Tokens
+	s.KLSum += o.KLSum
+	s.ClipLow += o.ClipLow
+	s.ClipHigh += o.ClipHigh
+	s.ClipN += o.ClipN
+	s.sampledDiff += o.sampledDiff
+	s.sampledN += o.sampledN
 }
 
 // Loss is TRL's GRPOTrainer._compute_loss for one micro-batch (one

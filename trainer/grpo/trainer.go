@@ -174,11 +174,8 @@ func (t *Trainer) Step(ctx context.Context, groups [][]Sample) (Stats, error) {
 	lp := LossParams{Type: t.cfg.LossType, Epsilon: t.cfg.Epsilon, EpsilonHigh: t.cfg.epsHigh(),
 		Beta: t.cfg.Beta, Level: t.cfg.ImportanceSampling, MaxCompletionLength: t.cfg.MaxCompletionLength,
 		AccumSteps: len(mbs), NumItemsInBatch: st.Tokens}
-	temp := float32(t.cfg.Temperature)
 
 	var sum LossStats
-	var diffSum float64
-	var diffN int
 	for it := range t.cfg.NumIterations {
 		t.m.ZeroGrads()
 		var loss float64
@@ -197,55 +194,13 @@ func (t *Trainer) Step(ctx context.Context, groups [][]Sample) (Stats, error) {
 				sum.ClipN += mst.ClipN
 				continue
 			}
-			// 2. Forward: log-probs of the trained tokens at the sampling
-			// temperature. The first iteration's are the "old" policy's
-			// (the batch was sampled with these weights), kept for μ > 1.
-			if err := t.forward(t.run, seqs, mb, temp, func(s *seq, k int, v float64) {
-				s.logp[k] = v
-				if it == 0 {
-					s.old[k] = v
-				}
-			}); err != nil {
-				return st, err
-			}
-			if it == 0 && t.ref != nil {
-				if err := t.forward(t.refRun, seqs, mb, temp, func(s *seq, k int, v float64) { s.ref[k] = v }); err != nil {
-					return st, err
-				}
-			}
-			// 3. Loss and its gradient with respect to each log-prob.
-			ls := make([]LossSeq, len(mb))
-			grads := make([][]float64, len(mb))
-			for j, i := range mb {
-				s := seqs[i]
-				ls[j] = LossSeq{LogP: s.logp, OldLogP: s.old, Adv: s.adv}
-				if t.ref != nil {
-					ls[j].RefLogP = s.ref
-				}
-				grads[j] = s.grad
-				if it == 0 {
-					for k, p := range s.pos {
-						if len(s.sample) > 0 {
-							diffSum += math.Abs(float64(s.sample[p]) - s.logp[k])
-							diffN++
-						}
-					}
-				}
-			}
-			mst, err := Loss(lp, ls, grads)
+			// 2-4. Forward, loss and dloss/dlogp, backward.
+			mst, err := t.microStep(seqs, mb, lp, it == 0)
 			if err != nil {
 				return st, err
 			}
 			loss += mst.Loss
-			sum.KLSum += mst.KLSum
-			sum.Tokens += mst.Tokens
-			sum.ClipLow += mst.ClipLow
-			sum.ClipHigh += mst.ClipHigh
-			sum.ClipN += mst.ClipN
-			// 4. Backward: accumulate parameter gradients.
-			if err := t.backward(seqs, mb); err != nil {
-				return st, err
-			}
+			sum.add(mst)
 		}
 		st.ForwardBackward += time.Since(fb)
 		// 5. Clip, guard against NaN/Inf, update.
@@ -266,12 +221,60 @@ func (t *Trainer) Step(ctx context.Context, groups [][]Sample) (Stats, error) {
 		st.ClipLow, st.ClipHigh = sum.ClipLow/sum.ClipN, sum.ClipHigh/sum.ClipN
 		st.ClipRegion = st.ClipLow + st.ClipHigh // exclusive: A < 0 vs A > 0
 	}
-	if diffN > 0 {
-		st.SampleLogProbDiff = diffSum / float64(diffN)
+	if sum.sampledN > 0 {
+		st.SampleLogProbDiff = sum.sampledDiff / float64(sum.sampledN)
 	}
 	st.OptimizerStep = t.opt.Step()
 	st.Total = time.Since(start)
 	return st, nil
+}
+
+// microStep runs one micro-batch: the forward pass and the log-probs of
+// its trained tokens at the sampling temperature, the loss and its
+// gradient, and the backward pass that adds to the parameter gradients.
+// On the first iteration the log-probs are also kept as the "old" policy's
+// (the batch was sampled with these weights) and the reference's are
+// computed.
+func (t *Trainer) microStep(seqs []*seq, mb []int, p LossParams, first bool) (LossStats, error) {
+	if err := t.forward(t.run, seqs, mb, float32(t.cfg.Temperature), func(s *seq, k int, v float64) {
+		s.logp[k] = v
+		if first {
+			s.old[k] = v
+		}
+	}); err != nil {
+		return LossStats{}, err
+	}
+	if first && t.ref != nil {
+		if err := t.forward(t.refRun, seqs, mb, float32(t.cfg.Temperature), func(s *seq, k int, v float64) { s.ref[k] = v }); err != nil {
+			return LossStats{}, err
+		}
+	}
+	ls := make([]LossSeq, len(mb))
+	grads := make([][]float64, len(mb))
+	for j, i := range mb {
+		s := seqs[i]
+		ls[j] = LossSeq{LogP: s.logp, OldLogP: s.old, Adv: s.adv}
+		if t.ref != nil {
+			ls[j].RefLogP = s.ref
+		}
+		grads[j] = s.grad
+	}
+	st, err := Loss(p, ls, grads)
+	if err != nil {
+		return st, err
+	}
+	if first {
+		for _, i := range mb {
+			s := seqs[i]
+			for k, pos := range s.pos {
+				if len(s.sample) > 0 {
+					st.sampledDiff += math.Abs(float64(s.sample[pos]) - s.logp[k])
+					st.sampledN++
+				}
+			}
+		}
+	}
+	return st, t.backward(seqs, mb)
 }
 
 // SFTStep is one supervised step: the mean negative log-likelihood (at
