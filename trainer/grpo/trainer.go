@@ -67,7 +67,9 @@ type Stats struct {
 }
 
 // Trainer owns a policy model, its optimiser state and the buffers of one
-// training step, all allocated once in New.
+// training step, all allocated once in New. Step and SFTStep change the
+// model's weights in place: nothing may read the model (generation,
+// serving) while they run. A Trainer is used by one goroutine at a time.
 type Trainer struct {
 	cfg    Config
 	m      *model.Model

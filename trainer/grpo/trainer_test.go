@@ -452,3 +452,64 @@ func TestCheckpointResume(t *testing.T) {
 		})
 	}
 }
+
+func TestSFTStepLowersNLL(t *testing.T) {
+	be := backend32(t)
+	cfg := DefaultConfig()
+	cfg.MaxSeqLen, cfg.MicroBatch, cfg.LR = 16, 2, 1e-2
+	tr, err := New(tinyModel(t, be, 0, 4), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples := randomGroups(rand.New(rand.NewPCG(8, 8)), 64, 1, 3, 12)[0]
+	var losses []float64
+	for range 20 {
+		st, err := tr.SFTStep(context.Background(), samples)
+		if err != nil {
+			t.Fatal(err)
+		}
+		losses = append(losses, st.Loss)
+	}
+	// A random 64-token model starts near ln 64 ≈ 4.16 nats per token.
+	if losses[0] < 3.5 || losses[len(losses)-1] > losses[0]-1 {
+		t.Fatalf("SFT NLL %v: want a start near ln 64 and a drop of more than 1 nat", losses)
+	}
+	if tr.OptimizerStep() != 20 {
+		t.Fatalf("optimizer step %d after 20 SFT steps", tr.OptimizerStep())
+	}
+}
+
+// TestNumIterationsReusesOldLogProbs checks μ > 1: one Step makes μ
+// updates, and the later iterations see ratios away from 1 (clipping
+// happens), because old log-probs are kept from the first iteration.
+func TestNumIterationsReusesOldLogProbs(t *testing.T) {
+	be := backend32(t)
+	cfg := DefaultConfig()
+	cfg.MaxSeqLen, cfg.MicroBatch, cfg.LR, cfg.NumIterations = 16, 3, 5e-2, 3
+	tr, err := New(tinyModel(t, be, 0, 6), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := tr.Step(context.Background(), randomGroups(rand.New(rand.NewPCG(9, 9)), 64, 2, 4, 12))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Updates != 3 || st.OptimizerStep != 3 {
+		t.Fatalf("updates %d, optimizer step %d; want 3", st.Updates, st.OptimizerStep)
+	}
+	if st.ClipRegion == 0 {
+		t.Fatal("no clipping across 3 iterations at a large learning rate: old log-probs were not kept")
+	}
+	cfg.NumIterations = 1
+	tr1, err := New(tinyModel(t, be, 0, 6), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st1, err := tr1.Step(context.Background(), randomGroups(rand.New(rand.NewPCG(9, 9)), 64, 2, 4, 12))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st1.ClipRegion != 0 || st1.Updates != 1 {
+		t.Fatalf("μ = 1: clip fraction %g (ratio must be exactly 1), updates %d", st1.ClipRegion, st1.Updates)
+	}
+}
