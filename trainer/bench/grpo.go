@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/rlhost/rlhost/trainer/backend/cpu"
@@ -51,17 +52,19 @@ func grpoStep(preset string, seq int, emit func(row)) error {
 	if _, err := tr.Step(context.Background(), batch); err != nil { // warm-up: scratch, page faults
 		return err
 	}
+	cpu0 := cpuTime()
 	st, err := tr.Step(context.Background(), batch)
 	if err != nil {
 		return err
 	}
+	stepCPU := cpuTime() - cpu0
 	if st.Skipped != "" {
 		return fmt.Errorf("grpo step skipped: %s", st.Skipped)
 	}
 	est := grpo.EstimateMemory(hf, cfg)
 	tok := float64(2 * seq)
 	emit(row{fmt.Sprintf("%s GRPO step, 1 group × 2 samples × %d tokens, micro-batch 1", preset, seq),
-		fmt.Sprintf("%.2f s (%.0f tok/s)", secs(st.Total), tok/secs(st.Total)),
+		fmt.Sprintf("%.2f s wall (%.0f tok/s), %.1f CPU-s", secs(st.Total), tok/secs(st.Total), stepCPU),
 		fmt.Sprintf("%.2f s fwd+bwd, %.2f s AdamW+clip", secs(st.ForwardBackward), secs(st.Optimizer)),
 		pct(secs(st.ForwardBackward), secs(st.Total))})
 	rss := vmHWM()
@@ -82,7 +85,7 @@ func grpoStep(preset string, seq int, emit func(row)) error {
 			}
 		}
 	}
-	start := time.Now()
+	start, bareCPU := time.Now(), cpuTime()
 	for i := range group {
 		copy(ids, group[i].Tokens)
 		if err := r.Forward(ids, []int{seq}); err != nil {
@@ -95,9 +98,19 @@ func grpoStep(preset string, seq int, emit func(row)) error {
 			return err
 		}
 	}
-	bare := time.Since(start)
+	bare, bareCPU := time.Since(start), cpuTime()-bareCPU
 	emit(row{fmt.Sprintf("%s GRPO step fwd+bwd part", preset), fmt.Sprintf("%.2f s", secs(st.ForwardBackward)),
-		fmt.Sprintf("%.2f s bare model fwd+bwd of the same 2 sequences (same process, after)", secs(bare)),
+		fmt.Sprintf("%.2f s wall, %.1f CPU-s: bare model fwd+bwd of the same 2 sequences (same process, after)", secs(bare), bareCPU),
 		pct(secs(st.ForwardBackward), secs(bare))})
 	return nil
+}
+
+// cpuTime is the process's user+system CPU seconds so far: on a shared
+// machine it moves less with other load than wall time does.
+func cpuTime() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
