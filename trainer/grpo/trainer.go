@@ -76,7 +76,10 @@ type Trainer struct {
 	ref    *model.Model // frozen copy when Beta > 0
 	run    *model.Run   // MicroBatch × MaxSeqLen activations
 	refRun *model.Run
-	opt    *optim.AdamW
+	// runs are smaller runs sharing run's (or refRun's) memory, one per
+	// micro-batch shape seen: a short micro-batch costs its own size.
+	runs map[runKey]*model.Run
+	opt  *optim.AdamW
 
 	// Host-side buffers of one micro-batch.
 	ids, tgt []int32
@@ -97,7 +100,7 @@ func newTrainer(m, ref *model.Model, cfg Config) (*Trainer, error) {
 	if mp := m.Cfg.MaxPositions; mp > 0 && cfg.MaxSeqLen > mp {
 		return nil, fmt.Errorf("grpo: max_seq_len %d exceeds the model's max_position_embeddings %d", cfg.MaxSeqLen, mp)
 	}
-	t := &Trainer{cfg: cfg, m: m}
+	t := &Trainer{cfg: cfg, m: m, runs: map[runKey]*model.Run{}}
 	var err error
 	if cfg.Beta != 0 {
 		t.ref = ref
@@ -238,16 +241,17 @@ func (t *Trainer) Step(ctx context.Context, groups [][]Sample) (Stats, error) {
 // (the batch was sampled with these weights) and the reference's are
 // computed.
 func (t *Trainer) microStep(seqs []*seq, mb []int, p LossParams, first bool) (LossStats, error) {
-	if err := t.forward(t.run, seqs, mb, float32(t.cfg.Temperature), func(s *seq, k int, v float64) {
+	run, err := t.forward(t.run, seqs, mb, float32(t.cfg.Temperature), func(s *seq, k int, v float64) {
 		s.logp[k] = v
 		if first {
 			s.old[k] = v
 		}
-	}); err != nil {
+	})
+	if err != nil {
 		return LossStats{}, err
 	}
 	if first && t.ref != nil {
-		if err := t.forward(t.refRun, seqs, mb, float32(t.cfg.Temperature), func(s *seq, k int, v float64) { s.ref[k] = v }); err != nil {
+		if _, err := t.forward(t.refRun, seqs, mb, float32(t.cfg.Temperature), func(s *seq, k int, v float64) { s.ref[k] = v }); err != nil {
 			return LossStats{}, err
 		}
 	}
@@ -276,7 +280,7 @@ func (t *Trainer) microStep(seqs []*seq, mb []int, p LossParams, first bool) (Lo
 			}
 		}
 	}
-	return st, t.backward(seqs, mb)
+	return st, t.backward(run, seqs, mb)
 }
 
 // SFTStep is one supervised step: the mean negative log-likelihood (at
@@ -305,13 +309,14 @@ func (t *Trainer) SFTStep(ctx context.Context, samples []Sample) (Stats, error) 
 		if tokensIn(seqs, mb) == 0 {
 			continue
 		}
-		if err := t.forward(t.run, seqs, mb, 1, func(s *seq, k int, v float64) {
+		run, err := t.forward(t.run, seqs, mb, 1, func(s *seq, k int, v float64) {
 			loss -= w * v
 			s.grad[k] = -w
-		}); err != nil {
+		})
+		if err != nil {
 			return st, err
 		}
-		if err := t.backward(seqs, mb); err != nil {
+		if err := t.backward(run, seqs, mb); err != nil {
 			return st, err
 		}
 	}
@@ -411,50 +416,82 @@ func (t *Trainer) microBatches(n int) [][]int {
 	return out
 }
 
-// forward runs r over the micro-batch mb and hands each trained token's
-// log-prob at temperature temp to set.
-func (t *Trainer) forward(r *model.Run, seqs []*seq, mb []int, temp float32, set func(s *seq, k int, v float64)) error {
-	T := t.cfg.MaxSeqLen
-	clear(t.ids)
-	for i := range t.tgt {
-		t.tgt[i] = -1
+// forward runs the micro-batch mb through a run taken from r, just big
+// enough for it (sequences padded to a multiple of 16 tokens), hands each
+// trained token's log-prob at temperature temp to set, and returns that
+// run for the backward pass.
+func (t *Trainer) forward(r *model.Run, seqs []*seq, mb []int, temp float32, set func(s *seq, k int, v float64)) (*model.Run, error) {
+	T := 0
+	for _, i := range mb {
+		T = max(T, len(seqs[i].tokens))
 	}
-	clear(t.lens)
+	T = min(t.cfg.MaxSeqLen, max(1, (T+15)/16*16))
+	run, err := t.within(r, len(mb), T)
+	if err != nil {
+		return nil, fmt.Errorf("grpo: %w", err)
+	}
+	n := len(mb) * T
+	ids, tgt, lens, lp := t.ids[:n], t.tgt[:n], t.lens[:len(mb)], t.lp[:n]
+	clear(ids)
+	for i := range tgt {
+		tgt[i] = -1
+	}
 	for b, i := range mb {
 		s := seqs[i]
-		copy(t.ids[b*T:], s.tokens)
-		t.lens[b] = len(s.tokens)
+		copy(ids[b*T:], s.tokens)
+		lens[b] = len(s.tokens)
 		for _, p := range s.pos {
-			t.tgt[b*T+p-1] = s.tokens[p]
+			tgt[b*T+p-1] = s.tokens[p]
 		}
 	}
-	if err := r.Forward(t.ids, t.lens); err != nil {
-		return fmt.Errorf("grpo: forward: %w", err)
+	if err := run.Forward(ids, lens); err != nil {
+		return nil, fmt.Errorf("grpo: forward: %w", err)
 	}
-	if err := r.LogProbs(t.tgt, temp, t.lp); err != nil {
-		return fmt.Errorf("grpo: log-probs: %w", err)
+	if err := run.LogProbs(tgt, temp, lp); err != nil {
+		return nil, fmt.Errorf("grpo: log-probs: %w", err)
 	}
 	for b, i := range mb {
 		s := seqs[i]
 		for k, p := range s.pos {
-			set(s, k, float64(t.lp[b*T+p-1]))
+			set(s, k, float64(lp[b*T+p-1]))
 		}
 	}
-	return nil
+	return run, nil
+}
+
+// within returns the B×T run sharing r's memory, kept once made.
+func (t *Trainer) within(r *model.Run, B, T int) (*model.Run, error) {
+	key := runKey{r, B, T}
+	if run, ok := t.runs[key]; ok {
+		return run, nil
+	}
+	run, err := r.Within(B, T)
+	if err != nil {
+		return nil, err
+	}
+	t.runs[key] = run
+	return run, nil
+}
+
+type runKey struct {
+	parent *model.Run
+	B, T   int
 }
 
 // backward accumulates the gradients of the micro-batch's loss, given
-// each sequence's dloss/dlogp, into the policy's parameter gradients.
-func (t *Trainer) backward(seqs []*seq, mb []int) error {
-	T := t.cfg.MaxSeqLen
-	clear(t.dlp)
+// each sequence's dloss/dlogp, into the policy's parameter gradients,
+// through the run of its forward pass.
+func (t *Trainer) backward(run *model.Run, seqs []*seq, mb []int) error {
+	T := run.T
+	dlp := t.dlp[:len(mb)*T]
+	clear(dlp)
 	for b, i := range mb {
 		s := seqs[i]
 		for k, p := range s.pos {
-			t.dlp[b*T+p-1] = float32(s.grad[k])
+			dlp[b*T+p-1] = float32(s.grad[k])
 		}
 	}
-	if err := t.run.Backward(t.dlp); err != nil {
+	if err := run.Backward(dlp); err != nil {
 		return fmt.Errorf("grpo: backward: %w", err)
 	}
 	return nil

@@ -73,11 +73,11 @@ func randomGroups(r *rand.Rand, vocab, groups, size, maxLen int) [][]Sample {
 
 // logpF64 recomputes the log-probs of seqs' trained tokens in float64 from
 // the logits of the run's last forward (LogProbs rounds to float32).
-func logpF64(tr *Trainer, seqs []*seq, mb []int) [][]float64 {
+func logpF64(tr *Trainer, run *model.Run, seqs []*seq, mb []int) [][]float64 {
 	be := tr.m.Backend().(backend.Float64IO)
-	V, T := tr.m.Cfg.VocabSize, tr.cfg.MaxSeqLen
-	logits := make([]float64, tr.run.Logits().Len())
-	be.Download64(logits, tr.run.Logits())
+	V, T := tr.m.Cfg.VocabSize, run.T
+	logits := make([]float64, run.Logits().Len())
+	be.Download64(logits, run.Logits())
 	out := make([][]float64, len(mb))
 	for b, i := range mb {
 		s := seqs[i]
@@ -111,7 +111,7 @@ func TestGradientThroughModel(t *testing.T) {
 			m := tinyModel(t, be, 0, 3)
 			cfg := DefaultConfig()
 			cfg.LossType, cfg.ImportanceSampling = tc.loss, tc.level
-			cfg.Beta, cfg.Temperature, cfg.MicroBatch, cfg.MaxSeqLen, cfg.MaxCompletionLength = 0.1, 0.8, 2, 12, 10
+			cfg.Beta, cfg.Temperature, cfg.MicroBatch, cfg.MaxSeqLen, cfg.MaxCompletionLength = 0.1, 0.8, 2, 40, 10
 			tr, err := New(m, cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -168,10 +168,11 @@ func TestGradientThroughModel(t *testing.T) {
 			loss := func() float64 {
 				var total float64
 				for _, mb := range mbs {
-					if err := tr.forward(tr.run, seqs, mb, float32(cfg.Temperature), func(*seq, int, float64) {}); err != nil {
+					run, err := tr.forward(tr.run, seqs, mb, float32(cfg.Temperature), func(*seq, int, float64) {})
+					if err != nil {
 						t.Fatal(err)
 					}
-					lps := logpF64(tr, seqs, mb)
+					lps := logpF64(tr, run, seqs, mb)
 					ls := make([]LossSeq, len(mb))
 					grads := make([][]float64, len(mb))
 					for j, i := range mb {
