@@ -175,6 +175,14 @@ func (t *Trainer) Step(ctx context.Context, groups [][]Sample) (Stats, error) {
 		}
 	}
 	st.Sequences = len(seqs)
+	if st.Tokens == 0 {
+		// Nothing to learn from; AdamW would still move the weights by
+		// momentum, so no update is applied.
+		st.Skipped = "no trained tokens in the batch"
+		st.OptimizerStep = t.opt.Step()
+		st.Total = time.Since(start)
+		return st, nil
+	}
 	mbs := t.microBatches(len(seqs))
 	lp := LossParams{Type: t.cfg.LossType, Epsilon: t.cfg.Epsilon, EpsilonHigh: t.cfg.epsHigh(),
 		Beta: t.cfg.Beta, Level: t.cfg.ImportanceSampling, MaxCompletionLength: t.cfg.MaxCompletionLength,
@@ -297,6 +305,12 @@ func (t *Trainer) SFTStep(ctx context.Context, samples []Sample) (Stats, error) 
 		}
 		seqs = append(seqs, s)
 		st.Tokens += len(s.pos)
+	}
+	if st.Tokens == 0 {
+		st.Skipped = "no trained tokens in the batch"
+		st.OptimizerStep = t.opt.Step()
+		st.Total = time.Since(start)
+		return st, nil
 	}
 	t.m.ZeroGrads()
 	var loss float64

@@ -291,6 +291,22 @@ func TestStepRejectsBadSamples(t *testing.T) {
 	if _, err := tr.Step(context.Background(), [][]Sample{{ok, long}}); err != nil {
 		t.Errorf("trailing untrained tokens: %v", err)
 	}
+	// A batch with nothing to train on applies no update.
+	masked := Sample{Tokens: []int32{1, 2}, Trained: []bool{false, true}, Truncated: true}
+	for _, batch := range [][][]Sample{nil, {{{Tokens: []int32{1, 2}, Trained: []bool{false, false}}}}} {
+		st, err := tr.Step(context.Background(), batch)
+		if err != nil || st.Skipped == "" || st.Updates != 0 {
+			t.Errorf("empty batch: skipped %q, updates %d, err %v", st.Skipped, st.Updates, err)
+		}
+	}
+	tr.cfg.MaskTruncated = true
+	if st, err := tr.Step(context.Background(), [][]Sample{{masked, masked}}); err != nil || st.Updates != 0 || st.Tokens != 0 {
+		t.Errorf("all truncated and masked: tokens %d, updates %d, err %v", st.Tokens, st.Updates, err)
+	}
+	tr.cfg.MaskTruncated = false
+	if st, err := tr.Step(context.Background(), [][]Sample{{masked, ok}}); err != nil || st.Tokens != 3 {
+		t.Errorf("truncated not masked: tokens %d (want 3), err %v", st.Tokens, err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := tr.Step(ctx, [][]Sample{{ok, ok}}); !errors.Is(err, context.Canceled) {
