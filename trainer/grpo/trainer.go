@@ -37,33 +37,34 @@ type Sample struct {
 // than MaxSeqLen (up to its last trained token).
 var ErrTooLong = errors.New("sample longer than max_seq_len")
 
-// Stats describe one Step or SFTStep.
+// Stats describe one Step or SFTStep; the JSON names suit a metrics line
+// (durations in nanoseconds).
 type Stats struct {
-	Loss          float64 // the objective (mean over iterations)
-	KL            float64 // mean k3 KL to the reference per trained token (Beta > 0)
-	ClipLow       float64 // fraction of ratios clipped below with A < 0 (tokens, or sequences at sequence level)
-	ClipHigh      float64 // ... clipped above with A > 0
-	ClipRegion    float64 // either
-	GradNorm      float64 // global L2 norm before clipping (mean over iterations)
-	LR            float64 // learning rate of the last update
-	Updates       int     // optimiser updates applied by this call
-	OptimizerStep int     // optimiser updates applied in total
-	Tokens        int     // trained tokens (after masking)
-	Sequences     int
-	Groups        int
-	ZeroStdGroups int     // groups whose rewards were all equal: no gradient
-	RewardMean    float64 // over scorable samples
-	RewardStd     float64
+	Loss          float64 `json:"loss"`           // the objective (mean over iterations)
+	KL            float64 `json:"kl"`             // mean k3 KL to the reference per trained token (Beta > 0)
+	ClipLow       float64 `json:"clip_low"`       // fraction of ratios clipped below with A < 0 (tokens, or sequences at sequence level)
+	ClipHigh      float64 `json:"clip_high"`      // ... clipped above with A > 0
+	ClipRegion    float64 `json:"clip_region"`    // either
+	GradNorm      float64 `json:"grad_norm"`      // global L2 norm before clipping (mean over iterations)
+	LR            float64 `json:"lr"`             // learning rate of the last update
+	Updates       int     `json:"updates"`        // optimiser updates applied by this call
+	OptimizerStep int     `json:"optimizer_step"` // optimiser updates applied in total
+	Tokens        int     `json:"tokens"`         // trained tokens (after masking)
+	Sequences     int     `json:"sequences"`
+	Groups        int     `json:"groups"`
+	ZeroStdGroups int     `json:"zero_std_groups"` // groups whose rewards were all equal: no gradient
+	RewardMean    float64 `json:"reward_mean"`     // over scorable samples
+	RewardStd     float64 `json:"reward_std"`
 	// SampleLogProbDiff is the mean |SampleLogProbs - recomputed log-prob|
 	// over trained tokens that carry a sampling log-prob (first iteration).
-	SampleLogProbDiff float64
+	SampleLogProbDiff float64 `json:"sample_logprob_diff"`
 	// Skipped says why an update was not applied (non-finite loss or
 	// gradient); empty when every update was applied.
-	Skipped string
+	Skipped string `json:"skipped,omitempty"`
 	// Timings.
-	ForwardBackward time.Duration
-	Optimizer       time.Duration
-	Total           time.Duration
+	ForwardBackward time.Duration `json:"forward_backward_ns"`
+	Optimizer       time.Duration `json:"optimizer_ns"`
+	Total           time.Duration `json:"total_ns"`
 }
 
 // Trainer owns a policy model, its optimiser state and the buffers of one
@@ -525,5 +526,5 @@ func rewardStats(rewards [][]float64) (mean, std float64) {
 		all = append(all, g...)
 	}
 	mean, std = meanStd(all)
-	return mean, nanToZero(std)
+	return nanToZero(mean), nanToZero(std)
 }
