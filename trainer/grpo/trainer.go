@@ -163,17 +163,12 @@ func (t *Trainer) Step(ctx context.Context, groups [][]Sample) (Stats, error) {
 	}
 	st.ZeroStdGroups = zeroStd
 	st.RewardMean, st.RewardStd = rewardStats(rewards)
-	var seqs []*seq
-	for g, grp := range groups {
-		for i := range grp {
-			s, err := t.pack(&grp[i], fmt.Sprintf("group %d sample %d", g, i), t.cfg.MaskTruncated)
-			if err != nil {
-				return st, err
-			}
-			s.adv = adv[g][i]
-			seqs = append(seqs, s)
-			st.Tokens += len(s.pos)
-		}
+	seqs, err := t.packGroups(groups, adv)
+	if err != nil {
+		return st, err
+	}
+	for _, s := range seqs {
+		st.Tokens += len(s.pos)
 	}
 	st.Sequences = len(seqs)
 	if st.Tokens == 0 {
@@ -198,16 +193,6 @@ func (t *Trainer) Step(ctx context.Context, groups [][]Sample) (Stats, error) {
 			if err := ctx.Err(); err != nil {
 				return st, fmt.Errorf("grpo: step: %w", err)
 			}
-			if tokensIn(seqs, mb) == 0 {
-				// Nothing to train here (masked or prompt-only samples);
-				// the loss still counts these sequences, with zero terms.
-				mst, err := Loss(lp, make([]LossSeq, len(mb)), make([][]float64, len(mb)))
-				if err != nil {
-					return st, err
-				}
-				sum.ClipN += mst.ClipN
-				continue
-			}
 			// 2-4. Forward, loss and dloss/dlogp, backward.
 			mst, err := t.microStep(seqs, mb, lp, it == 0)
 			if err != nil {
@@ -224,6 +209,31 @@ func (t *Trainer) Step(ctx context.Context, groups [][]Sample) (Stats, error) {
 		}
 	}
 	// 6. Stats.
+	st.summarise(sum)
+	st.OptimizerStep = t.opt.Step()
+	st.Total = time.Since(start)
+	return st, nil
+}
+
+// packGroups prepares every sample of groups for the model and gives each
+// its advantage.
+func (t *Trainer) packGroups(groups [][]Sample, adv [][]float64) ([]*seq, error) {
+	var seqs []*seq
+	for g, grp := range groups {
+		for i := range grp {
+			s, err := t.pack(&grp[i], fmt.Sprintf("group %d sample %d", g, i), t.cfg.MaskTruncated)
+			if err != nil {
+				return nil, err
+			}
+			s.adv = adv[g][i]
+			seqs = append(seqs, s)
+		}
+	}
+	return seqs, nil
+}
+
+// summarise turns the sums over a step's iterations into means.
+func (st *Stats) summarise(sum LossStats) {
 	if st.Updates > 0 {
 		st.GradNorm /= float64(st.Updates)
 		st.Loss /= float64(st.Updates)
@@ -238,9 +248,6 @@ func (t *Trainer) Step(ctx context.Context, groups [][]Sample) (Stats, error) {
 	if sum.sampledN > 0 {
 		st.SampleLogProbDiff = sum.sampledDiff / float64(sum.sampledN)
 	}
-	st.OptimizerStep = t.opt.Step()
-	st.Total = time.Since(start)
-	return st, nil
 }
 
 // microStep runs one micro-batch: the forward pass and the log-probs of
@@ -250,6 +257,11 @@ func (t *Trainer) Step(ctx context.Context, groups [][]Sample) (Stats, error) {
 // (the batch was sampled with these weights) and the reference's are
 // computed.
 func (t *Trainer) microStep(seqs []*seq, mb []int, p LossParams, first bool) (LossStats, error) {
+	if tokensIn(seqs, mb) == 0 {
+		// Nothing to run (masked or prompt-only samples); the loss still
+		// counts these sequences, with zero terms.
+		return Loss(p, make([]LossSeq, len(mb)), make([][]float64, len(mb)))
+	}
 	run, err := t.forward(t.run, seqs, mb, float32(t.cfg.Temperature), func(s *seq, k int, v float64) {
 		s.logp[k] = v
 		if first {
