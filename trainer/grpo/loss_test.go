@@ -265,3 +265,79 @@ func TestLossMatchesTRLReference(t *testing.T) {
 		t.Fatal("no case had clipping active; the comparison would not cover the clipped branch")
 	}
 }
+
+// FuzzLossGradient checks Loss's gradient against central differences of
+// Loss itself on arbitrary inputs, away from the clip bounds where the
+// loss has a kink.
+func FuzzLossGradient(f *testing.F) {
+	f.Add(uint64(1), uint8(0))
+	f.Add(uint64(2), uint8(5))
+	f.Add(uint64(3), uint8(14))
+	f.Fuzz(func(t *testing.T, seed uint64, variant uint8) {
+		r := rand.New(rand.NewPCG(seed, uint64(variant)))
+		p := LossParams{
+			Type:    []string{LossGRPO, LossBNPO, LossDrGRPO, LossDAPO}[variant%4],
+			Level:   []string{LevelToken, LevelSequence}[variant/4%2],
+			Beta:    []float64{0, 0.3}[variant/8%2],
+			Epsilon: 0.2, EpsilonHigh: 0.28, MaxCompletionLength: 9, AccumSteps: 2,
+		}
+		seqs := make([]LossSeq, 1+r.IntN(4))
+		grad := make([][]float64, len(seqs))
+		for i := range seqs {
+			n := r.IntN(5)
+			s := LossSeq{Adv: r.NormFloat64()}
+			for range n {
+				lp := -4 * r.Float64()
+				s.LogP = append(s.LogP, lp)
+				s.OldLogP = append(s.OldLogP, lp+0.3*r.NormFloat64())
+				s.RefLogP = append(s.RefLogP, lp+0.3*r.NormFloat64())
+			}
+			seqs[i], grad[i] = s, make([]float64, n)
+			p.NumItemsInBatch += n
+		}
+		if _, err := Loss(p, seqs, grad); err != nil {
+			t.Fatal(err)
+		}
+		nearBound := func(s LossSeq) bool {
+			check := func(lr float64) bool {
+				rho := math.Exp(lr)
+				return math.Abs(rho-(1-p.Epsilon)) < 1e-4 || math.Abs(rho-(1+p.EpsilonHigh)) < 1e-4
+			}
+			var sum float64
+			for k := range s.LogP {
+				if check(s.LogP[k] - s.OldLogP[k]) {
+					return true
+				}
+				sum += s.LogP[k] - s.OldLogP[k]
+			}
+			return len(s.LogP) > 0 && check(sum/float64(len(s.LogP)))
+		}
+		scratch := make([][]float64, len(seqs))
+		for i := range seqs {
+			scratch[i] = make([]float64, len(seqs[i].LogP))
+		}
+		lossAt := func() float64 {
+			st, err := Loss(p, seqs, scratch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.Loss
+		}
+		for i, s := range seqs {
+			if nearBound(s) {
+				continue
+			}
+			for k := range s.LogP {
+				orig := s.LogP[k]
+				s.LogP[k] = orig + 1e-6
+				lp := lossAt()
+				s.LogP[k] = orig - 1e-6
+				lm := lossAt()
+				s.LogP[k] = orig
+				if num := (lp - lm) / 2e-6; math.Abs(num-grad[i][k]) > 1e-6*math.Max(1, math.Abs(num)) {
+					t.Fatalf("%+v seq %d token %d: analytic %g numeric %g", p, i, k, grad[i][k], num)
+				}
+			}
+		}
+	})
+}
