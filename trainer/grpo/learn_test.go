@@ -18,6 +18,9 @@ func TestLearnsToEmitPromptedToken(t *testing.T) {
 	m := tinyModel(t, be, 32, 11)
 	cfg := DefaultConfig()
 	cfg.LR, cfg.MaxSeqLen, cfg.MicroBatch, cfg.MaxCompletionLength = 3e-2, 8, 16, 4
+	// The sampler is this model, so the correction's weights are ~1; it
+	// runs here to show it does not get in the way.
+	cfg.SamplingCorrection = CorrectionSequenceMask
 	tr, err := New(m, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -280,7 +280,14 @@ func (t *Trainer) microStep(seqs []*seq, mb []int, p LossParams, first bool) (Lo
 	grads := make([][]float64, len(mb))
 	for j, i := range mb {
 		s := seqs[i]
-		ls[j] = LossSeq{LogP: s.logp, OldLogP: s.old, Adv: s.adv}
+		if first && len(s.sample) > 0 {
+			sampled := make([]float64, len(s.pos))
+			for k, pos := range s.pos {
+				sampled[k] = float64(s.sample[pos])
+			}
+			s.isw = SamplingWeights(t.cfg.SamplingCorrection, t.cfg.SamplingClipMin, t.cfg.SamplingClipMax, s.old, sampled)
+		}
+		ls[j] = LossSeq{LogP: s.logp, OldLogP: s.old, Adv: s.adv, ISWeight: s.isw}
 		if t.ref != nil {
 			ls[j].RefLogP = s.ref
 		}
@@ -391,6 +398,7 @@ type seq struct {
 	old    []float64
 	ref    []float64
 	grad   []float64
+	isw    []float64 // sampling-correction weights (nil: none)
 }
 
 func (t *Trainer) pack(s *Sample, name string, maskTruncated bool) (*seq, error) {
@@ -416,6 +424,9 @@ func (t *Trainer) pack(s *Sample, name string, maskTruncated bool) (*seq, error)
 				q.pos = append(q.pos, p)
 			}
 		}
+	}
+	if len(q.pos) > 0 && len(s.SampleLogProbs) == 0 && t.cfg.SamplingCorrection != "" && t.cfg.SamplingCorrection != CorrectionNone {
+		return nil, fmt.Errorf("grpo: %s: sampling_correction %s needs the sampling log-probs of its tokens", name, t.cfg.SamplingCorrection)
 	}
 	if len(q.pos) > 0 {
 		n := q.pos[len(q.pos)-1] + 1 // later tokens cannot affect the loss

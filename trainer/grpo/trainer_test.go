@@ -243,6 +243,9 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Schedule = "step" }, "lr_scheduler"},
 		{func(c *Config) { c.Beta2 = 1 }, "adam_beta2"},
 		{func(c *Config) { c.WarmupSteps = -1 }, "warmup_steps"},
+		{func(c *Config) { c.SamplingCorrection = "vllm" }, "sampling_correction"},
+		{func(c *Config) { c.SamplingCorrection, c.SamplingClipMax = CorrectionTokenMask, 0 }, "sampling_clip_max"},
+		{func(c *Config) { c.SamplingCorrection, c.SamplingClipMin = CorrectionTokenMask, 4 }, "sampling_clip_min"},
 	} {
 		c := DefaultConfig()
 		tc.mut(&c)
@@ -291,6 +294,17 @@ func TestStepRejectsBadSamples(t *testing.T) {
 	if _, err := tr.Step(context.Background(), [][]Sample{{ok, long}}); err != nil {
 		t.Errorf("trailing untrained tokens: %v", err)
 	}
+	// A sampling correction needs the sampler's log-probs.
+	tr.cfg.SamplingCorrection = CorrectionSequenceMask
+	if _, err := tr.Step(context.Background(), [][]Sample{{ok, ok}}); err == nil || !strings.Contains(err.Error(), "sampling_correction") {
+		t.Errorf("correction without sampling log-probs: %v", err)
+	}
+	withLP := ok
+	withLP.SampleLogProbs = []float32{0, -1, -2}
+	if _, err := tr.Step(context.Background(), [][]Sample{{withLP, withLP}}); err != nil {
+		t.Errorf("correction with sampling log-probs: %v", err)
+	}
+	tr.cfg.SamplingCorrection = CorrectionNone
 	// A batch with nothing to train on applies no update.
 	masked := Sample{Tokens: []int32{1, 2}, Trained: []bool{false, true}, Truncated: true}
 	for _, batch := range [][][]Sample{nil, {{{Tokens: []int32{1, 2}, Trained: []bool{false, false}}}}} {
