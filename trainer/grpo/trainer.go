@@ -21,9 +21,10 @@ type Sample struct {
 	// Trained[0] must be false: the first token has no context.
 	Trained []bool
 	// SampleLogProbs optionally holds, for trained tokens, the log-prob
-	// each had when it was sampled (0 elsewhere). The loss does not use
-	// them; Stats.SampleLogProbDiff reports how far the trainer's own
-	// log-probs are from them, which checks the sampler's records.
+	// each had when it was sampled (0 elsewhere). Only a
+	// SamplingCorrection uses them in the loss; Stats.SampleLogProbDiff
+	// reports how far the trainer's own log-probs are from them, which
+	// checks the sampler's records.
 	SampleLogProbs []float32
 	// Reward is the sample's scalar reward, already summed over weighted
 	// reward components; NaN marks an unscorable sample (advantage 0).
