@@ -2,6 +2,9 @@ package grpo
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 
 	"github.com/rlhost/rlhost/trainer/hfconfig"
 )
@@ -55,4 +58,44 @@ func EstimateMemory(hf *hfconfig.Config, c Config) Memory {
 	}
 	m.Total = m.Params + m.Grads + m.Optimizer + m.Reference + m.Activations
 	return m
+}
+
+// CheckMemory compares EstimateMemory with the memory the system has
+// available (MemAvailable in /proc/meminfo) and returns an error stating
+// both when the estimate does not fit. Call it before loading the model:
+// the estimate includes the weights. Where /proc/meminfo cannot be read,
+// it only returns the estimate.
+func CheckMemory(hf *hfconfig.Config, c Config) (Memory, error) {
+	est := EstimateMemory(hf, c)
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return est, nil
+	}
+	avail, ok := memAvailable(string(b))
+	if ok && est.Total > avail {
+		hint := "lower micro_batch or max_seq_len"
+		if c.Beta != 0 {
+			hint += ", or set beta to 0 (no reference model)"
+		}
+		return est, fmt.Errorf("grpo: training needs about %s, but only %.2f GiB is available; %s", est, float64(avail)/(1<<30), hint)
+	}
+	return est, nil
+}
+
+// memAvailable parses the MemAvailable line of /proc/meminfo, in bytes.
+func memAvailable(meminfo string) (int64, bool) {
+	for _, line := range strings.Split(meminfo, "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			f := strings.Fields(rest)
+			if len(f) != 2 || f[1] != "kB" {
+				return 0, false
+			}
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil || kb < 0 {
+				return 0, false
+			}
+			return kb << 10, true
+		}
+	}
+	return 0, false
 }

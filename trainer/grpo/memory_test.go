@@ -3,7 +3,9 @@ package grpo
 import (
 	"context"
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/rlhost/rlhost/trainer/hfconfig"
@@ -85,4 +87,44 @@ func TestEstimateMemoryMatchesAllocation(t *testing.T) {
 		}
 		runtime.KeepAlive(tr)
 	}
+}
+
+func TestMemAvailable(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   21000000 kB\n", 21000000 << 10, true},
+		{"MemTotal: 5 kB\n", 0, false},
+		{"MemAvailable: lots kB\n", 0, false},
+		{"MemAvailable: 5 MB\n", 0, false},
+	} {
+		got, ok := memAvailable(tc.in)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%q: %d %v, want %d %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestCheckMemory(t *testing.T) {
+	hf, err := hfconfig.Preset("qwen2.5-0.5b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := DefaultConfig()
+	c.MicroBatch, c.MaxSeqLen = 1, 256
+	if _, err := CheckMemory(hf, c); err != nil {
+		t.Logf("this machine cannot hold the 0.5B trainer: %v", err)
+	}
+	// 4096 sequences of 32768 tokens: petabytes of attention.
+	c.MicroBatch, c.MaxSeqLen = 4096, 32768
+	est, err := CheckMemory(hf, c)
+	if _, statErr := os.Stat("/proc/meminfo"); statErr != nil {
+		t.Skip("no /proc/meminfo on this system")
+	}
+	if err == nil || !strings.Contains(err.Error(), "GiB") || !strings.Contains(err.Error(), "available") {
+		t.Fatalf("estimate %s: got %v, want an error stating estimate and availability", est, err)
+	}
+	t.Log(err)
 }
