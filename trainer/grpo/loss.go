@@ -126,8 +126,8 @@ func Loss(p LossParams, seqs []LossSeq, dlogp [][]float64) (LossStats, error) {
 	for i, s := range seqs {
 		n := len(s.LogP)
 		if len(s.OldLogP) != n || (p.Beta != 0 && len(s.RefLogP) != n) || len(dlogp[i]) != n || (s.ISWeight != nil && len(s.ISWeight) != n) {
-			return st, fmt.Errorf("grpo: loss sequence %d: lengths logp %d, old %d, ref %d, grad %d differ",
-				i, n, len(s.OldLogP), len(s.RefLogP), len(dlogp[i]))
+			return st, fmt.Errorf("grpo: loss sequence %d: lengths logp %d, old %d, ref %d, weights %d, grad %d differ",
+				i, n, len(s.OldLogP), len(s.RefLogP), len(s.ISWeight), len(dlogp[i]))
 		}
 		N += n
 	}
