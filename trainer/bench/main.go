@@ -30,7 +30,17 @@ func main() {
 	seq := flag.Int("seq", 256, "sequence length for training steps")
 	minTime := flag.Duration("min-time", 5*time.Second, "minimum timed duration per training measurement")
 	genTokens := flag.Int("gen-tokens", 64, "tokens to generate per sequence in the generation runs")
+	grpoPreset := flag.String("grpo", "", "only time one GRPO step (trainer/grpo) at this preset, with its peak RSS")
 	flag.Parse()
+	if *grpoPreset != "" {
+		fmt.Printf("Machine: %s, GOMAXPROCS=%d, %s/%s, %s\n", cpuName(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
+		err := grpoStep(*grpoPreset, *seq, func(r row) { fmt.Printf("| %s | %s | %s | %s |\n", r.name, r.value, r.baseline, r.ratio) })
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	o := opts{heavy: *heavy, gemmN: *gemmN, seq: *seq, minTime: *minTime, genTokens: *genTokens}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

@@ -21,6 +21,15 @@ const (
 	LevelSequence = "sequence"
 )
 
+// Sampling corrections (TRL's vllm_importance_sampling_mode, and none).
+const (
+	CorrectionNone             = "none"
+	CorrectionTokenTruncate    = "token_truncate"
+	CorrectionTokenMask        = "token_mask"
+	CorrectionSequenceTruncate = "sequence_truncate"
+	CorrectionSequenceMask     = "sequence_mask"
+)
+
 // Reward scalings (TRL's scale_rewards).
 const (
 	ScaleGroup = "group"
@@ -44,6 +53,15 @@ type Config struct {
 	// MaxCompletionLength is max_completion_length, the constant dr_grpo
 	// divides by (per sequence).
 	MaxCompletionLength int `json:"max_completion_length"`
+	// SamplingCorrection weights each token's policy loss by the ratio of
+	// the trainer's to the sampler's probability, for rollouts sampled by
+	// another engine (TRL's vllm_importance_sampling_mode, applied when
+	// vllm_importance_sampling_correction is on): none | token_truncate |
+	// token_mask | sequence_truncate | sequence_mask. It needs
+	// Sample.SampleLogProbs.
+	SamplingCorrection string  `json:"sampling_correction"`
+	SamplingClipMax    float64 `json:"sampling_clip_max"` // vllm_importance_sampling_clip_max
+	SamplingClipMin    float64 `json:"sampling_clip_min"` // vllm_importance_sampling_clip_min; 0 is no lower bound
 
 	// Optimiser (transformers.TrainingArguments names).
 	LR          float64 `json:"learning_rate"`
@@ -66,14 +84,17 @@ type Config struct {
 
 // DefaultConfig returns TRL's GRPOConfig defaults where they exist
 // (learning rate 1e-6, dapo, epsilon 0.2, beta 0, token-level, group
-// scaling, one iteration, max_completion_length 512, clipping at 1.0), a
-// constant schedule, and a micro-batch of 1 sequence of up to 1024 tokens.
+// scaling, one iteration, max_completion_length 512, clipping at 1.0,
+// sampling clip max 3), no sampling correction (the trainer's own server
+// samples with the weights being trained), a constant schedule, and a
+// micro-batch of 1 sequence of up to 1024 tokens.
 func DefaultConfig() Config {
 	return Config{
 		LossType: LossDAPO, Epsilon: 0.2, ImportanceSampling: LevelToken,
 		ScaleRewards: ScaleGroup, NumIterations: 1, Temperature: 1,
 		MaxCompletionLength: 512,
-		LR:                  1e-6, Schedule: optim.Constant,
+		SamplingCorrection:  CorrectionNone, SamplingClipMax: 3,
+		LR: 1e-6, Schedule: optim.Constant,
 		Beta1: 0.9, Beta2: 0.999, AdamEps: 1e-8, MaxGradNorm: 1,
 		MicroBatch: 1, MaxSeqLen: 1024,
 	}
@@ -111,6 +132,18 @@ func (c Config) Validate() error {
 	case ScaleGroup, ScaleBatch, ScaleNone:
 	default:
 		return fmt.Errorf("scale_rewards %q is not one of group, batch, none", c.ScaleRewards)
+	}
+	switch c.SamplingCorrection {
+	case "", CorrectionNone:
+	case CorrectionTokenTruncate, CorrectionTokenMask, CorrectionSequenceTruncate, CorrectionSequenceMask:
+		if !(c.SamplingClipMax > 0) || !finite(c.SamplingClipMax) {
+			return fmt.Errorf("sampling_clip_max %g must be positive with sampling_correction %s", c.SamplingClipMax, c.SamplingCorrection)
+		}
+		if !(c.SamplingClipMin >= 0 && c.SamplingClipMin <= c.SamplingClipMax) {
+			return fmt.Errorf("sampling_clip_min %g must be in [0, sampling_clip_max]", c.SamplingClipMin)
+		}
+	default:
+		return fmt.Errorf("sampling_correction %q is not one of none, token_truncate, token_mask, sequence_truncate, sequence_mask", c.SamplingCorrection)
 	}
 	switch {
 	case !(c.Epsilon >= 0 && c.Epsilon < 1):

@@ -13,7 +13,48 @@ type LossSeq struct {
 	LogP    []float64 // current policy, at Temperature
 	OldLogP []float64 // same length; equal to LogP when num_iterations is 1
 	RefLogP []float64 // same length; nil when Beta is 0
-	Adv     float64
+	// ISWeight optionally weights each token's policy loss (a constant,
+	// no gradient): the sampling correction of SamplingWeights. nil is 1.
+	ISWeight []float64
+	Adv      float64
+}
+
+// SamplingWeights is TRL's importance-sampling correction for rollouts
+// from another engine: per trained token, from the log-probs under the
+// sampling weights as the trainer computes them (old) and as the sampler
+// reported them (sampled),
+//
+//	token_*:    w_t = exp(old_t - sampled_t)
+//	sequence_*: w_t = exp(Σ_t (old_t - sampled_t))   (a sum, as in TRL)
+//
+// then *_truncate clamps w to [clipMin, clipMax] and *_mask sets w to 0
+// outside it. Mode none gives nil (weight 1).
+func SamplingWeights(mode string, clipMin, clipMax float64, old, sampled []float64) []float64 {
+	if mode == "" || mode == CorrectionNone {
+		return nil
+	}
+	w := make([]float64, len(old))
+	var sum float64
+	for t := range old {
+		w[t] = math.Exp(old[t] - sampled[t])
+		sum += old[t] - sampled[t]
+	}
+	if mode == CorrectionSequenceTruncate || mode == CorrectionSequenceMask {
+		for t := range w {
+			w[t] = math.Exp(sum)
+		}
+	}
+	for t, x := range w {
+		switch mode {
+		case CorrectionTokenTruncate, CorrectionSequenceTruncate:
+			w[t] = min(max(x, clipMin), clipMax)
+		default:
+			if x < clipMin || x > clipMax {
+				w[t] = 0
+			}
+		}
+	}
+	return w
 }
 
 // LossParams are the settings and batch-wide counts the loss of one
@@ -41,6 +82,20 @@ type LossStats struct {
 	ClipLow  float64 // tokens (token level) or sequences (sequence level) clipped below with A < 0
 	ClipHigh float64 // ... clipped above with A > 0
 	ClipN    float64 // the denominator of those fractions: tokens or sequences
+
+	sampledDiff float64 // Σ |sampling log-prob - log-prob| (filled by the trainer)
+	sampledN    int
+}
+
+func (s *LossStats) add(o LossStats) {
+	s.Loss += o.Loss
+	s.Tokens += o.Tokens
+	s.KLSum += o.KLSum
+	s.ClipLow += o.ClipLow
+	s.ClipHigh += o.ClipHigh
+	s.ClipN += o.ClipN
+	s.sampledDiff += o.sampledDiff
+	s.sampledN += o.sampledN
 }
 
 // Loss is TRL's GRPOTrainer._compute_loss for one micro-batch (one
@@ -50,9 +105,10 @@ type LossStats struct {
 // Per token, with log-ratio d = LogP-OldLogP (token level) or
 // d_i = mean over the sequence's tokens (sequence level), ρ = exp(d):
 //
-//	ℓ = -min(ρ·A, clip(ρ, 1-ε, 1+ε_high)·A) + β·(exp(ref-logp) - (ref-logp) - 1)
+//	ℓ = -min(ρ·A, clip(ρ, 1-ε, 1+ε_high)·A)·w + β·(exp(ref-logp) - (ref-logp) - 1)
 //
-// and the micro-batch loss is Σ w·ℓ over trained tokens with weight w:
+// where w is the token's ISWeight (1 without a sampling correction),
+// and the micro-batch loss is Σ c·ℓ over trained tokens with weight c:
 //
 //	grpo     1 / (n_i · B · AccumSteps)      n_i = sequence's tokens (≥1), B = sequences here
 //	bnpo     1 / (N · AccumSteps)            N = trained tokens here (≥1)
@@ -69,9 +125,9 @@ func Loss(p LossParams, seqs []LossSeq, dlogp [][]float64) (LossStats, error) {
 	B, N := len(seqs), 0
 	for i, s := range seqs {
 		n := len(s.LogP)
-		if len(s.OldLogP) != n || (p.Beta != 0 && len(s.RefLogP) != n) || len(dlogp[i]) != n {
-			return st, fmt.Errorf("grpo: loss sequence %d: lengths logp %d, old %d, ref %d, grad %d differ",
-				i, n, len(s.OldLogP), len(s.RefLogP), len(dlogp[i]))
+		if len(s.OldLogP) != n || (p.Beta != 0 && len(s.RefLogP) != n) || len(dlogp[i]) != n || (s.ISWeight != nil && len(s.ISWeight) != n) {
+			return st, fmt.Errorf("grpo: loss sequence %d: lengths logp %d, old %d, ref %d, weights %d, grad %d differ",
+				i, n, len(s.OldLogP), len(s.RefLogP), len(s.ISWeight), len(dlogp[i]))
 		}
 		N += n
 	}
@@ -106,6 +162,12 @@ func Loss(p LossParams, seqs []LossSeq, dlogp [][]float64) (LossStats, error) {
 			}
 			return l, dl, rho < lo && A < 0, rho > hi && A > 0
 		}
+		isw := func(t int) float64 {
+			if s.ISWeight == nil {
+				return 1
+			}
+			return s.ISWeight[t]
+		}
 		var seqL, seqD float64
 		if p.Level == LevelSequence {
 			var sum float64
@@ -114,8 +176,13 @@ func Loss(p LossParams, seqs []LossSeq, dlogp [][]float64) (LossStats, error) {
 			}
 			l, dl, low, high := policy(sum / float64(max(1, n)))
 			// The sequence's policy term is repeated on each of its n
-			// tokens, and each token moves the mean log-ratio by 1/n.
-			seqL, seqD = l, dl
+			// tokens (each weighted by its correction), and each token
+			// moves the mean log-ratio by 1/n.
+			var wsum float64
+			for t := range n {
+				wsum += isw(t)
+			}
+			seqL, seqD = l, dl*wsum/float64(max(1, n))
 			st.ClipN++
 			st.ClipLow += b2f(low)
 			st.ClipHigh += b2f(high)
@@ -123,10 +190,11 @@ func Loss(p LossParams, seqs []LossSeq, dlogp [][]float64) (LossStats, error) {
 			return st, fmt.Errorf("grpo: unknown importance_sampling_level %q", p.Level)
 		}
 		for t := range n {
-			l, dl := seqL, seqD
+			l, dl := seqL*isw(t), seqD
 			if p.Level == LevelToken {
 				var low, high bool
 				l, dl, low, high = policy(s.LogP[t] - s.OldLogP[t])
+				l, dl = l*isw(t), dl*isw(t)
 				st.ClipN++
 				st.ClipLow += b2f(low)
 				st.ClipHigh += b2f(high)

@@ -61,6 +61,35 @@ func TestAdvantages(t *testing.T) {
 	}
 }
 
+func TestSamplingWeights(t *testing.T) {
+	old, sampled := []float64{-1, -2, -3}, []float64{-1.5, -2, -1}
+	e := math.Exp
+	for _, tc := range []struct {
+		mode     string
+		min, max float64
+		want     []float64
+	}{
+		{CorrectionNone, 0, 3, nil},
+		{CorrectionTokenTruncate, 0, 1.5, []float64{1.5, 1, e(-2)}},
+		{CorrectionTokenTruncate, 0.5, 3, []float64{e(0.5), 1, 0.5}},
+		{CorrectionTokenMask, 0.5, 3, []float64{e(0.5), 1, 0}},
+		{CorrectionSequenceTruncate, 0, 3, []float64{e(-1.5), e(-1.5), e(-1.5)}},
+		{CorrectionSequenceTruncate, 0.5, 3, []float64{0.5, 0.5, 0.5}},
+		{CorrectionSequenceMask, 0.5, 3, []float64{0, 0, 0}},
+		{CorrectionSequenceMask, 0.1, 3, []float64{e(-1.5), e(-1.5), e(-1.5)}},
+	} {
+		got := SamplingWeights(tc.mode, tc.min, tc.max, old, sampled)
+		if (got == nil) != (tc.want == nil) || len(got) != len(tc.want) {
+			t.Fatalf("%s [%g,%g]: %v, want %v", tc.mode, tc.min, tc.max, got, tc.want)
+		}
+		for i := range got {
+			if !near(got[i], tc.want[i], 1e-15) {
+				t.Errorf("%s [%g,%g]: w[%d] = %g, want %g", tc.mode, tc.min, tc.max, i, got[i], tc.want[i])
+			}
+		}
+	}
+}
+
 func TestLossHandComputed(t *testing.T) {
 	ln2, ln15, ln05 := math.Log(2), math.Log(1.5), math.Log(0.5)
 	base := LossParams{Type: LossDAPO, Epsilon: 0.2, EpsilonHigh: 0.2, Level: LevelToken, AccumSteps: 1, NumItemsInBatch: 4}
@@ -97,6 +126,12 @@ func TestLossHandComputed(t *testing.T) {
 		{"sequence level clipped", with(func(p *LossParams) { p.Level = LevelSequence; p.NumItemsInBatch = 2 }),
 			[]LossSeq{{LogP: []float64{ln2, 0}, OldLogP: []float64{0, 0}, Adv: 1}},
 			-1.2, [][]float64{{0, 0}}, 0, 1, 0},
+		{"sampling correction", with(func(p *LossParams) { p.NumItemsInBatch = 2 }),
+			[]LossSeq{{LogP: []float64{-1, -1}, OldLogP: []float64{-1, -1}, Adv: 1, ISWeight: []float64{0.5, 2}}},
+			-(0.5 + 2) / 2, [][]float64{{-0.25, -1}}, 0, 0, 0},
+		{"sampling correction, sequence level", with(func(p *LossParams) { p.Level = LevelSequence; p.NumItemsInBatch = 2 }),
+			[]LossSeq{{LogP: []float64{-1, -1}, OldLogP: []float64{-1, -1}, Adv: 1, ISWeight: []float64{0.5, 2}}},
+			-(0.5 + 2) / 2, [][]float64{{-1.25 / 2, -1.25 / 2}}, 0, 0, 0},
 		{"sequence level unclipped", with(func(p *LossParams) { p.Level = LevelSequence; p.NumItemsInBatch = 2 }),
 			[]LossSeq{{LogP: []float64{0.2, 0}, OldLogP: []float64{0, 0}, Adv: 1}},
 			-math.Exp(0.1), [][]float64{{-math.Exp(0.1) / 2, -math.Exp(0.1) / 2}}, 0, 0, 0},
@@ -130,6 +165,14 @@ func TestLossHandComputed(t *testing.T) {
 	}
 }
 
+func perturb(r *rand.Rand, xs []float64, sd float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = x + sd*r.NormFloat64()
+	}
+	return out
+}
+
 // refCase is one input of testdata/trl_loss.py.
 type refCase struct {
 	Type                string   `json:"type"`
@@ -147,6 +190,7 @@ type refSeq struct {
 	LogP []float64 `json:"logp"`
 	Old  []float64 `json:"old"`
 	Ref  []float64 `json:"ref"`
+	ISW  []float64 `json:"isw"`
 	Adv  float64   `json:"adv"`
 }
 
@@ -163,7 +207,8 @@ type refOut struct {
 // TRL's _compute_loss transcribed into PyTorch and differentiated by
 // autograd, on random micro-batches: every loss type, token and sequence
 // level, with and without KL, on-policy (μ = 1: old = current) and
-// off-policy (μ > 1: old ≠ current, with ratios outside the clip range).
+// off-policy (μ > 1: old ≠ current, with ratios outside the clip range),
+// with and without a sampling correction.
 func TestLossMatchesTRLReference(t *testing.T) {
 	py := "/usr/bin/python3"
 	if err := exec.Command(py, "-c", "import torch").Run(); err != nil {
@@ -177,7 +222,10 @@ func TestLossMatchesTRLReference(t *testing.T) {
 	for _, typ := range []string{LossGRPO, LossBNPO, LossDrGRPO, LossDAPO} {
 		for _, level := range []string{LevelToken, LevelSequence} {
 			for _, beta := range []float64{0, 0.04} {
-				for _, offPolicy := range []bool{false, true} {
+				for _, variant := range []int{0, 1, 2, 3} {
+					// 0: on-policy (μ = 1); 1: off-policy (μ > 1); 2, 3: the
+					// same with a token- or sequence-constant sampling correction.
+					offPolicy := variant%2 == 1
 					c := refCase{Type: typ, Epsilon: 0.2, EpsilonHigh: 0.28, Beta: beta, Level: level,
 						MaxCompletionLength: 7, AccumSteps: 3}
 					for i := range 4 {
@@ -194,6 +242,10 @@ func TestLossMatchesTRLReference(t *testing.T) {
 							}
 							s.LogP, s.Old = append(s.LogP, lp), append(s.Old, old)
 							s.Ref = append(s.Ref, lp+0.5*r.NormFloat64())
+						}
+						if variant >= 2 {
+							s.ISW = SamplingWeights([]string{CorrectionTokenTruncate, CorrectionSequenceMask}[i%2], 0.5, 2,
+								s.Old, perturb(r, s.Old, 0.5))
 						}
 						c.NumItemsInBatch += n
 						c.Seqs = append(c.Seqs, s)
@@ -225,13 +277,13 @@ func TestLossMatchesTRLReference(t *testing.T) {
 	}
 	var clipped float64
 	for ci, c := range cases {
-		name := fmt.Sprintf("%s/%s/beta=%g/old≠new=%v", c.Type, c.Level, c.Beta, ci%2 == 1)
+		name := fmt.Sprintf("%s/%s/beta=%g/variant %d", c.Type, c.Level, c.Beta, ci%4)
 		p := LossParams{Type: c.Type, Epsilon: c.Epsilon, EpsilonHigh: c.EpsilonHigh, Beta: c.Beta, Level: c.Level,
 			MaxCompletionLength: c.MaxCompletionLength, AccumSteps: c.AccumSteps, NumItemsInBatch: c.NumItemsInBatch}
 		seqs := make([]LossSeq, len(c.Seqs))
 		grad := make([][]float64, len(c.Seqs))
 		for i, s := range c.Seqs {
-			seqs[i] = LossSeq{LogP: s.LogP, OldLogP: s.Old, Adv: s.Adv}
+			seqs[i] = LossSeq{LogP: s.LogP, OldLogP: s.Old, Adv: s.Adv, ISWeight: s.ISW}
 			if c.Beta != 0 {
 				seqs[i].RefLogP = s.Ref
 			}
@@ -264,4 +316,84 @@ func TestLossMatchesTRLReference(t *testing.T) {
 	if clipped == 0 {
 		t.Fatal("no case had clipping active; the comparison would not cover the clipped branch")
 	}
+}
+
+// FuzzLossGradient checks Loss's gradient against central differences of
+// Loss itself on arbitrary inputs, away from the clip bounds where the
+// loss has a kink.
+func FuzzLossGradient(f *testing.F) {
+	f.Add(uint64(1), uint8(0))
+	f.Add(uint64(2), uint8(5))
+	f.Add(uint64(3), uint8(14))
+	f.Add(uint64(4), uint8(29))
+	f.Fuzz(func(t *testing.T, seed uint64, variant uint8) {
+		r := rand.New(rand.NewPCG(seed, uint64(variant)))
+		p := LossParams{
+			Type:    []string{LossGRPO, LossBNPO, LossDrGRPO, LossDAPO}[variant%4],
+			Level:   []string{LevelToken, LevelSequence}[variant/4%2],
+			Beta:    []float64{0, 0.3}[variant/8%2],
+			Epsilon: 0.2, EpsilonHigh: 0.28, MaxCompletionLength: 9, AccumSteps: 2,
+		}
+		seqs := make([]LossSeq, 1+r.IntN(4))
+		grad := make([][]float64, len(seqs))
+		for i := range seqs {
+			n := r.IntN(5)
+			s := LossSeq{Adv: r.NormFloat64()}
+			for range n {
+				lp := -4 * r.Float64()
+				s.LogP = append(s.LogP, lp)
+				s.OldLogP = append(s.OldLogP, lp+0.3*r.NormFloat64())
+				s.RefLogP = append(s.RefLogP, lp+0.3*r.NormFloat64())
+			}
+			if variant/16%2 == 1 {
+				s.ISWeight = SamplingWeights(CorrectionTokenTruncate, 0, 3, s.OldLogP, perturb(r, s.OldLogP, 0.5))
+			}
+			seqs[i], grad[i] = s, make([]float64, n)
+			p.NumItemsInBatch += n
+		}
+		if _, err := Loss(p, seqs, grad); err != nil {
+			t.Fatal(err)
+		}
+		nearBound := func(s LossSeq) bool {
+			check := func(lr float64) bool {
+				rho := math.Exp(lr)
+				return math.Abs(rho-(1-p.Epsilon)) < 1e-4 || math.Abs(rho-(1+p.EpsilonHigh)) < 1e-4
+			}
+			var sum float64
+			for k := range s.LogP {
+				if check(s.LogP[k] - s.OldLogP[k]) {
+					return true
+				}
+				sum += s.LogP[k] - s.OldLogP[k]
+			}
+			return len(s.LogP) > 0 && check(sum/float64(len(s.LogP)))
+		}
+		scratch := make([][]float64, len(seqs))
+		for i := range seqs {
+			scratch[i] = make([]float64, len(seqs[i].LogP))
+		}
+		lossAt := func() float64 {
+			st, err := Loss(p, seqs, scratch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.Loss
+		}
+		for i, s := range seqs {
+			if nearBound(s) {
+				continue
+			}
+			for k := range s.LogP {
+				orig := s.LogP[k]
+				s.LogP[k] = orig + 1e-6
+				lp := lossAt()
+				s.LogP[k] = orig - 1e-6
+				lm := lossAt()
+				s.LogP[k] = orig
+				if num := (lp - lm) / 2e-6; math.Abs(num-grad[i][k]) > 1e-6*math.Max(1, math.Abs(num)) {
+					t.Fatalf("%+v seq %d token %d: analytic %g numeric %g", p, i, k, grad[i][k], num)
+				}
+			}
+		}
+	})
 }

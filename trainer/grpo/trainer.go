@@ -21,9 +21,10 @@ type Sample struct {
 	// Trained[0] must be false: the first token has no context.
 	Trained []bool
 	// SampleLogProbs optionally holds, for trained tokens, the log-prob
-	// each had when it was sampled (0 elsewhere). The loss does not use
-	// them; Stats.SampleLogProbDiff reports how far the trainer's own
-	// log-probs are from them, which checks the sampler's records.
+	// each had when it was sampled (0 elsewhere). Only a
+	// SamplingCorrection uses them in the loss; Stats.SampleLogProbDiff
+	// reports how far the trainer's own log-probs are from them, which
+	// checks the sampler's records.
 	SampleLogProbs []float32
 	// Reward is the sample's scalar reward, already summed over weighted
 	// reward components; NaN marks an unscorable sample (advantage 0).
@@ -37,44 +38,50 @@ type Sample struct {
 // than MaxSeqLen (up to its last trained token).
 var ErrTooLong = errors.New("sample longer than max_seq_len")
 
-// Stats describe one Step or SFTStep.
+// Stats describe one Step or SFTStep; the JSON names suit a metrics line
+// (durations in nanoseconds).
 type Stats struct {
-	Loss          float64 // the objective (mean over iterations)
-	KL            float64 // mean k3 KL to the reference per trained token (Beta > 0)
-	ClipLow       float64 // fraction of ratios clipped below with A < 0 (tokens, or sequences at sequence level)
-	ClipHigh      float64 // ... clipped above with A > 0
-	ClipRegion    float64 // either
-	GradNorm      float64 // global L2 norm before clipping (mean over iterations)
-	LR            float64 // learning rate of the last update
-	Updates       int     // optimiser updates applied by this call
-	OptimizerStep int     // optimiser updates applied in total
-	Tokens        int     // trained tokens (after masking)
-	Sequences     int
-	Groups        int
-	ZeroStdGroups int     // groups whose rewards were all equal: no gradient
-	RewardMean    float64 // over scorable samples
-	RewardStd     float64
+	Loss          float64 `json:"loss"`           // the objective (mean over iterations)
+	KL            float64 `json:"kl"`             // mean k3 KL to the reference per trained token (Beta > 0)
+	ClipLow       float64 `json:"clip_low"`       // fraction of ratios clipped below with A < 0 (tokens, or sequences at sequence level)
+	ClipHigh      float64 `json:"clip_high"`      // ... clipped above with A > 0
+	ClipRegion    float64 `json:"clip_region"`    // either
+	GradNorm      float64 `json:"grad_norm"`      // global L2 norm before clipping (mean over iterations)
+	LR            float64 `json:"lr"`             // learning rate of the last update
+	Updates       int     `json:"updates"`        // optimiser updates applied by this call
+	OptimizerStep int     `json:"optimizer_step"` // optimiser updates applied in total
+	Tokens        int     `json:"tokens"`         // trained tokens (after masking)
+	Sequences     int     `json:"sequences"`
+	Groups        int     `json:"groups"`
+	ZeroStdGroups int     `json:"zero_std_groups"` // groups whose rewards were all equal: no gradient
+	RewardMean    float64 `json:"reward_mean"`     // over scorable samples
+	RewardStd     float64 `json:"reward_std"`
 	// SampleLogProbDiff is the mean |SampleLogProbs - recomputed log-prob|
 	// over trained tokens that carry a sampling log-prob (first iteration).
-	SampleLogProbDiff float64
+	SampleLogProbDiff float64 `json:"sample_logprob_diff"`
 	// Skipped says why an update was not applied (non-finite loss or
 	// gradient); empty when every update was applied.
-	Skipped string
+	Skipped string `json:"skipped,omitempty"`
 	// Timings.
-	ForwardBackward time.Duration
-	Optimizer       time.Duration
-	Total           time.Duration
+	ForwardBackward time.Duration `json:"forward_backward_ns"`
+	Optimizer       time.Duration `json:"optimizer_ns"`
+	Total           time.Duration `json:"total_ns"`
 }
 
 // Trainer owns a policy model, its optimiser state and the buffers of one
-// training step, all allocated once in New.
+// training step, all allocated once in New. Step and SFTStep change the
+// model's weights in place: nothing may read the model (generation,
+// serving) while they run. A Trainer is used by one goroutine at a time.
 type Trainer struct {
 	cfg    Config
 	m      *model.Model
 	ref    *model.Model // frozen copy when Beta > 0
 	run    *model.Run   // MicroBatch × MaxSeqLen activations
 	refRun *model.Run
-	opt    *optim.AdamW
+	// runs are smaller runs sharing run's (or refRun's) memory, one per
+	// micro-batch shape seen: a short micro-batch costs its own size.
+	runs map[runKey]*model.Run
+	opt  *optim.AdamW
 
 	// Host-side buffers of one micro-batch.
 	ids, tgt []int32
@@ -95,7 +102,7 @@ func newTrainer(m, ref *model.Model, cfg Config) (*Trainer, error) {
 	if mp := m.Cfg.MaxPositions; mp > 0 && cfg.MaxSeqLen > mp {
 		return nil, fmt.Errorf("grpo: max_seq_len %d exceeds the model's max_position_embeddings %d", cfg.MaxSeqLen, mp)
 	}
-	t := &Trainer{cfg: cfg, m: m}
+	t := &Trainer{cfg: cfg, m: m, runs: map[runKey]*model.Run{}}
 	var err error
 	if cfg.Beta != 0 {
 		t.ref = ref
@@ -157,28 +164,28 @@ func (t *Trainer) Step(ctx context.Context, groups [][]Sample) (Stats, error) {
 	}
 	st.ZeroStdGroups = zeroStd
 	st.RewardMean, st.RewardStd = rewardStats(rewards)
-	var seqs []*seq
-	for g, grp := range groups {
-		for i := range grp {
-			s, err := t.pack(&grp[i], fmt.Sprintf("group %d sample %d", g, i), t.cfg.MaskTruncated)
-			if err != nil {
-				return st, err
-			}
-			s.adv = adv[g][i]
-			seqs = append(seqs, s)
-			st.Tokens += len(s.pos)
-		}
+	seqs, err := t.packGroups(groups, adv)
+	if err != nil {
+		return st, err
+	}
+	for _, s := range seqs {
+		st.Tokens += len(s.pos)
 	}
 	st.Sequences = len(seqs)
+	if st.Tokens == 0 {
+		// Nothing to learn from; AdamW would still move the weights by
+		// momentum, so no update is applied.
+		st.Skipped = "no trained tokens in the batch"
+		st.OptimizerStep = t.opt.Step()
+		st.Total = time.Since(start)
+		return st, nil
+	}
 	mbs := t.microBatches(len(seqs))
 	lp := LossParams{Type: t.cfg.LossType, Epsilon: t.cfg.Epsilon, EpsilonHigh: t.cfg.epsHigh(),
 		Beta: t.cfg.Beta, Level: t.cfg.ImportanceSampling, MaxCompletionLength: t.cfg.MaxCompletionLength,
 		AccumSteps: len(mbs), NumItemsInBatch: st.Tokens}
-	temp := float32(t.cfg.Temperature)
 
 	var sum LossStats
-	var diffSum float64
-	var diffN int
 	for it := range t.cfg.NumIterations {
 		t.m.ZeroGrads()
 		var loss float64
@@ -187,65 +194,13 @@ func (t *Trainer) Step(ctx context.Context, groups [][]Sample) (Stats, error) {
 			if err := ctx.Err(); err != nil {
 				return st, fmt.Errorf("grpo: step: %w", err)
 			}
-			if tokensIn(seqs, mb) == 0 {
-				// Nothing to train here (masked or prompt-only samples);
-				// the loss still counts these sequences, with zero terms.
-				mst, err := Loss(lp, make([]LossSeq, len(mb)), make([][]float64, len(mb)))
-				if err != nil {
-					return st, err
-				}
-				sum.ClipN += mst.ClipN
-				continue
-			}
-			// 2. Forward: log-probs of the trained tokens at the sampling
-			// temperature. The first iteration's are the "old" policy's
-			// (the batch was sampled with these weights), kept for μ > 1.
-			if err := t.forward(t.run, seqs, mb, temp, func(s *seq, k int, v float64) {
-				s.logp[k] = v
-				if it == 0 {
-					s.old[k] = v
-				}
-			}); err != nil {
-				return st, err
-			}
-			if it == 0 && t.ref != nil {
-				if err := t.forward(t.refRun, seqs, mb, temp, func(s *seq, k int, v float64) { s.ref[k] = v }); err != nil {
-					return st, err
-				}
-			}
-			// 3. Loss and its gradient with respect to each log-prob.
-			ls := make([]LossSeq, len(mb))
-			grads := make([][]float64, len(mb))
-			for j, i := range mb {
-				s := seqs[i]
-				ls[j] = LossSeq{LogP: s.logp, OldLogP: s.old, Adv: s.adv}
-				if t.ref != nil {
-					ls[j].RefLogP = s.ref
-				}
-				grads[j] = s.grad
-				if it == 0 {
-					for k, p := range s.pos {
-						if len(s.sample) > 0 {
-							diffSum += math.Abs(float64(s.sample[p]) - s.logp[k])
-							diffN++
-						}
-					}
-				}
-			}
-			mst, err := Loss(lp, ls, grads)
+			// 2-4. Forward, loss and dloss/dlogp, backward.
+			mst, err := t.microStep(seqs, mb, lp, it == 0)
 			if err != nil {
 				return st, err
 			}
 			loss += mst.Loss
-			sum.KLSum += mst.KLSum
-			sum.Tokens += mst.Tokens
-			sum.ClipLow += mst.ClipLow
-			sum.ClipHigh += mst.ClipHigh
-			sum.ClipN += mst.ClipN
-			// 4. Backward: accumulate parameter gradients.
-			if err := t.backward(seqs, mb); err != nil {
-				return st, err
-			}
+			sum.add(mst)
 		}
 		st.ForwardBackward += time.Since(fb)
 		// 5. Clip, guard against NaN/Inf, update.
@@ -255,6 +210,31 @@ func (t *Trainer) Step(ctx context.Context, groups [][]Sample) (Stats, error) {
 		}
 	}
 	// 6. Stats.
+	st.summarise(sum)
+	st.OptimizerStep = t.opt.Step()
+	st.Total = time.Since(start)
+	return st, nil
+}
+
+// packGroups prepares every sample of groups for the model and gives each
+// its advantage.
+func (t *Trainer) packGroups(groups [][]Sample, adv [][]float64) ([]*seq, error) {
+	var seqs []*seq
+	for g, grp := range groups {
+		for i := range grp {
+			s, err := t.pack(&grp[i], fmt.Sprintf("group %d sample %d", g, i), t.cfg.MaskTruncated)
+			if err != nil {
+				return nil, err
+			}
+			s.adv = adv[g][i]
+			seqs = append(seqs, s)
+		}
+	}
+	return seqs, nil
+}
+
+// summarise turns the sums over a step's iterations into means.
+func (st *Stats) summarise(sum LossStats) {
 	if st.Updates > 0 {
 		st.GradNorm /= float64(st.Updates)
 		st.Loss /= float64(st.Updates)
@@ -266,12 +246,70 @@ func (t *Trainer) Step(ctx context.Context, groups [][]Sample) (Stats, error) {
 		st.ClipLow, st.ClipHigh = sum.ClipLow/sum.ClipN, sum.ClipHigh/sum.ClipN
 		st.ClipRegion = st.ClipLow + st.ClipHigh // exclusive: A < 0 vs A > 0
 	}
-	if diffN > 0 {
-		st.SampleLogProbDiff = diffSum / float64(diffN)
+	if sum.sampledN > 0 {
+		st.SampleLogProbDiff = sum.sampledDiff / float64(sum.sampledN)
 	}
-	st.OptimizerStep = t.opt.Step()
-	st.Total = time.Since(start)
-	return st, nil
+}
+
+// microStep runs one micro-batch: the forward pass and the log-probs of
+// its trained tokens at the sampling temperature, the loss and its
+// gradient, and the backward pass that adds to the parameter gradients.
+// On the first iteration the log-probs are also kept as the "old" policy's
+// (the batch was sampled with these weights) and the reference's are
+// computed.
+func (t *Trainer) microStep(seqs []*seq, mb []int, p LossParams, first bool) (LossStats, error) {
+	if tokensIn(seqs, mb) == 0 {
+		// Nothing to run (masked or prompt-only samples); the loss still
+		// counts these sequences, with zero terms.
+		return Loss(p, make([]LossSeq, len(mb)), make([][]float64, len(mb)))
+	}
+	run, err := t.forward(t.run, seqs, mb, float32(t.cfg.Temperature), func(s *seq, k int, v float64) {
+		s.logp[k] = v
+		if first {
+			s.old[k] = v
+		}
+	})
+	if err != nil {
+		return LossStats{}, err
+	}
+	if first && t.ref != nil {
+		if _, err := t.forward(t.refRun, seqs, mb, float32(t.cfg.Temperature), func(s *seq, k int, v float64) { s.ref[k] = v }); err != nil {
+			return LossStats{}, err
+		}
+	}
+	ls := make([]LossSeq, len(mb))
+	grads := make([][]float64, len(mb))
+	for j, i := range mb {
+		s := seqs[i]
+		if first && len(s.sample) > 0 {
+			sampled := make([]float64, len(s.pos))
+			for k, pos := range s.pos {
+				sampled[k] = float64(s.sample[pos])
+			}
+			s.isw = SamplingWeights(t.cfg.SamplingCorrection, t.cfg.SamplingClipMin, t.cfg.SamplingClipMax, s.old, sampled)
+		}
+		ls[j] = LossSeq{LogP: s.logp, OldLogP: s.old, Adv: s.adv, ISWeight: s.isw}
+		if t.ref != nil {
+			ls[j].RefLogP = s.ref
+		}
+		grads[j] = s.grad
+	}
+	st, err := Loss(p, ls, grads)
+	if err != nil {
+		return st, err
+	}
+	if first {
+		for _, i := range mb {
+			s := seqs[i]
+			for k, pos := range s.pos {
+				if len(s.sample) > 0 {
+					st.sampledDiff += math.Abs(float64(s.sample[pos]) - s.logp[k])
+					st.sampledN++
+				}
+			}
+		}
+	}
+	return st, t.backward(run, seqs, mb)
 }
 
 // SFTStep is one supervised step: the mean negative log-likelihood (at
@@ -289,6 +327,12 @@ func (t *Trainer) SFTStep(ctx context.Context, samples []Sample) (Stats, error) 
 		seqs = append(seqs, s)
 		st.Tokens += len(s.pos)
 	}
+	if st.Tokens == 0 {
+		st.Skipped = "no trained tokens in the batch"
+		st.OptimizerStep = t.opt.Step()
+		st.Total = time.Since(start)
+		return st, nil
+	}
 	t.m.ZeroGrads()
 	var loss float64
 	w := 1 / float64(max(1, st.Tokens))
@@ -300,13 +344,14 @@ func (t *Trainer) SFTStep(ctx context.Context, samples []Sample) (Stats, error) 
 		if tokensIn(seqs, mb) == 0 {
 			continue
 		}
-		if err := t.forward(t.run, seqs, mb, 1, func(s *seq, k int, v float64) {
+		run, err := t.forward(t.run, seqs, mb, 1, func(s *seq, k int, v float64) {
 			loss -= w * v
 			s.grad[k] = -w
-		}); err != nil {
+		})
+		if err != nil {
 			return st, err
 		}
-		if err := t.backward(seqs, mb); err != nil {
+		if err := t.backward(run, seqs, mb); err != nil {
 			return st, err
 		}
 	}
@@ -354,6 +399,7 @@ type seq struct {
 	old    []float64
 	ref    []float64
 	grad   []float64
+	isw    []float64 // sampling-correction weights (nil: none)
 }
 
 func (t *Trainer) pack(s *Sample, name string, maskTruncated bool) (*seq, error) {
@@ -379,6 +425,9 @@ func (t *Trainer) pack(s *Sample, name string, maskTruncated bool) (*seq, error)
 				q.pos = append(q.pos, p)
 			}
 		}
+	}
+	if len(q.pos) > 0 && len(s.SampleLogProbs) == 0 && t.cfg.SamplingCorrection != "" && t.cfg.SamplingCorrection != CorrectionNone {
+		return nil, fmt.Errorf("grpo: %s: sampling_correction %s needs the sampling log-probs of its tokens", name, t.cfg.SamplingCorrection)
 	}
 	if len(q.pos) > 0 {
 		n := q.pos[len(q.pos)-1] + 1 // later tokens cannot affect the loss
@@ -406,50 +455,82 @@ func (t *Trainer) microBatches(n int) [][]int {
 	return out
 }
 
-// forward runs r over the micro-batch mb and hands each trained token's
-// log-prob at temperature temp to set.
-func (t *Trainer) forward(r *model.Run, seqs []*seq, mb []int, temp float32, set func(s *seq, k int, v float64)) error {
-	T := t.cfg.MaxSeqLen
-	clear(t.ids)
-	for i := range t.tgt {
-		t.tgt[i] = -1
+// forward runs the micro-batch mb through a run taken from r, just big
+// enough for it (sequences padded to a multiple of 16 tokens), hands each
+// trained token's log-prob at temperature temp to set, and returns that
+// run for the backward pass.
+func (t *Trainer) forward(r *model.Run, seqs []*seq, mb []int, temp float32, set func(s *seq, k int, v float64)) (*model.Run, error) {
+	T := 0
+	for _, i := range mb {
+		T = max(T, len(seqs[i].tokens))
 	}
-	clear(t.lens)
+	T = min(t.cfg.MaxSeqLen, max(1, (T+15)/16*16))
+	run, err := t.within(r, len(mb), T)
+	if err != nil {
+		return nil, fmt.Errorf("grpo: %w", err)
+	}
+	n := len(mb) * T
+	ids, tgt, lens, lp := t.ids[:n], t.tgt[:n], t.lens[:len(mb)], t.lp[:n]
+	clear(ids)
+	for i := range tgt {
+		tgt[i] = -1
+	}
 	for b, i := range mb {
 		s := seqs[i]
-		copy(t.ids[b*T:], s.tokens)
-		t.lens[b] = len(s.tokens)
+		copy(ids[b*T:], s.tokens)
+		lens[b] = len(s.tokens)
 		for _, p := range s.pos {
-			t.tgt[b*T+p-1] = s.tokens[p]
+			tgt[b*T+p-1] = s.tokens[p]
 		}
 	}
-	if err := r.Forward(t.ids, t.lens); err != nil {
-		return fmt.Errorf("grpo: forward: %w", err)
+	if err := run.Forward(ids, lens); err != nil {
+		return nil, fmt.Errorf("grpo: forward: %w", err)
 	}
-	if err := r.LogProbs(t.tgt, temp, t.lp); err != nil {
-		return fmt.Errorf("grpo: log-probs: %w", err)
+	if err := run.LogProbs(tgt, temp, lp); err != nil {
+		return nil, fmt.Errorf("grpo: log-probs: %w", err)
 	}
 	for b, i := range mb {
 		s := seqs[i]
 		for k, p := range s.pos {
-			set(s, k, float64(t.lp[b*T+p-1]))
+			set(s, k, float64(lp[b*T+p-1]))
 		}
 	}
-	return nil
+	return run, nil
+}
+
+// within returns the B×T run sharing r's memory, kept once made.
+func (t *Trainer) within(r *model.Run, B, T int) (*model.Run, error) {
+	key := runKey{r, B, T}
+	if run, ok := t.runs[key]; ok {
+		return run, nil
+	}
+	run, err := r.Within(B, T)
+	if err != nil {
+		return nil, err
+	}
+	t.runs[key] = run
+	return run, nil
+}
+
+type runKey struct {
+	parent *model.Run
+	B, T   int
 }
 
 // backward accumulates the gradients of the micro-batch's loss, given
-// each sequence's dloss/dlogp, into the policy's parameter gradients.
-func (t *Trainer) backward(seqs []*seq, mb []int) error {
-	T := t.cfg.MaxSeqLen
-	clear(t.dlp)
+// each sequence's dloss/dlogp, into the policy's parameter gradients,
+// through the run of its forward pass.
+func (t *Trainer) backward(run *model.Run, seqs []*seq, mb []int) error {
+	T := run.T
+	dlp := t.dlp[:len(mb)*T]
+	clear(dlp)
 	for b, i := range mb {
 		s := seqs[i]
 		for k, p := range s.pos {
-			t.dlp[b*T+p-1] = float32(s.grad[k])
+			dlp[b*T+p-1] = float32(s.grad[k])
 		}
 	}
-	if err := t.run.Backward(t.dlp); err != nil {
+	if err := run.Backward(dlp); err != nil {
 		return fmt.Errorf("grpo: backward: %w", err)
 	}
 	return nil
@@ -469,5 +550,5 @@ func rewardStats(rewards [][]float64) (mean, std float64) {
 		all = append(all, g...)
 	}
 	mean, std = meanStd(all)
-	return mean, nanToZero(std)
+	return nanToZero(mean), nanToZero(std)
 }

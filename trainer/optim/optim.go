@@ -68,7 +68,8 @@ func (c Config) Validate() error {
 // LRAt is the learning rate of update k (0 for the first update), the
 // LambdaLR multipliers of transformers' get_constant_schedule_with_warmup,
 // get_linear_schedule_with_warmup and get_cosine_schedule_with_warmup.
-// As there, the first update of a warm-up runs at learning rate 0.
+// As there, the first update of a warm-up runs at learning rate 0; past
+// TotalSteps linear and cosine stay at 0.
 func (c Config) LRAt(k int) float64 {
 	if k < c.WarmupSteps {
 		return c.LR * float64(k) / float64(max(1, c.WarmupSteps))
@@ -77,7 +78,8 @@ func (c Config) LRAt(k int) float64 {
 	case Linear:
 		return c.LR * max(0, float64(c.TotalSteps-k)/float64(max(1, c.TotalSteps-c.WarmupSteps)))
 	case Cosine:
-		p := float64(k-c.WarmupSteps) / float64(max(1, c.TotalSteps-c.WarmupSteps))
+		// Past TotalSteps the rate stays 0 (transformers would climb again).
+		p := min(1, float64(k-c.WarmupSteps)/float64(max(1, c.TotalSteps-c.WarmupSteps)))
 		return c.LR * max(0, 0.5*(1+math.Cos(math.Pi*p)))
 	}
 	return c.LR

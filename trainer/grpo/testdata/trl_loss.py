@@ -4,7 +4,8 @@ written out in PyTorch from TRL's published source, run in float64.
 Reads a JSON list of cases on stdin. Each case has the settings
 (type, epsilon, epsilon_high, beta, level, max_completion_length,
 accum_steps, num_items_in_batch) and sequences (logp, old, ref, adv: the
-log-probs of each sequence's trained tokens). Sequences are right-padded
+log-probs of each sequence's trained tokens; isw: optional per-token
+sampling-correction weights, TRL's importance_sampling_ratio). Sequences are right-padded
 into (B, T) tensors with a 0/1 mask, as TRL holds them. Writes a JSON list
 with the loss, d loss / d logp (autograd, padding dropped) and the metrics
 per case.
@@ -18,7 +19,7 @@ import torch
 def compute(case):
     seqs = case["seqs"]
     for s in seqs:  # Go writes empty slices as null
-        for k in ("logp", "old", "ref"):
+        for k in ("logp", "old", "ref", "isw"):
             s[k] = s[k] or []
     B = len(seqs)
     T = max([len(s["logp"]) for s in seqs] + [1])
@@ -26,6 +27,9 @@ def compute(case):
     old = torch.zeros(B, T, dtype=torch.float64)
     ref = torch.zeros(B, T, dtype=torch.float64)
     mask = torch.zeros(B, T, dtype=torch.float64)
+    # The sampling correction (TRL's importance_sampling_ratio), 1 at
+    # padding and when the case has none.
+    isw = torch.ones(B, T, dtype=torch.float64)
     for i, s in enumerate(seqs):
         n = len(s["logp"])
         logp[i, :n] = torch.tensor(s["logp"], dtype=torch.float64)
@@ -33,6 +37,8 @@ def compute(case):
         if case["beta"] != 0:
             ref[i, :n] = torch.tensor(s["ref"], dtype=torch.float64)
         mask[i, :n] = 1
+        if s.get("isw"):
+            isw[i, :n] = torch.tensor(s["isw"], dtype=torch.float64)
     # Padding positions hold arbitrary values in TRL; make them non-trivial
     # so that a missing mask would show.
     logp = logp + (1 - mask) * -0.7
@@ -53,6 +59,7 @@ def compute(case):
     per_token_loss1 = coef_1 * advantages
     per_token_loss2 = coef_2 * advantages
     per_token_loss = -torch.min(per_token_loss1, per_token_loss2)
+    per_token_loss = per_token_loss * isw
     if beta != 0.0:
         per_token_loss = per_token_loss + beta * per_token_kl
 
@@ -72,22 +79,26 @@ def compute(case):
     loss.backward()
     grad = per_token_logps.grad
 
-    def global_masked_mean(x):
-        if x.shape[1] == 1:
+    def global_masked_mean(x, per_sequence):
+        # TRL tells per-sequence values by x.shape[1] == 1, which also
+        # matches a token-level batch whose longest completion is 1 token;
+        # here the caller says which it is.
+        if per_sequence:
             return (x.sum() / max(x.shape[0], 1)).item()
         return ((x * mask).sum() / mask.sum().clamp(min=1.0)).item()
 
+    seq_level = case["level"] == "sequence"
     is_low = ((coef_1 < 1 - eps_low) & (advantages < 0)).double()
     is_high = ((coef_1 > 1 + eps_high) & (advantages > 0)).double()
     out = {
         "loss": loss.item(),
         "grad": [grad[i, : len(s["logp"])].tolist() for i, s in enumerate(seqs)],
-        "clip_low": global_masked_mean(is_low),
-        "clip_high": global_masked_mean(is_high),
-        "clip_region": global_masked_mean(((is_low + is_high) > 0).double()),
+        "clip_low": global_masked_mean(is_low, seq_level),
+        "clip_high": global_masked_mean(is_high, seq_level),
+        "clip_region": global_masked_mean(((is_low + is_high) > 0).double(), seq_level),
     }
     if beta != 0.0:
-        out["kl"] = global_masked_mean(per_token_kl.detach())
+        out["kl"] = global_masked_mean(per_token_kl.detach(), False)
     return out
 
 

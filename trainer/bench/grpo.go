@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/rlhost/rlhost/trainer/backend/cpu"
+	"github.com/rlhost/rlhost/trainer/grpo"
+	"github.com/rlhost/rlhost/trainer/hfconfig"
+	"github.com/rlhost/rlhost/trainer/model"
+)
+
+// grpoStep times one trainer/grpo Step on a random model of preset: one
+// group of two samples of seq tokens (a 32-token prompt, the rest
+// trained), micro-batch 1, after a warm-up step. It reports the step
+// time split into forward+backward and optimiser, and the process's peak
+// RSS against grpo.EstimateMemory. Run it in a fresh process for a clean
+// peak.
+func grpoStep(preset string, seq int, emit func(row)) error {
+	hf, err := hfconfig.Preset(preset)
+	if err != nil {
+		return err
+	}
+	be, err := cpu.New(cpu.Options{})
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	m, err := model.New(be, hf)
+	if err != nil {
+		return err
+	}
+	m.Init(1, 0.02)
+	cfg := grpo.DefaultConfig()
+	cfg.MicroBatch, cfg.MaxSeqLen = 1, seq
+	tr, err := grpo.New(m, cfg)
+	if err != nil {
+		return err
+	}
+	group := make([]grpo.Sample, 2)
+	for i := range group {
+		s := grpo.Sample{Tokens: make([]int32, seq), Trained: make([]bool, seq), Reward: float64(i)}
+		for k := range s.Tokens {
+			s.Tokens[k] = int32((k*7919 + i*104729) % hf.VocabSize)
+			s.Trained[k] = k >= 32
+		}
+		group[i] = s
+	}
+	batch := [][]grpo.Sample{group}
+	if _, err := tr.Step(context.Background(), batch); err != nil { // warm-up: scratch, page faults
+		return err
+	}
+	cpu0 := cpuTime()
+	st, err := tr.Step(context.Background(), batch)
+	if err != nil {
+		return err
+	}
+	stepCPU := cpuTime() - cpu0
+	if st.Skipped != "" {
+		return fmt.Errorf("grpo step skipped: %s", st.Skipped)
+	}
+	est := grpo.EstimateMemory(hf, cfg)
+	tok := float64(2 * seq)
+	emit(row{fmt.Sprintf("%s GRPO step, 1 group × 2 samples × %d tokens, micro-batch 1", preset, seq),
+		fmt.Sprintf("%.2f s wall (%.0f tok/s), %.1f CPU-s", secs(st.Total), tok/secs(st.Total), stepCPU),
+		fmt.Sprintf("%.2f s fwd+bwd, %.2f s AdamW+clip", secs(st.ForwardBackward), secs(st.Optimizer)),
+		pct(secs(st.ForwardBackward), secs(st.Total))})
+	rss := vmHWM()
+	emit(row{fmt.Sprintf("%s GRPO peak RSS", preset), mib(rss), mib(est.Total) + " grpo.EstimateMemory", fmt.Sprintf("%.2fx", float64(rss)/float64(est.Total))})
+	// Yardstick, after the peak was read: the same two sequences through a
+	// bare model run (forward, log-probs, backward), no GRPO around it.
+	r, err := m.NewRun(1, seq)
+	if err != nil {
+		return err
+	}
+	ids, tgt, lp, dlp := make([]int32, seq), make([]int32, seq), make([]float32, seq), make([]float32, seq)
+	for i := range group {
+		copy(ids, group[i].Tokens)
+		for k := range tgt {
+			tgt[k] = -1
+			if k+1 < seq && group[i].Trained[k+1] {
+				tgt[k], dlp[k] = ids[k+1], 1/float32(seq)
+			}
+		}
+	}
+	start, bareCPU := time.Now(), cpuTime()
+	for i := range group {
+		copy(ids, group[i].Tokens)
+		if err := r.Forward(ids, []int{seq}); err != nil {
+			return err
+		}
+		if err := r.LogProbs(tgt, 1, lp); err != nil {
+			return err
+		}
+		if err := r.Backward(dlp); err != nil {
+			return err
+		}
+	}
+	bare, bareCPU := time.Since(start), cpuTime()-bareCPU
+	// CPU seconds compare better than wall time on a shared machine.
+	emit(row{fmt.Sprintf("%s GRPO step vs bare model, CPU time", preset), fmt.Sprintf("%.1f CPU-s whole step", stepCPU),
+		fmt.Sprintf("%.1f CPU-s (%.2f s wall) bare fwd+bwd of the same 2 sequences, same process, after", bareCPU, secs(bare)),
+		fmt.Sprintf("%.2fx", stepCPU/bareCPU)})
+	return nil
+}
+
+// cpuTime is the process's user+system CPU seconds so far: on a shared
+// machine it moves less with other load than wall time does.
+func cpuTime() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}

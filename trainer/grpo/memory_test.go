@@ -1,0 +1,130 @@
+package grpo
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/rlhost/rlhost/trainer/hfconfig"
+	"github.com/rlhost/rlhost/trainer/model"
+)
+
+// TestEstimateMemoryHandComputed pins the estimate for the 0.5B preset at
+// B=1, T=256 to numbers worked out by hand from the tensor shapes.
+func TestEstimateMemoryHandComputed(t *testing.T) {
+	hf, err := hfconfig.Preset("qwen2.5-0.5b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := DefaultConfig()
+	c.MicroBatch, c.MaxSeqLen = 1, 256
+	got := EstimateMemory(hf, c)
+	const P = 494032768 // Qwen2.5-0.5B's parameter count (tied embeddings)
+	if got.Params != 4*P || got.Grads != 4*P || got.Optimizer != 8*P || got.Reference != 0 {
+		t.Fatalf("weights %d grads %d adam %d ref %d, want %d %d %d 0", got.Params, got.Grads, got.Optimizer, got.Reference, 4*P, 4*P, 8*P)
+	}
+	// Per layer: 3 hidden-wide (896), q and attention output (896 each),
+	// k and v (128 each), 3 MLP-wide (4864), 2 row scalars, and the 14
+	// heads' 256×256 attention probabilities.
+	N := int64(256)
+	perLayer := N*(3*896+2*896+2*128+3*4864+2) + 14*256*256
+	run := 2*(3*N+1) + 1 + 25*N*896 + N*896 + N + N*151936 + 2*N + 24*perLayer
+	back := N*(2*896+2*896+2*128+3*4864+1) + 4*N + 2
+	if want := 4 * (run + back); got.Activations != want {
+		t.Fatalf("activations %d, want %d", got.Activations, want)
+	}
+	// Logits alone are 155.6 MB; the total lands near 8.7 GB (8.07 GiB).
+	if got.Total < 8.6e9 || got.Total > 8.8e9 {
+		t.Fatalf("total %s out of the expected 8.6-8.8 GB", got)
+	}
+	c.Beta = 0.04
+	withRef := EstimateMemory(hf, c)
+	if withRef.Reference != 4*P || withRef.Activations != got.Activations+4*run {
+		t.Fatalf("beta > 0: reference %d activations %d", withRef.Reference, withRef.Activations)
+	}
+}
+
+// TestEstimateMemoryMatchesAllocation compares the estimate with the Go
+// heap a trainer actually holds after a step (the CPU backend allocates
+// tensors on the Go heap). The band allows for the backend's scratch.
+func TestEstimateMemoryMatchesAllocation(t *testing.T) {
+	hf, err := hfconfig.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hf.HiddenSize, hf.IntermediateSize, hf.HeadDim, hf.VocabSize = 64, 160, 16, 512
+	hf.EOSTokenIDs = []int{511}
+	for _, beta := range []float64{0, 0.1} {
+		c := DefaultConfig()
+		c.MicroBatch, c.MaxSeqLen, c.Beta = 4, 64, beta
+		be := backend32(t)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		m, err := model.New(be, hf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Init(1, 0.02)
+		tr, err := New(m, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tr.Step(context.Background(), randomGroups(rand.New(rand.NewPCG(1, 1)), 512, 2, 4, 60)); err != nil {
+			t.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		measured := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		est := EstimateMemory(hf, c)
+		ratio := float64(measured) / float64(est.Total)
+		t.Logf("beta %g: estimate %d bytes, heap held %d bytes, ratio %.3f", beta, est.Total, measured, ratio)
+		if ratio < 0.97 || ratio > 1.2 {
+			t.Errorf("beta %g: heap held %d bytes, estimate %d (ratio %.3f outside [0.97, 1.2])", beta, measured, est.Total, ratio)
+		}
+		runtime.KeepAlive(tr)
+	}
+}
+
+func TestMemAvailable(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   21000000 kB\n", 21000000 << 10, true},
+		{"MemTotal: 5 kB\n", 0, false},
+		{"MemAvailable: lots kB\n", 0, false},
+		{"MemAvailable: 5 MB\n", 0, false},
+	} {
+		got, ok := memAvailable(tc.in)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%q: %d %v, want %d %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestCheckMemory(t *testing.T) {
+	hf, err := hfconfig.Preset("qwen2.5-0.5b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := DefaultConfig()
+	c.MicroBatch, c.MaxSeqLen = 1, 256
+	if _, err := CheckMemory(hf, c); err != nil {
+		t.Logf("this machine cannot hold the 0.5B trainer: %v", err)
+	}
+	// 4096 sequences of 32768 tokens: petabytes of attention.
+	c.MicroBatch, c.MaxSeqLen = 4096, 32768
+	est, err := CheckMemory(hf, c)
+	if _, statErr := os.Stat("/proc/meminfo"); statErr != nil {
+		t.Skip("no /proc/meminfo on this system")
+	}
+	if err == nil || !strings.Contains(err.Error(), "GiB") || !strings.Contains(err.Error(), "available") {
+		t.Fatalf("estimate %s: got %v, want an error stating estimate and availability", est, err)
+	}
+	t.Log(err)
+}
