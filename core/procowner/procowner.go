@@ -33,14 +33,22 @@ func Current() Owner {
 
 func (o Owner) String() string { return fmt.Sprintf("pid %d on %s", o.PID, o.Host) }
 
-// Dead reports whether o ran on host and is gone: no such pid, or the pid
-// now belongs to a process that started at another time (or boot).
+// Dead reports whether o ran on host and is gone: no such pid, a zombie
+// (an init that does not reap, as in some containers, leaves those), or the
+// pid now belongs to a process that started at another time (or boot).
 func (o Owner) Dead(host string) bool {
 	if o.Host != host || o.PID <= 0 {
 		return false
 	}
 	if err := syscall.Kill(o.PID, 0); err != nil && !errors.Is(err, syscall.EPERM) {
 		return true
+	}
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", o.PID)); err == nil {
+		if i := strings.LastIndexByte(string(stat), ')'); i >= 0 {
+			if f := strings.Fields(string(stat[i+1:])); len(f) > 0 && (f[0] == "Z" || f[0] == "X") {
+				return true
+			}
+		}
 	}
 	if o.Start == "" {
 		return false

@@ -111,6 +111,10 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 	if err := writeRecord(set.stateDir, record{Owner: b.owner, BaseURL: set.baseURL}); err != nil {
 		return append(diags, schema.Errorf([]string{"state_dir"}, "state dir unusable", "%v", err))
 	}
+	// The host does not sweep at start; every backend does it itself.
+	if _, err := b.ReapOrphans(ctx); err != nil {
+		diags = append(diags, schema.Diagnostic{Severity: schema.Warning, Summary: "deleting orphaned Aviato sandboxes failed", Detail: err.Error()})
+	}
 	return diags
 }
 
@@ -165,7 +169,7 @@ func (b *Backend) Create(ctx context.Context, spec core.SandboxSpec) (core.Sandb
 		labels[k] = v
 	}
 	tags := append(tagsOf(labels), managedTag, ownerTag(b.owner))
-	if set.runID != "" {
+	if _, ok := labels[runTagKey]; !ok && set.runID != "" {
 		tags = append(tags, runTagKey+"="+set.runID)
 	}
 	req := &pb.StartSandboxRequest{
