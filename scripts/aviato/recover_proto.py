@@ -14,14 +14,20 @@ Debian has no Python package for googleapis' protos. Everything else (field
 numbers, types, proto3 optional, oneofs, maps, enums, services, streaming)
 is printed as declared.
 
-Usage (Debian: apt-get install python3-protobuf):
+After printing, it compiles the printed files with protoc and checks that
+each descriptor equals the client's, less the dropped options, so a newer
+client whose definitions the printer cannot express fails loudly.
+
+Usage (Debian: apt-get install python3-protobuf protobuf-compiler):
   /usr/bin/python3 scripts/aviato/recover_proto.py CLIENT_CHECKOUT OUTDIR VERSION
 e.g. with CLIENT_CHECKOUT holding a `git archive v0.16.0` of the client.
 """
 
 import ast
 import os
+import subprocess
 import sys
+import tempfile
 
 from google.protobuf import descriptor_pb2
 
@@ -164,6 +170,71 @@ class Printer:
         return "\n".join(self.out).rstrip() + "\n"
 
 
+def strip(fd):
+    """The client's descriptor less what the printer drops on purpose."""
+    fd = descriptor_pb2.FileDescriptorProto.FromString(fd.SerializeToString())
+    keep = [d for d in fd.dependency if not d.startswith(DROPPED_IMPORTS)]
+    del fd.dependency[:]
+    fd.dependency.extend(keep)
+    fd.ClearField("options")
+
+    def fields(fs):
+        for f in fs:
+            packed = f.options.packed if f.options.HasField("packed") else None
+            deprecated = f.options.deprecated
+            f.ClearField("options")
+            if packed is False:
+                f.options.packed = False
+            if deprecated:
+                f.options.deprecated = True
+            f.ClearField("json_name")
+
+    def messages(ms):
+        for m in ms:
+            entry = m.options.map_entry
+            m.ClearField("options")
+            if entry:
+                m.options.map_entry = True
+            fields(m.field)
+            for o in m.oneof_decl:
+                o.ClearField("options")
+            for e in m.enum_type:
+                e.ClearField("options")
+                for v in e.value:
+                    v.ClearField("options")
+            messages(m.nested_type)
+
+    messages(fd.message_type)
+    for e in fd.enum_type:
+        e.ClearField("options")
+        for v in e.value:
+            v.ClearField("options")
+    for s in fd.service:
+        s.ClearField("options")
+        for m in s.method:
+            m.ClearField("options")
+    fd.ClearField("source_code_info")
+    return fd
+
+
+def verify(outdir, originals):
+    """Compile the printed files with protoc and compare them, descriptor by
+    descriptor, with the client's (less the dropped options)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "set.pb")
+        subprocess.run(["protoc", "-I", outdir, "--descriptor_set_out=" + out] + [fd.name for fd in originals], check=True)
+        with open(out, "rb") as f:
+            got = {fd.name: fd for fd in descriptor_pb2.FileDescriptorSet.FromString(f.read()).file}
+    bad = []
+    for fd in originals:
+        g = strip(got[fd.name])
+        if g.SerializeToString(deterministic=True) != strip(fd).SerializeToString(deterministic=True):
+            bad.append(fd.name)
+    if bad:
+        raise SystemExit("recovered .proto differs from the client's descriptor: " + ", ".join(bad))
+    print("verified with protoc: %d files match the client's descriptors" % len(originals))
+
+
 def main(argv):
     if len(argv) != 4:
         raise SystemExit(__doc__)
@@ -172,8 +243,10 @@ def main(argv):
     names = sorted(n for n in os.listdir(protodir) if n.endswith("_pb2.py"))
     if not names:
         raise SystemExit(f"{protodir}: no *_pb2.py modules")
+    originals = []
     for n in names:
         fd = descriptor_pb2.FileDescriptorProto.FromString(serialized_descriptor(os.path.join(protodir, n)))
+        originals.append(fd)
         header = [
             f"Recovered from {n} of github.com/coreweave/cwsandbox-client {version}",
             "by scripts/aviato/recover_proto.py: the client's embedded FileDescriptorProto",
@@ -186,6 +259,7 @@ def main(argv):
         with open(path, "w", encoding="utf-8") as f:
             f.write(Printer(fd).render(header))
         print(path)
+    verify(outdir, originals)
 
 
 if __name__ == "__main__":
