@@ -136,9 +136,16 @@ func TestAviatoKilledHostOrphansSweptAtNextStart(t *testing.T) {
 		t.Fatal("no sandboxes left after SIGKILL of the whole process group; nothing to sweep")
 	}
 
+	// The orphans are visible by label from the CLI meanwhile.
+	env := aviatoEnv(t, srv, policy, fakeaviato.DefaultAPIKey, t.TempDir())
+	r := rlhostEnv(t, dir, env, "sandbox", "list", "--backend", "aviato", "--label", "rlhost.env=mbpp", "--json")
+	if r.code != 0 || !strings.Contains(r.stdout, orphans[0].ID) {
+		t.Fatalf("sandbox list: %+v", r)
+	}
+
 	data2 := aviatoProblems(t, t.TempDir(), "solve")
 	dir2 := t.TempDir()
-	r := rlhostEnv(t, dir2, aviatoEnv(t, srv, policy, fakeaviato.DefaultAPIKey, state), aviatoArgs(dir2, data2)...)
+	r = rlhostEnv(t, dir2, aviatoEnv(t, srv, policy, fakeaviato.DefaultAPIKey, state), aviatoArgs(dir2, data2)...)
 	if r.code != 0 {
 		t.Fatalf("next run: %+v", r)
 	}
