@@ -70,6 +70,9 @@ func checkArgv(argv []string, env map[string]string) error {
 func (s execScript) render() string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	// Enter the directory first: once the FIFO readers run, every exit
+	// path must open the FIFOs, or the readers (holding stdout) hang.
+	w("cd %s || exit 125\n", shQuote(s.dir))
 	w("d=$(mktemp -d) || { echo 'rlhost: mktemp failed' >&2; exit 125; }\n")
 	if s.stdinFile != "" {
 		w("trap 'rm -rf \"$d\" %s' EXIT\n", shQuote(s.stdinFile))
@@ -79,7 +82,9 @@ func (s execScript) render() string {
 	w("mkfifo \"$d/o\" \"$d/e\" || exit 125\n")
 	w("{ head -c %d; cat >/dev/null; } <\"$d/o\" &\n", s.cap+1)
 	w("{ head -c %d >&2; cat >/dev/null; } <\"$d/e\" &\n", s.cap+1)
-	w("cd %s || exit 125\n", shQuote(s.dir))
+	// The readers hold the real stderr; the shell's own job reports
+	// ("Killed") must not join the program's.
+	w("exec 2>/dev/null\n")
 	if len(s.stdin) > 0 {
 		w("printf '%%s' %s | base64 -d | ", shQuote(base64.StdEncoding.EncodeToString(s.stdin)))
 	}
