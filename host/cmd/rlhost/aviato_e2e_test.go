@@ -61,6 +61,36 @@ func aviatoArgs(dir, dataset string) []string {
 		"--var", "dataset=" + dataset, "--steps", "1", "--out", filepath.Join(dir, "out")}
 }
 
+// descendants lists the processes below pid.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var p int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &p); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+		var state string
+		var ppid int
+		if _, err := fmt.Sscanf(rest, " %s %d", &state, &ppid); err == nil {
+			children[ppid] = append(children[ppid], p)
+		}
+	}
+	var out []int
+	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
+		for _, c := range children[queue[0]] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
 func aviatoEnv(t *testing.T, srv *fakeaviato.Server, policy *fakeopenai.Server, key, state string) []string {
 	return []string{"CWSANDBOX_API_KEY=" + key, "CWSANDBOX_BASE_URL=" + srv.URL, "XDG_STATE_HOME=" + state,
 		"OPENAI_BASE_URL=" + policy.URL, "OPENAI_MODEL=scripted", "OPENAI_API_KEY=sk-test"}
@@ -104,6 +134,28 @@ func TestAviatoInterruptLeavesNoSandboxes(t *testing.T) {
 	data := aviatoProblems(t, dir, "sleepy", "sleepy", "sleepy", "sleepy")
 	cmd, out, errb := startRun(t, dir, aviatoEnv(t, srv, policy, fakeaviato.DefaultAPIKey, t.TempDir()), false, aviatoArgs(dir, data)...)
 	waitUntil(t, cmd, "sandboxes never got busy", func() bool { return len(srv.Sandboxes()) >= 8 }, out, errb)
+	// The key reaches the sandbox backend plugin, never the env plugin.
+	envs, backends := 0, 0
+	for _, pid := range descendants(cmd.Process.Pid) {
+		argv, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		environ, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		hasKey := strings.Contains(string(environ), "CWSANDBOX_API_KEY=")
+		switch {
+		case strings.Contains(string(argv), builtinPluginArg+"\x00env\x00"):
+			envs++
+			if hasKey {
+				t.Errorf("env plugin %d has CWSANDBOX_API_KEY in its environment", pid)
+			}
+		case strings.Contains(string(argv), builtinPluginArg+"\x00sandbox\x00aviato"):
+			backends++
+			if !hasKey {
+				t.Errorf("aviato plugin %d lacks its credentials", pid)
+			}
+		}
+	}
+	if envs == 0 || backends == 0 {
+		t.Errorf("found %d env and %d aviato plugin processes under rlhost", envs, backends)
+	}
 	time.Sleep(2 * time.Second)
 	cmd.Process.Signal(syscall.SIGINT)
 	waitExit(t, cmd, 90*time.Second, errb)
@@ -155,6 +207,28 @@ func TestAviatoKilledHostOrphansSweptAtNextStart(t *testing.T) {
 	if ents, _ := os.ReadDir(filepath.Join(state, "rlhost", "aviato")); len(ents) != 0 {
 		t.Errorf("owner records left: %v", ents)
 	}
+}
+
+// SIGKILL of the host alone: the backend plugin gets its parent-death
+// SIGTERM and deletes its sandboxes itself.
+func TestAviatoHostKilledPluginCleansUp(t *testing.T) {
+	srv := startFakeAviato(t)
+	policy := fakeopenai.New(aviatoAgent)
+	defer policy.Close()
+	dir := t.TempDir()
+	data := aviatoProblems(t, dir, "sleepy", "sleepy", "sleepy", "sleepy")
+	cmd, out, errb := startRun(t, dir, aviatoEnv(t, srv, policy, fakeaviato.DefaultAPIKey, t.TempDir()), false, aviatoArgs(dir, data)...)
+	waitUntil(t, cmd, "sandboxes never created", func() bool { return len(srv.Sandboxes()) >= 8 }, out, errb)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	deadline := time.Now().Add(60 * time.Second)
+	for len(srv.Sandboxes()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sandboxes still on the fake after the host was killed", len(srv.Sandboxes()))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	waitNoProcesses(t, rlhostBin)
 }
 
 func TestAviatoBadStartsFailClearly(t *testing.T) {
