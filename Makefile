@@ -6,7 +6,7 @@ PKGS := ./...
 GOFLAGS_TEST ?= -count=1
 export RLHOST_QWEN_TOKENIZER ?= $(CURDIR)/.cache/qwen-tokenizer
 
-.PHONY: all build build-cuda cuda-check test test-short fixtures run bench proto fmt vet clean
+.PHONY: all build build-cuda cuda-check test test-short fixtures run bench proto proto-aviato fmt vet clean
 
 all: build
 
@@ -69,6 +69,11 @@ proto:
 		--go-grpc_out=core/proto --go-grpc_opt=paths=source_relative core/proto/rlhost.proto
 	protoc -I core/proto --python_out=$(PYPB) core/proto/rlhost.proto
 	protoc -I core/envplugin/python/proto --python_out=$(PYPB) core/envplugin/python/proto/goplugin.proto
+
+# Re-import the Aviato API from a checkout of coreweave/cwsandbox-client:
+#   make proto-aviato AVIATO_CLIENT=/path/to/checkout AVIATO_VERSION=v0.16.0
+proto-aviato:
+	scripts/aviato/gen.sh $(AVIATO_CLIENT) $(AVIATO_VERSION)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -47,7 +47,8 @@ sandbox "local" {
   timeout = "30s"
   limits {
     memory = "512MiB"
-    pids   = 128
+    # Aviato and Daytona size a whole sandbox and have no pids limit.
+    pids = var.backend == "local" ? 128 : null
   }
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/rlhost/rlhost/envs/coding"
 	"github.com/rlhost/rlhost/envs/mbpp"
 	"github.com/rlhost/rlhost/host/pluginmgr"
+	"github.com/rlhost/rlhost/plugins/aviato"
 	"github.com/rlhost/rlhost/plugins/daytona"
 	"github.com/rlhost/rlhost/plugins/local"
 )
@@ -30,6 +31,7 @@ func builtinBackends() map[string]func() sandboxplugin.Backend {
 	return map[string]func() sandboxplugin.Backend{
 		"local":   func() sandboxplugin.Backend { return local.New() },
 		"daytona": func() sandboxplugin.Backend { return daytona.New() },
+		"aviato":  func() sandboxplugin.Backend { return aviato.New() },
 	}
 }
 

@@ -240,7 +240,7 @@ func TestPluginsListsBuiltins(t *testing.T) {
 	for _, row := range rows {
 		seen[row.Info.Kind+"/"+row.Info.Name] = row.Error == "" && row.Info.Version != ""
 	}
-	for _, want := range []string{"env/coding", "sandbox/local", "sandbox/daytona"} {
+	for _, want := range []string{"env/coding", "sandbox/local", "sandbox/daytona", "sandbox/aviato"} {
 		if !seen[want] {
 			t.Errorf("plugins does not list a working %s: %v", want, seen)
 		}

@@ -1,0 +1,123 @@
+package aviato
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// How exec works. ATCService.Exec takes an argv and answers stdout, stderr
+// and the exit code, but has no fields for env, directory or stdin, and
+// returns whole outputs. So rlhost runs
+//
+//	/bin/sh -c <script> rlhost-exec <argv...>
+//
+// where the script enters the directory, exports the env, feeds stdin
+// (inline as base64, or from a file uploaded first when large), and cuts
+// each output after cap+1 bytes while draining the rest, so the program
+// never sees SIGPIPE and no more than the cap crosses the network. The argv
+// itself is passed as positional parameters, so no user byte is parsed by
+// the shell. The image needs sh, base64, mkfifo, mktemp, head and cat.
+
+// maxInlineStdin keeps the script below Linux's 128 KiB per-argument limit.
+const maxInlineStdin = 48 << 10
+
+func shQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
+}
+
+func newNonce() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err))
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// execScript is what the shell runs.
+type execScript struct {
+	dir       string
+	env       map[string]string
+	stdin     []byte // inline; nil when stdinFile is set or there is none
+	stdinFile string // path of an uploaded stdin, removed afterwards
+	cap       int64
+}
+
+func checkArgv(argv []string, env map[string]string) error {
+	if len(argv) == 0 || argv[0] == "" {
+		return errors.New("empty command")
+	}
+	for i, a := range argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return fmt.Errorf("argument %d contains a NUL byte", i)
+		}
+	}
+	for k, v := range env {
+		if !envName.MatchString(k) {
+			return fmt.Errorf("invalid environment variable name %q", k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("environment variable %s contains a NUL byte", k)
+		}
+	}
+	return nil
+}
+
+func (s execScript) render() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	// Enter the directory first: once the FIFO readers run, every exit
+	// path must open the FIFOs, or the readers (holding stdout) hang.
+	w("cd %s || exit 125\n", shQuote(s.dir))
+	w("d=$(mktemp -d) || { echo 'rlhost: mktemp failed' >&2; exit 125; }\n")
+	if s.stdinFile != "" {
+		w("trap 'rm -rf \"$d\" %s' EXIT\n", shQuote(s.stdinFile))
+	} else {
+		w("trap 'rm -rf \"$d\"' EXIT\n")
+	}
+	w("mkfifo \"$d/o\" \"$d/e\" || exit 125\n")
+	w("{ head -c %d; cat >/dev/null; } <\"$d/o\" &\n", s.cap+1)
+	w("{ head -c %d >&2; cat >/dev/null; } <\"$d/e\" &\n", s.cap+1)
+	// The readers hold the real stderr; the shell's own job reports
+	// ("Killed") must not join the program's.
+	w("exec 2>/dev/null\n")
+	if len(s.stdin) > 0 {
+		w("printf '%%s' %s | base64 -d | ", shQuote(base64.StdEncoding.EncodeToString(s.stdin)))
+	}
+	w("(\n")
+	keys := make([]string, 0, len(s.env))
+	for k := range s.env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		w("export %s=%s\n", k, shQuote(s.env[k]))
+	}
+	w("exec \"$@\"\n)")
+	switch {
+	case s.stdinFile != "":
+		w(" <%s", shQuote(s.stdinFile))
+	case len(s.stdin) == 0:
+		w(" </dev/null")
+	}
+	w(" >\"$d/o\" 2>\"$d/e\"\n")
+	w("rc=$?\nwait\nexit \"$rc\"\n")
+	return b.String()
+}
+
+// command is the ATCService argv that runs argv under the script.
+func (s execScript) command(argv []string) []string {
+	return append([]string{"/bin/sh", "-c", s.render(), "rlhost-exec"}, argv...)
+}
+
+// capOutput cuts b to n bytes and says whether it did.
+func capOutput(b []byte, n int64) (string, bool) {
+	if int64(len(b)) > n {
+		return string(b[:n]), true
+	}
+	return string(b), false
+}
