@@ -54,9 +54,10 @@ cuda-check:
 test-short:
 	$(GO) test -short $(PKGS)
 
-# The embedded default: local sandboxes, CPU, no network, no API keys.
+# The main job on embedded defaults: GRPO from scratch on local sandboxes,
+# the CPU, no network, no API keys (examples/quickstart.hcl).
 run: build
-	$(BIN) run examples/coding.hcl --dry-run --overwrite
+	$(BIN) run examples/quickstart.hcl --overwrite
 
 bench: build
 	bash scripts/bench.sh

@@ -9,14 +9,15 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/trainer/backend/cuda"
 	"github.com/rlhost/rlhost/trainer/grpo"
 )
 
 // Settings are the trainer block's values.
 type Settings struct {
 	GRPO grpo.Config
-	// Device is "auto" or "cpu"; auto picks the CPU in a build without a
-	// GPU backend and says so.
+	// Device is "auto", "cpu" or "cuda"; auto picks CUDA when this build
+	// has it and a GPU answers, else the CPU, and says which.
 	Device string
 	// CheckpointEvery saves a checkpoint after every N-th step (0: only at
 	// the end and on Ctrl-C); KeepCheckpoints keeps the newest N.
@@ -156,7 +157,9 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 	switch s.Device {
 	case "auto", "cpu":
 	case "cuda":
-		attrErr("device", `device "cuda" needs a build with the CUDA backend (make build-cuda); this rlhost has only the CPU backend`)
+		if !cuda.Built {
+			attrErr("device", `device "cuda" needs a build with the CUDA backend (make build-cuda, docs/cuda.md); this rlhost has only the CPU backend`)
+		}
 	default:
 		attrErr("device", fmt.Sprintf("device %q is not one of auto, cpu, cuda", s.Device))
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/rlhost/rlhost/trainer/backend/cpu"
+	"github.com/rlhost/rlhost/trainer/device"
 	"github.com/rlhost/rlhost/trainer/grpo"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
 	"github.com/rlhost/rlhost/trainer/model"
@@ -65,12 +65,25 @@ type EngineOptions struct {
 // Open loads or creates the model, the trainer and the server, and starts
 // serving on a loopback port.
 func Open(ctx context.Context, o EngineOptions) (e *Engine, err error) {
-	be, err := cpu.New(cpu.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("cpu backend: %w", err)
+	if o.Train != nil {
+		// Refuse before allocating anything a run cannot finish with.
+		hf, err := shapeOf(o.Source)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := grpo.CheckMemory(hf, o.Train.GRPO); err != nil {
+			return nil, err
+		}
 	}
-	e = &Engine{ModelName: o.ModelName, closer: be.Close,
-		Device: fmt.Sprintf("cpu (%s; this build has no GPU backend)", be.Name())}
+	dev := "auto"
+	if o.Train != nil {
+		dev = o.Train.Device
+	}
+	be, chosen, err := device.Open(dev)
+	if err != nil {
+		return nil, err
+	}
+	e = &Engine{ModelName: o.ModelName, closer: be.Close, Device: chosen}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -150,6 +163,25 @@ func Open(ctx context.Context, o EngineOptions) (e *Engine, err error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// shapeOf reads the model config a source will load, for the memory
+// estimate.
+func shapeOf(src Source) (*hfconfig.Config, error) {
+	switch {
+	case src.Checkpoint != "":
+		return hfconfig.Load(filepath.Join(src.Checkpoint, "model", "config.json"))
+	case src.ModelDir != "":
+		return hfconfig.Load(filepath.Join(src.ModelDir, "config.json"))
+	}
+	cfg, err := hfconfig.Preset(src.Init)
+	if err != nil {
+		return nil, err
+	}
+	if tok, err := tokenizer.Load(src.Tokenizer); err == nil {
+		cfg.VocabSize = tok.VocabSize()
+	}
+	return cfg, nil
 }
 
 // loadTokenizer reads dir's tokenizer (and its config), or file.
