@@ -50,7 +50,7 @@ policy "student" {
 
 trainer {
   learning_rate    = 0.002
-  lr_schedule      = "constant"
+  lr_scheduler_type = "constant"
   warmup_steps     = 3 # ramp the LR over the first updates: Adam's fresh moments make them large
   loss_type        = "dapo"
   micro_batch      = 16

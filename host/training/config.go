@@ -1,12 +1,17 @@
 package training
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"path/filepath"
+	"reflect"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/trainer/backend/cuda"
@@ -37,46 +42,15 @@ type Warmup struct {
 	LR        float64
 }
 
-type trainerHCL struct {
-	Device              *string  `hcl:"device,optional"`
-	LossType            *string  `hcl:"loss_type,optional"`
-	Epsilon             *float64 `hcl:"epsilon,optional"`
-	EpsilonHigh         *float64 `hcl:"epsilon_high,optional"`
-	Beta                *float64 `hcl:"beta,optional"`
-	ImportanceSampling  *string  `hcl:"importance_sampling,optional"`
-	ScaleRewards        *string  `hcl:"scale_rewards,optional"`
-	NumIterations       *int     `hcl:"num_iterations,optional"`
-	MaskTruncated       *bool    `hcl:"mask_truncated,optional"`
-	MaxCompletionLength *int     `hcl:"max_completion_length,optional"`
-	LearningRate        *float64 `hcl:"learning_rate,optional"`
-	LRSchedule          *string  `hcl:"lr_schedule,optional"`
-	WarmupSteps         *int     `hcl:"warmup_steps,optional"`
-	AdamBeta1           *float64 `hcl:"adam_beta1,optional"`
-	AdamBeta2           *float64 `hcl:"adam_beta2,optional"`
-	AdamEpsilon         *float64 `hcl:"adam_epsilon,optional"`
-	WeightDecay         *float64 `hcl:"weight_decay,optional"`
-	MaxGradNorm         *float64 `hcl:"max_grad_norm,optional"`
-	MicroBatch          *int     `hcl:"micro_batch,optional"`
-	MaxSeqLen           *int     `hcl:"max_seq_len,optional"`
-	CheckpointEvery     *int     `hcl:"checkpoint_every,optional"`
-	KeepCheckpoints     *int     `hcl:"keep_checkpoints,optional"`
-	SaveDType           *string  `hcl:"save_dtype,optional"`
-	Warmup              *struct {
-		File         string   `hcl:"file"`
-		Steps        *int     `hcl:"steps,optional"`
-		BatchSize    *int     `hcl:"batch_size,optional"`
-		LearningRate *float64 `hcl:"learning_rate,optional"`
-	} `hcl:"warmup,block"`
-}
+// hostSettings are the trainer block's attributes that are not GRPO's:
+// the rest are grpo.Config's, under its JSON (TRL) names, so that
+// docs/grpo.md is the one reference for them.
+var hostSettings = []string{"device", "checkpoint_every", "keep_checkpoints", "save_dtype"}
 
-// settingAttrs maps grpo.Config's names in its errors to the block's.
-var settingAttrs = map[string]string{
-	"importance_sampling_level":  "importance_sampling",
-	"mask_truncated_completions": "mask_truncated",
-	"lr_scheduler_type":          "lr_schedule",
-	"beta1":                      "adam_beta1",
-	"beta2":                      "adam_beta2",
-	"eps":                        "adam_epsilon",
+// derived are grpo.Config settings the host fills in, never the block.
+var derived = map[string]string{
+	"temperature": "it is the policy block's sampling temperature",
+	"total_steps": "it is run.steps × num_iterations",
 }
 
 // Decode reads the trainer block of f. temperature is the policy's
@@ -87,71 +61,78 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 	if tb == nil {
 		return nil, nil
 	}
-	var h trainerHCL
-	diags := gohcl.DecodeBody(tb.Body, f.EvalContext, &h)
+	s := &Settings{GRPO: grpo.DefaultConfig(), Device: "auto", KeepCheckpoints: 2, SaveDType: "f32"}
+	g := &s.GRPO
+	grpoKeys := jsonKeys(grpo.Config{})
+	schema := &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "warmup"}}}
+	for _, k := range grpoKeys {
+		schema.Attributes = append(schema.Attributes, hcl.AttributeSchema{Name: k})
+	}
+	for _, k := range hostSettings {
+		schema.Attributes = append(schema.Attributes, hcl.AttributeSchema{Name: k})
+	}
+	content, diags := tb.Body.Content(schema)
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	s := &Settings{GRPO: grpo.DefaultConfig(), Device: "auto", KeepCheckpoints: 2, SaveDType: "f32"}
-	g := &s.GRPO
-	g.Temperature = temperature
-	setS := func(dst *string, v *string) {
-		if v != nil {
-			*dst = *v
+	given := map[string]json.RawMessage{}
+	for name, a := range content.Attributes {
+		if why, ok := derived[name]; ok {
+			diags = append(diags, attrDiag(tb, name, "Setting not allowed here", fmt.Sprintf("%s is not set in the trainer block: %s.", name, why)))
+			continue
 		}
-	}
-	setF := func(dst *float64, v *float64) {
-		if v != nil {
-			*dst = *v
+		v, d := a.Expr.Value(f.EvalContext)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			continue
 		}
-	}
-	setI := func(dst *int, v *int) {
-		if v != nil {
-			*dst = *v
+		raw, err := ctyjson.Marshal(v, v.Type())
+		if err != nil {
+			diags = append(diags, attrDiag(tb, name, "Invalid trainer setting", err.Error()))
+			continue
 		}
+		given[name] = raw
 	}
-	setS(&s.Device, h.Device)
-	setS(&g.LossType, h.LossType)
-	setF(&g.Epsilon, h.Epsilon)
-	setF(&g.EpsilonHigh, h.EpsilonHigh)
-	setF(&g.Beta, h.Beta)
-	setS(&g.ImportanceSampling, h.ImportanceSampling)
-	setS(&g.ScaleRewards, h.ScaleRewards)
-	setI(&g.NumIterations, h.NumIterations)
-	if h.MaskTruncated != nil {
-		g.MaskTruncated = *h.MaskTruncated
+	if diags.HasErrors() {
+		return nil, diags
 	}
-	setI(&g.MaxCompletionLength, h.MaxCompletionLength)
-	setF(&g.LR, h.LearningRate)
-	setS(&g.Schedule, h.LRSchedule)
-	setI(&g.WarmupSteps, h.WarmupSteps)
-	setF(&g.Beta1, h.AdamBeta1)
-	setF(&g.Beta2, h.AdamBeta2)
-	setF(&g.AdamEps, h.AdamEpsilon)
-	setF(&g.WeightDecay, h.WeightDecay)
-	setF(&g.MaxGradNorm, h.MaxGradNorm)
-	setI(&g.MicroBatch, h.MicroBatch)
-	setI(&g.MaxSeqLen, h.MaxSeqLen)
-	setI(&s.CheckpointEvery, h.CheckpointEvery)
-	setI(&s.KeepCheckpoints, h.KeepCheckpoints)
-	setS(&s.SaveDType, h.SaveDType)
-	// One optimiser update per step (num_iterations more).
-	g.TotalSteps = totalSteps * g.NumIterations
-
 	attrErr := func(name, detail string) {
 		diags = append(diags, attrDiag(tb, name, "Invalid trainer setting", detail))
 	}
+	for name, raw := range given {
+		var dst any
+		switch name {
+		case "device", "save_dtype":
+			dst = map[string]*string{"device": &s.Device, "save_dtype": &s.SaveDType}[name]
+		case "checkpoint_every", "keep_checkpoints":
+			dst = map[string]*int{"checkpoint_every": &s.CheckpointEvery, "keep_checkpoints": &s.KeepCheckpoints}[name]
+		default:
+			// One attribute at a time into the config, so a wrong type is
+			// reported at its own line.
+			one, _ := json.Marshal(map[string]json.RawMessage{name: raw})
+			if err := json.Unmarshal(one, g); err != nil {
+				attrErr(name, fmt.Sprintf("%s: %v", name, typeError(err)))
+			}
+			continue
+		}
+		if err := json.Unmarshal(raw, dst); err != nil {
+			attrErr(name, fmt.Sprintf("%s: %v", name, typeError(err)))
+		}
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	g.Temperature = temperature
+	// One optimiser update per step (num_iterations more).
+	g.TotalSteps = totalSteps * g.NumIterations
 	if !(temperature > 0) {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Training needs sampling",
-			Detail:  fmt.Sprintf("The policy's temperature is %g; GRPO compares sampled completions, so set temperature > 0 in the policy block.", temperature),
+			Detail: fmt.Sprintf("The policy's temperature is %g; GRPO compares sampled completions, so set temperature > 0 in the policy block.", temperature),
 			Subject: tb.DefRange.Ptr()})
 		return s, diags
 	}
 	if err := g.Validate(); err != nil {
 		name, _, _ := strings.Cut(err.Error(), " ")
-		if n, ok := settingAttrs[name]; ok {
-			name = n
-		}
 		attrErr(name, err.Error())
 	}
 	switch s.Device {
@@ -172,20 +153,74 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 	if s.SaveDType != "f32" && s.SaveDType != "bf16" {
 		attrErr("save_dtype", fmt.Sprintf("save_dtype %q is not one of f32, bf16", s.SaveDType))
 	}
-	if w := h.Warmup; w != nil {
-		s.Warmup = &Warmup{File: w.File, Steps: 100, BatchSize: 8, LR: 1e-4}
-		if !strings.HasPrefix(w.File, "/") {
-			s.Warmup.File = f.Dir + "/" + w.File
+	for _, b := range content.Blocks {
+		if s.Warmup != nil {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate warmup block", Subject: b.DefRange.Ptr()})
+			continue
 		}
-		setI(&s.Warmup.Steps, w.Steps)
-		setI(&s.Warmup.BatchSize, w.BatchSize)
-		setF(&s.Warmup.LR, w.LearningRate)
+		var w struct {
+			File         string   `hcl:"file"`
+			Steps        *int     `hcl:"steps,optional"`
+			BatchSize    *int     `hcl:"batch_size,optional"`
+			LearningRate *float64 `hcl:"learning_rate,optional"`
+		}
+		d := gohcl.DecodeBody(b.Body, f.EvalContext, &w)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			continue
+		}
+		s.Warmup = &Warmup{File: w.File, Steps: 100, BatchSize: 8, LR: 1e-4}
+		if !filepath.IsAbs(w.File) {
+			s.Warmup.File = filepath.Join(f.Dir, w.File)
+		}
+		if w.Steps != nil {
+			s.Warmup.Steps = *w.Steps
+		}
+		if w.BatchSize != nil {
+			s.Warmup.BatchSize = *w.BatchSize
+		}
+		if w.LearningRate != nil {
+			s.Warmup.LR = *w.LearningRate
+		}
 		if s.Warmup.Steps < 1 || s.Warmup.BatchSize < 1 || !(s.Warmup.LR > 0) {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid warmup block",
-				Detail: "steps and batch_size must be >= 1 and learning_rate positive.", Subject: tb.DefRange.Ptr()})
+				Detail: "steps and batch_size must be >= 1 and learning_rate positive.", Subject: b.DefRange.Ptr()})
 		}
 	}
 	return s, diags
+}
+
+// jsonKeys lists the JSON names of v's fields.
+func jsonKeys(v any) []string {
+	var out []string
+	t := reflect.TypeOf(v)
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// typeError says what JSON decoding wanted, without Go type names.
+func typeError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		want := te.Type.Kind().String()
+		switch te.Type.Kind() {
+		case reflect.Float64, reflect.Float32:
+			want = "a number"
+		case reflect.Int, reflect.Int64:
+			want = "a whole number"
+		case reflect.String:
+			want = "a string"
+		case reflect.Bool:
+			want = "true or false"
+		}
+		return fmt.Sprintf("want %s, got %s", want, te.Value)
+	}
+	return err.Error()
 }
 
 // attrDiag points at attribute name of the trainer block, or at the block.
