@@ -127,7 +127,7 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 	g.TotalSteps = totalSteps * g.NumIterations
 	if !(temperature > 0) {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Training needs sampling",
-			Detail: fmt.Sprintf("The policy's temperature is %g; GRPO compares sampled completions, so set temperature > 0 in the policy block.", temperature),
+			Detail:  fmt.Sprintf("The policy's temperature is %g; GRPO compares sampled completions, so set temperature > 0 in the policy block.", temperature),
 			Subject: tb.DefRange.Ptr()})
 		return s, diags
 	}
