@@ -3,22 +3,32 @@
 # attempts. When the hidden tests fail, it gets the failure back and tries
 # again, in the same sandbox.
 #
-# Rollouts against any OpenAI-compatible server (vLLM, OpenAI), like ART's
-# `--use-openai --dry-run`:
+# Training a model you downloaded elsewhere (Qwen2.5-0.5B-Instruct is a good
+# start; docs/training.md says what it costs on a CPU):
+#
+#   rlhost run examples/mbpp.hcl --var model=/path/to/Qwen2.5-0.5B-Instruct
+#
+# Rollouts only, against any OpenAI-compatible server (vLLM, OpenAI), like
+# ART's `--use-openai --dry-run`:
 #
 #   OPENAI_BASE_URL=http://127.0.0.1:8000/v1 OPENAI_MODEL=Qwen/Qwen2.5-7B-Instruct \
-#     rlhost run examples/mbpp.hcl --dry-run
+#     rlhost run examples/mbpp.hcl --var policy=openai --dry-run
 #
 # Offline, with scripted agents replayed from a file (no server needed):
 #
-#   rlhost run examples/mbpp.hcl --dry-run --var policy=replay
+#   rlhost run examples/mbpp.hcl --var policy=replay --dry-run
 #
 # Real MBPP: point --var dataset=... at a file you downloaded elsewhere (see
 # the README's MBPP section); nothing is downloaded at run time.
 
 variable "policy" {
-  default     = "openai"
-  description = "openai (any OpenAI-compatible server) or replay (scripted agents)"
+  default     = "embedded"
+  description = "embedded (train var.model), openai (any OpenAI-compatible server) or replay (scripted agents)"
+}
+
+variable "model" {
+  default     = ""
+  description = "Hugging Face model directory to train, e.g. Qwen2.5-0.5B-Instruct"
 }
 
 variable "dataset" {
@@ -65,6 +75,13 @@ env "mbpp" {
   test_timeout     = "10s"
 }
 
+policy "embedded" {
+  provider    = "embedded"
+  model       = var.model
+  temperature = 1.0
+  max_tokens  = 512
+}
+
 policy "openai" {
   provider    = "openai"
   base_url    = env("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1")
@@ -77,6 +94,15 @@ policy "openai" {
 policy "replay" {
   provider = "replay"
   file     = "mbpp/replay.jsonl"
+}
+
+trainer {
+  loss_type         = "dapo"
+  learning_rate     = 1e-6
+  lr_scheduler_type = "constant"
+  micro_batch       = 1
+  max_seq_len       = 4096
+  checkpoint_every  = 1
 }
 
 output {

@@ -102,6 +102,8 @@ func source(cfg policy.Config, baseDir string) (Source, error) {
 	switch {
 	case cfg.Model != nil && cfg.Init != nil:
 		return Source{}, attrErr("init", "set either model (a model directory) or init (a fresh model), not both")
+	case cfg.Model != nil && *cfg.Model == "":
+		return Source{}, attrErr("model", "empty: name the Hugging Face model directory to serve and train (for example --var model=DIR)")
 	case cfg.Model != nil:
 		src.ModelDir = rel(*cfg.Model)
 		if _, err := os.Stat(filepath.Join(src.ModelDir, "config.json")); err != nil {

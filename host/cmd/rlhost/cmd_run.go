@@ -184,10 +184,7 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	if eng != nil {
 		defer eng.Close()
 	}
-	if train != nil && eng == nil {
-		a.errorf("the trainer block needs the policy it trains: provider = %q in policy %q (or run with --dry-run)", training.ProviderName, f.Run.Policy)
-		return 1
-	}
+
 	if err := removeOutputs(dir, old); err != nil {
 		a.errorf("%v", err)
 		return 1

@@ -19,6 +19,11 @@ func (a *app) trainSettings(f *config.File, dryRun, resume bool) (*training.Sett
 		}
 		return nil, 0
 	}
+	if pb := f.Policy(); pb != nil && pb.Provider != training.ProviderName {
+		a.errorf("the trainer block trains the policy rlhost serves itself (provider = %q), but policy %q is provider %q; add --dry-run to roll out and score only",
+			training.ProviderName, pb.Name, pb.Provider)
+		return nil, 1
+	}
 	s, diags := training.Decode(f, training.PolicyTemperature(f), f.Run.Steps)
 	printDiags(a.stderr, f, diags)
 	if diags.HasErrors() {
