@@ -265,7 +265,7 @@ func (b *Backend) build(ctx context.Context, spec core.SandboxSpec) (*sandbox, e
 		return nil, err
 	}
 	tr.Mark("reserve")
-	m := meta{ID: id, Labels: maps.Clone(spec.Labels), CreatedAt: time.Now().UTC(), Isolation: set.Isolation, OwnerPID: os.Getpid()}
+	m := meta{ID: id, Labels: maps.Clone(spec.Labels), CreatedAt: time.Now().UTC(), Isolation: set.isolationName(), OwnerPID: os.Getpid()}
 	if spec.TTL > 0 {
 		m.Expires = m.CreatedAt.Add(spec.TTL)
 	}
