@@ -380,6 +380,20 @@ except OSError as err: print("stopped at", len(fs), err.errno)'`)
 			e.expect(r3.ExitCode == 0 && strings.TrimSpace(r3.Stdout) == want, "100 KiB argv: %s / %+v", summary(r3), r3.Stderr)
 			return summary(r) + " (E2BIG); stdin: " + summary(r2) + "; 100 KiB: " + summary(r3)
 		}},
+		seccompCase("seccomp-keyring", "keyctl, add_key, request_key", "keyctl", "add_key", "request_key"),
+		seccompCase("seccomp-bpf", "bpf(BPF_MAP_CREATE)", "bpf"),
+		seccompCase("seccomp-perf", "perf_event_open", "perf_event_open"),
+		seccompCase("seccomp-userfaultfd", "userfaultfd(UFFD_USER_MODE_ONLY)", "userfaultfd"),
+		seccompCase("seccomp-io-uring", "io_uring_setup, io_uring_enter, io_uring_register", "io_uring_setup", "io_uring_enter", "io_uring_register"),
+		seccompCase("seccomp-kexec", "kexec_load, kexec_file_load", "kexec_load", "kexec_file_load"),
+		seccompCase("seccomp-mount", "mount, umount2, pivot_root, open_tree, fsopen, move_mount as raw syscalls", "mount", "umount2", "pivot_root", "open_tree", "fsopen", "move_mount"),
+		seccompCase("seccomp-unshare", "unshare(CLONE_NEWUSER) (allowed by the kernel without privilege), setns", "unshare", "setns"),
+		seccompCase("seccomp-clone-ns", "clone(CLONE_NEWUSER), and clone3 (flags in memory)", "clone", "clone3"),
+		seccompCase("seccomp-ptrace", "PTRACE_ATTACH to its own child process", "ptrace"),
+		seccompCase("seccomp-modules", "init_module, finit_module, delete_module", "init_module", "finit_module", "delete_module"),
+		seccompCase("seccomp-handles", "open_by_handle_at, name_to_handle_at", "open_by_handle_at", "name_to_handle_at"),
+		seccompCase("seccomp-reboot", "reboot", "reboot"),
+		seccompCase("seccomp-swap", "swapon, swapoff", "swapon", "swapoff"),
 		{"binary-output", "invalid UTF-8 and NUL bytes on stdout", "returned byte-exact", func(e *advEnv) string {
 			r := e.exec(`printf '\377\376\000abc\000'`)
 			e.expect(r.Stdout == "\xff\xfe\x00abc\x00", "bytes changed: %q", r.Stdout)
