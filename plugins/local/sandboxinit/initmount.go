@@ -45,8 +45,17 @@ func buildRoot(s Setup) error {
 		wsfd = fd
 		defer unix.Close(wsfd)
 	}
-	// Open every bind source first too: a source may lie below the staging
-	// point.
+	// Open the rootfs and every bind source first too: they may lie below
+	// the staging point.
+	rootfs := s.Rootfs
+	if rootfs != "" {
+		fd, err := unix.Open(rootfs, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open rootfs %s: %w", rootfs, err)
+		}
+		defer unix.Close(fd)
+		rootfs = fmt.Sprintf("/proc/self/fd/%d", fd)
+	}
 	srcs := make([]source, len(s.Binds))
 	for i, b := range s.Binds {
 		srcs[i] = openSource(b)
@@ -65,8 +74,8 @@ func buildRoot(s Setup) error {
 		return fmt.Errorf("stat staging tmpfs: %w", err)
 	}
 	r := &rootBuilder{nr: stage, dev: st.Dev}
-	if s.Rootfs != "" {
-		if err := r.wholeRoot(s.Rootfs); err != nil {
+	if rootfs != "" {
+		if err := r.wholeRoot(rootfs); err != nil {
 			return err
 		}
 	}
