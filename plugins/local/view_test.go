@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -245,5 +246,82 @@ func TestRootfsStillWorks(t *testing.T) {
 	res := execOK(t, b, id, "/bin/sh", "-c", "ls /; cat /etc/passwd 2>&1 | head -1")
 	if !strings.Contains(res.Stdout, "marker-dir") || strings.Contains(res.Stdout, "root:x:0:0:root:/workspace") {
 		t.Errorf("rootfs view: %q", res.Stdout)
+	}
+}
+
+// TestInitSurvivesOOM: a command that lowers its oom_score_adj to the
+// floor and then balloons is OOM-killed; the init, outside the commands'
+// cgroup, lives on, and so does the sandbox.
+func TestInitSurvivesOOM(t *testing.T) {
+	spec := core.SandboxSpec{Limits: core.Limits{MemoryBytes: 64 << 20}}
+	b := newBackend(t, nil, spec)
+	if b.cg.kind == cgroupOff {
+		t.Skip("SKIP: no cgroups on this machine")
+	}
+	id := create(t, b, spec)
+	ctx := context.Background()
+	b.mu.Lock()
+	nb := b.boxes[id].impl.(*nsBox)
+	b.mu.Unlock()
+	initStart := procStart(nb.pid)
+
+	// Commands run in the commands' cgroup, the init outside it.
+	where := execOK(t, b, id, "cat", "/proc/self/cgroup")
+	if !strings.Contains(where.Stdout, "rlhost-"+id+"/"+cgroupCmds+"\n") {
+		t.Errorf("command not in rlhost-%s/%s:\n%s", id, cgroupCmds, where.Stdout)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(where.Stdout), "\n") {
+		if (strings.Contains(line, ":memory:") || strings.Contains(line, ":pids:") || strings.HasPrefix(line, "0::")) &&
+			strings.Contains(line, "rlhost-"+id) && !strings.HasSuffix(line, "/"+cgroupCmds) {
+			t.Errorf("command outside the commands' cgroup: %s", line)
+		}
+	}
+	own, _ := os.ReadFile("/proc/" + strconv.Itoa(nb.pid) + "/cgroup")
+	if strings.Contains(string(own), "/"+cgroupCmds+"\n") {
+		t.Errorf("init inside the commands' cgroup:\n%s", own)
+	}
+
+	// The lowest score a command can reach (the init's own), then far
+	// more memory than the limit.
+	balloon := `echo 0 > /proc/self/oom_score_adj || exit 3
+exec python3 -c 'b = bytearray(512 << 20); print(len(b))'`
+	res, err := b.Exec(ctx, id, core.ExecRequest{Command: sh(balloon), Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatalf("exec: %v (the init died?)", err)
+	}
+	t.Logf("balloon: %s in %v; stderr %q", summary(res), res.Duration, res.Stderr)
+	if !res.OOMKilled || res.ExitCode == 3 {
+		t.Errorf("balloon not OOM-killed: %s %+v", summary(res), res)
+	}
+	if !nb.alive() || procStart(nb.pid) != initStart {
+		t.Fatalf("the init died with its workload")
+	}
+	next := execOK(t, b, id, "sh", "-c", "echo still here")
+	if next.Stdout != "still here\n" {
+		t.Errorf("next exec: %+v", next)
+	}
+}
+
+// TestCPUTimeReachesImmediateChildren: cpu_time is set before the command
+// runs its first instruction, so children it forks at once inherit it.
+func TestCPUTimeReachesImmediateChildren(t *testing.T) {
+	for _, iso := range modes() {
+		t.Run(iso, func(t *testing.T) {
+			spec := core.SandboxSpec{Limits: core.Limits{CPUTime: time.Second}}
+			b := newBackend(t, map[string]any{"isolation": iso}, spec)
+			id := create(t, b, spec)
+			ctx := context.Background()
+			// The limit as a child forked first thing sees it.
+			res := execOK(t, b, id, "sh", "-c", "cat /proc/self/limits & wait")
+			if !strings.Contains(res.Stdout, "Max cpu time              1                    2                    seconds") {
+				t.Errorf("child's limits:\n%s", res.Stdout)
+			}
+			// A busy child forked at once is stopped by RLIMIT_CPU, long
+			// before the timeout.
+			r, err := b.Exec(ctx, id, core.ExecRequest{Command: sh("while :; do :; done & wait $!"), Timeout: 30 * time.Second})
+			if err != nil || r.TimedOut || (r.ExitCode != 128+24 && r.ExitCode != 128+9) {
+				t.Errorf("busy child: %s %+v %v", summary(r), r, err)
+			}
+		})
 	}
 }
