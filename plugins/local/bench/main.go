@@ -146,6 +146,11 @@ func run(n, conc int, stateDir, helper string) error {
 	row("cold create → first exec", "true", bw, fmt.Sprintf("p50 %s / p95 %s", ms(first.p50), ms(first.p95)), ratio)
 	row("cold create → exec → destroy", "true", bw, fmt.Sprintf("p50 %s / p95 %s", ms(cycle.p50), ms(cycle.p95)),
 		fmt.Sprintf("%.2fx bwrap (p50)", float64(cycle.p50)/float64(bwrap.p50)))
+	if bwrapErr == nil {
+		if err := variants(ctx, n, stateDir, helper, bwrap, row); err != nil {
+			return err
+		}
+	}
 
 	// Warm exec round trips in one sandbox.
 	info, err := cold.Create(ctx, core.SandboxSpec{})
@@ -256,6 +261,69 @@ func run(n, conc int, stateDir, helper string) error {
 	many.Shutdown(ctx)
 	if fails > 0 {
 		return fmt.Errorf("%d of %d concurrent sandboxes failed", fails, conc)
+	}
+	return nil
+}
+
+// variants measures what the root view and the seccomp filter cost: cold
+// create → first exec, and a warm exec round trip, for the old whole-host
+// view without a filter, the runtime view without a filter, and the
+// default (runtime view + filter). The variants take turns in every
+// iteration, so a change in machine load hits all of them alike.
+func variants(ctx context.Context, n int, stateDir, helper string, bwrap stats, row func(bench, command, baseline, figure, ratio string)) error {
+	type variant struct {
+		name   string
+		cfg    map[string]any
+		b      *local.Backend
+		warmID string
+		cold   []time.Duration
+		warm   []time.Duration
+	}
+	vs := []*variant{
+		{name: `root_view = "host", seccomp = "off"`, cfg: map[string]any{"root_view": "host", "seccomp": "off"}},
+		{name: `root_view = "runtime", seccomp = "off"`, cfg: map[string]any{"seccomp": "off"}},
+		{name: `root_view = "runtime", seccomp = "default" (the default)`, cfg: map[string]any{}},
+	}
+	for i, v := range vs {
+		b, err := newBackend(ctx, filepath.Join(stateDir, fmt.Sprint("v", i)), helper, v.cfg)
+		if err != nil {
+			return fmt.Errorf("configure %s: %w", v.name, err)
+		}
+		defer b.Shutdown(ctx)
+		info, err := b.Create(ctx, core.SandboxSpec{})
+		if err != nil {
+			return err
+		}
+		v.b, v.warmID = b, info.ID
+	}
+	for i := 0; i < n; i++ {
+		for _, v := range vs {
+			t0 := time.Now()
+			info, err := v.b.Create(ctx, core.SandboxSpec{})
+			if err != nil {
+				return err
+			}
+			if r, err := v.b.Exec(ctx, info.ID, core.ExecRequest{Command: []string{"true"}}); err != nil || r.ExitCode != 0 {
+				return fmt.Errorf("exec true: %v %+v", err, r)
+			}
+			v.cold = append(v.cold, time.Since(t0))
+			if err := v.b.Destroy(ctx, info.ID); err != nil {
+				return err
+			}
+			t0 = time.Now()
+			if r, err := v.b.Exec(ctx, v.warmID, core.ExecRequest{Command: []string{"true"}}); err != nil || r.ExitCode != 0 {
+				return fmt.Errorf("exec true: %v %+v", err, r)
+			}
+			v.warm = append(v.warm, time.Since(t0))
+		}
+	}
+	base := pct(vs[0].warm)
+	for _, v := range vs {
+		c, w := pct(v.cold), pct(v.warm)
+		row("cold create → first exec, "+v.name, "true", fmt.Sprintf("bwrap --unshare-all true p50 %s", ms(bwrap.p50)),
+			fmt.Sprintf("p50 %s / p95 %s", ms(c.p50), ms(c.p95)), fmt.Sprintf("%.2fx bwrap (p50)", float64(c.p50)/float64(bwrap.p50)))
+		row("exec round trip, warm sandbox, "+v.name, "true", fmt.Sprintf("whole-host view, no filter p50 %s", ms(base.p50)),
+			fmt.Sprintf("p50 %s / p95 %s", ms(w.p50), ms(w.p95)), fmt.Sprintf("%.2fx (p50)", float64(w.p50)/float64(base.p50)))
 	}
 	return nil
 }
