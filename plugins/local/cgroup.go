@@ -253,8 +253,7 @@ func (r *cgroupRoot) create(id string, lim core.Limits, pids int) (*sandboxCgrou
 	}
 	mem := strconv.FormatInt(lim.MemoryBytes, 10)
 	outerMem := strconv.FormatInt(lim.MemoryBytes+initMemoryAllowance, 10)
-	// The spawner thread of the init counts in the commands' pids under v1.
-	cmdPids, outerPids := strconv.Itoa(pids+1), strconv.Itoa(pids+1+initThreadAllowance)
+	cmdPids, outerPids := strconv.Itoa(pids), strconv.Itoa(pids+1+initThreadAllowance)
 	switch r.kind {
 	case cgroupV2:
 		if err := mk("", r.v2Base); err != nil {
@@ -286,6 +285,8 @@ func (r *cgroupRoot) create(id string, lim core.Limits, pids int) (*sandboxCgrou
 			}
 		}
 	case cgroupV1:
+		// The init's spawner thread counts in the commands' pids.
+		cmdPids = strconv.Itoa(pids + 1)
 		for _, c := range []string{"memory", "pids", "cpu"} {
 			if c == "cpu" && lim.CPUs <= 0 {
 				continue // no quota, no need for a cpu cgroup
