@@ -272,6 +272,10 @@ func applyRlimits(pid int, s ExecSpec) error {
 // window that prlimit after fork would leave. It must run on a locked OS
 // thread (the tracer is the thread that forked). If the child died before
 // the stop, its consumed wait status is returned.
+//
+// Where the kernel refuses PTRACE_TRACEME (Yama's ptrace_scope = 3, some
+// LSM policies), atExec runs right after the fork instead, as it did
+// before: the only way left, and the window it leaves is documented.
 func ForkExecAt(argv0 string, argv []string, attr *syscall.ProcAttr, atExec func(pid int) error) (pid int, died *syscall.WaitStatus, err error) {
 	if atExec == nil {
 		pid, err = syscall.ForkExec(argv0, argv, attr)
@@ -282,6 +286,21 @@ func ForkExecAt(argv0 string, argv []string, attr *syscall.ProcAttr, atExec func
 	sys.Ptrace = true
 	a.Sys = &sys
 	pid, err = syscall.ForkExec(argv0, argv, &a)
+	if err == syscall.EPERM {
+		if pid, err = syscall.ForkExec(argv0, argv, attr); err == nil {
+			if err := atExec(pid); err != nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+				var ws syscall.WaitStatus
+				for {
+					if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
+						break
+					}
+				}
+				return 0, nil, err
+			}
+			return pid, nil, nil
+		}
+	}
 	if err != nil {
 		return 0, nil, err
 	}
