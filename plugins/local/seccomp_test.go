@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"strconv"
@@ -9,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/rlhost/rlhost/core"
@@ -169,5 +172,94 @@ func TestSeccompOffDiffers(t *testing.T) {
 				t.Errorf("List = %+v, %v", infos, err)
 			}
 		})
+	}
+}
+
+// TestSeccompProgramDecisions runs the assembled filter in x/net/bpf's
+// interpreter on hand-made seccomp_data, so every rule is checked without
+// a kernel. The interpreter loads words big-endian, so the data is written
+// that way; the 64-bit arguments are split in two words at the offsets the
+// filter reads on this (little-endian) architecture.
+func TestSeccompProgramDecisions(t *testing.T) {
+	prog, err := seccompProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := make([]bpf.RawInstruction, len(prog)/8)
+	for i := range raw {
+		b := prog[i*8:]
+		raw[i] = bpf.RawInstruction{Op: binary.NativeEndian.Uint16(b), Jt: b[2], Jf: b[3], K: binary.NativeEndian.Uint32(b[4:])}
+	}
+	insns, ok := bpf.Disassemble(raw)
+	if !ok {
+		t.Fatal("filter does not disassemble")
+	}
+	vm, err := bpf.NewVM(insns)
+	if err != nil {
+		t.Fatalf("filter rejected by the interpreter: %v", err)
+	}
+	info, err := arch.GetInfo("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := func(archID uint32, nr int, args ...uint64) []byte {
+		d := make([]byte, 64)
+		binary.BigEndian.PutUint32(d[0:], uint32(nr))
+		binary.BigEndian.PutUint32(d[4:], archID)
+		for i, a := range args {
+			binary.BigEndian.PutUint32(d[16+8*i:], uint32(a))
+			binary.BigEndian.PutUint32(d[16+8*i+4:], uint32(a>>32))
+		}
+		return d
+	}
+	const (
+		allow  = unix.SECCOMP_RET_ALLOW
+		eperm  = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+		enosys = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+	)
+	native := uint32(info.ID)
+	cases := []struct {
+		name string
+		in   []byte
+		want uint32
+	}{
+		{"read", data(native, unix.SYS_READ, 0, 0, 0), allow},
+		{"execve", data(native, unix.SYS_EXECVE), allow},
+		{"fork-like clone", data(native, unix.SYS_CLONE, uint64(unix.SIGCHLD)), allow},
+		{"thread clone", data(native, unix.SYS_CLONE, unix.CLONE_VM|unix.CLONE_FS|unix.CLONE_FILES|unix.CLONE_SIGHAND|unix.CLONE_THREAD), allow},
+		{"vfork clone", data(native, unix.SYS_CLONE, unix.CLONE_VM|unix.CLONE_VFORK|uint64(unix.SIGCHLD)), allow},
+		{"clone NEWUSER", data(native, unix.SYS_CLONE, unix.CLONE_NEWUSER|uint64(unix.SIGCHLD)), eperm},
+		{"clone NEWNET", data(native, unix.SYS_CLONE, unix.CLONE_NEWNET), eperm},
+		{"clone NEWNS", data(native, unix.SYS_CLONE, unix.CLONE_NEWNS), eperm},
+		{"clone3", data(native, unix.SYS_CLONE3), enosys},
+		{"ptrace TRACEME", data(native, unix.SYS_PTRACE, unix.PTRACE_TRACEME), allow},
+		{"ptrace DETACH", data(native, unix.SYS_PTRACE, unix.PTRACE_DETACH), allow},
+		{"ptrace ATTACH", data(native, unix.SYS_PTRACE, unix.PTRACE_ATTACH), eperm},
+		{"ptrace PEEKDATA", data(native, unix.SYS_PTRACE, unix.PTRACE_PEEKDATA), eperm},
+		{"ptrace SEIZE", data(native, unix.SYS_PTRACE, unix.PTRACE_SEIZE), eperm},
+		{"ptrace TRACEME in the high word", data(native, unix.SYS_PTRACE, 1<<32), eperm},
+		{"foreign ABI", data(0x40000003 /* AUDIT_ARCH_I386 */, 1 /* exit on i386 */), enosys},
+	}
+	for _, name := range seccompDenied {
+		nr, ok := info.SyscallNames[name]
+		if !ok {
+			t.Errorf("%s: not in this architecture's table", name)
+			continue
+		}
+		cases = append(cases, struct {
+			name string
+			in   []byte
+			want uint32
+		}{name, data(native, nr), eperm})
+	}
+	for _, c := range cases {
+		got, err := vm.Run(c.in)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if uint32(got) != c.want {
+			t.Errorf("%s: filter returns %#x, want %#x", c.name, uint32(got), c.want)
+		}
 	}
 }
