@@ -181,13 +181,6 @@ func (c Config) validate(cfgBase schema.Config) (settings, schema.Diagnostics) {
 	if c.Isolation == "namespaces" && c.RootView == "runtime" {
 		s.view.binds, s.view.links, s.view.files = runtimeView("/")
 	}
-	for i, m := range c.Mount {
-		b, d := resolveMount(cfgBase, i, m, c.Isolation)
-		diags = append(diags, d...)
-		if !d.HasErrors() {
-			s.mounts = append(s.mounts, b)
-		}
-	}
 	if c.Isolation == "none" && c.Workspace == "tmpfs" {
 		// Without a mount namespace there is nowhere private to mount a tmpfs.
 		s.Workspace = "host"
@@ -221,6 +214,13 @@ func (c Config) validate(cfgBase schema.Config) (settings, schema.Diagnostics) {
 		s.stateDir = defaultStateDir()
 	} else {
 		s.stateDir = cfgBase.Path(s.stateDir)
+	}
+	for i, m := range c.Mount {
+		b, d := resolveMount(cfgBase, i, m, c.Isolation, s.stateDir)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			s.mounts = append(s.mounts, b)
+		}
 	}
 	s.helper = c.Helper
 	if s.helper == "" {

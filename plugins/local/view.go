@@ -117,8 +117,10 @@ var reservedTargets = []string{"proc", "dev", "tmp", "run", "sys", "workspace"}
 
 // resolveMount checks the i-th mount block: the source must exist (and,
 // when rlhost runs as root, be reachable by the sandbox's unprivileged
-// uid), the target must be absolute and outside the init's own mounts.
-func resolveMount(cfg schema.Config, i int, m Mount, isolation string) (sandboxinit.Bind, schema.Diagnostics) {
+// uid) and must neither hold nor lie in the state dir (other sandboxes'
+// workspaces and records), the target must be absolute and outside the
+// init's own mounts.
+func resolveMount(cfg schema.Config, i int, m Mount, isolation, stateDir string) (sandboxinit.Bind, schema.Diagnostics) {
 	at := func(attr string) []string { return []string{"mount", strconv.Itoa(i), attr} }
 	var diags schema.Diagnostics
 	if isolation != "namespaces" {
@@ -136,6 +138,18 @@ func resolveMount(cfg schema.Config, i int, m Mount, isolation string) (sandboxi
 	fi, err := os.Stat(src)
 	if err != nil {
 		return sandboxinit.Bind{}, schema.Diagnostics{schema.Errorf(at("source"), "mount source does not exist", "%q (resolved to %s): %v", m.Source, src, err)}
+	}
+	if real, err := filepath.EvalSymlinks(src); err == nil {
+		state := stateDir
+		if r, err := filepath.EvalSymlinks(stateDir); err == nil {
+			state = r
+		} else if a, err := filepath.Abs(stateDir); err == nil {
+			state = a
+		}
+		if within(state, real) || within(real, state) {
+			diags = append(diags, schema.Errorf(at("source"), "mount source overlaps the state dir",
+				"%s and state_dir %s: the state dir holds every sandbox's workspace and records", src, state))
+		}
 	}
 	if os.Geteuid() == 0 {
 		// The init reads the source as the sandbox's unprivileged host uid.
@@ -166,6 +180,11 @@ func resolveMount(cfg schema.Config, i int, m Mount, isolation string) (sandboxi
 		}
 	}
 	return sandboxinit.Bind{Src: src, Dst: dst, RW: m.Writable}, diags
+}
+
+// within reports whether p is dir or below it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 func readableBits(fi os.FileInfo) os.FileMode {

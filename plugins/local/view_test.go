@@ -204,6 +204,7 @@ func TestMounts(t *testing.T) {
 		{[]map[string]any{{"source": "data", "target": "/tmp/data"}}, "", "mount.0.target"},
 		{[]map[string]any{{"source": "data", "target": "/workspace/data"}}, "", "mount.0.target"},
 		{[]map[string]any{{"source": "data"}}, "none", "mount.0.source"},
+		{[]map[string]any{{"source": "/", "target": "/host"}}, "", "mount.0.source"}, // holds the state dir
 	}
 	for _, c := range bad {
 		cfg := map[string]any{"mount": c.mounts, "state_dir": t.TempDir()}
