@@ -283,6 +283,17 @@ type source struct {
 }
 
 func openSource(b Bind) source {
+	if b.Copy {
+		// Copied sources are plain files (the backend says so); a
+		// directory there fails the read and is bound instead.
+		data, err := os.ReadFile(b.Src)
+		if err == nil {
+			return source{fd: -1, data: data}
+		}
+		if !errors.Is(err, unix.EISDIR) {
+			return source{fd: -1, err: err}
+		}
+	}
 	fd, err := unix.Open(b.Src, unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return source{fd: -1, err: err}
@@ -292,13 +303,7 @@ func openSource(b Bind) source {
 		unix.Close(fd)
 		return source{fd: -1, err: err}
 	}
-	src := source{fd: fd, dir: st.Mode&unix.S_IFMT == unix.S_IFDIR}
-	if b.Copy && st.Mode&unix.S_IFMT == unix.S_IFREG {
-		unix.Close(fd)
-		src.fd = -1
-		src.data, src.err = os.ReadFile(b.Src)
-	}
-	return src
+	return source{fd: fd, dir: st.Mode&unix.S_IFMT == unix.S_IFDIR}
 }
 
 // bind shows one host path in the root: copied (small files), or bound.
