@@ -134,6 +134,10 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 		// Prove the whole path works now, not at the first episode.
 		probe, err := b.Create(ctx, spec)
 		if err != nil {
+			if strings.Contains(err.Error(), "seccomp: install filter") {
+				return append(diags, schema.Errorf([]string{"seccomp"}, "this kernel refused the seccomp filter",
+					"%v (it needs CONFIG_SECCOMP_FILTER); seccomp = \"off\" runs without it, and every result says so", err))
+			}
 			return append(diags, schema.Errorf([]string{"isolation"}, "cannot start a namespaced sandbox", "%v", err))
 		}
 		if err := b.Destroy(ctx, probe.ID); err != nil {
