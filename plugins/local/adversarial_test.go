@@ -311,6 +311,20 @@ for addr in [("127.0.0.1", %d), ("8.8.8.8", 53)]:
 			e.expect(strings.TrimSpace(r.Stdout) != "" && len(strings.TrimSpace(r.Stdout)) == 1, "sees many processes: %q", r.Stdout)
 			return strings.TrimSpace(r.Stdout) + " processes visible"
 		}},
+		{"inherited-fds", "list the file descriptors a command starts with (control socket, cgroup files)", "only stdin, stdout, stderr", func(e *advEnv) string {
+			// Run directly, not through sh, which keeps fds of its own.
+			r := e.execReq(core.ExecRequest{Command: []string{"python3", "-c", `
+import os
+def is_open(fd):
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False
+print(" ".join(str(fd) for fd in range(1024) if is_open(fd)))`}, Timeout: 20 * time.Second})
+			e.expect(strings.TrimSpace(r.Stdout) == "0 1 2", "inherited fds: %+v", r)
+			return "0 1 2"
+		}},
 		{"dev-access", "open /dev/vda and /dev/mem", "minimal /dev", func(e *advEnv) string {
 			r := e.exec("ls /dev; head -c1 /dev/vda; head -c1 /dev/mem")
 			e.expect(r.ExitCode != 0 && !strings.Contains(r.Stdout, "vda"), "dev: %+v", r)

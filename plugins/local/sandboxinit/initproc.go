@@ -28,9 +28,21 @@ import (
 // control socket closes, and exits; its death kills every process left in
 // the namespace.
 func initMain() error {
-	// Commands must not inherit the control socket.
-	unix.CloseOnExec(3)
+	// Commands inherit no fd but their own three: not the control socket,
+	// not the cgroup files (with the commands' cgroup.procs a command could
+	// move the init into it), and not whatever the process that started
+	// rlhost left open without close-on-exec.
 	unix.Close(4) // the fd this binary was executed through
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		// Before Linux 5.11: one by one.
+		if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+			for _, e := range ents {
+				if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+					unix.CloseOnExec(fd)
+				}
+			}
+		}
+	}
 	// Not dumpable: commands share the init's uid, and must not ptrace it
 	// or read its /proc files (its threads other than the spawner keep
 	// capabilities in the sandbox's user namespace).
