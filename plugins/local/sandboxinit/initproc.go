@@ -274,6 +274,14 @@ type spawnRes struct {
 // seccomp filter, both of which every command then inherits.
 func spawner(reqs chan spawnReq, ready chan error) {
 	runtime.LockOSThread() // never unlocked: the thread dies with the init
+	if unix.Gettid() == unix.Getpid() {
+		// Not the main thread: it stands for the whole process in
+		// /proc/<pid>/cgroup and to the OOM killer, and under v1 the
+		// spawner moves into the commands' cgroup. Keep this goroutine
+		// parked on the main thread, so no other uses it, and try again.
+		go spawner(reqs, ready)
+		select {}
+	}
 	if err := dropPrivileges(); err != nil {
 		ready <- err
 		return
