@@ -134,6 +134,10 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 		// Prove the whole path works now, not at the first episode.
 		probe, err := b.Create(ctx, spec)
 		if err != nil {
+			if strings.Contains(err.Error(), "seccomp: install filter") {
+				return append(diags, schema.Errorf([]string{"seccomp"}, "this kernel refused the seccomp filter",
+					"%v (it needs CONFIG_SECCOMP_FILTER); seccomp = \"off\" runs without it, and every result says so", err))
+			}
 			return append(diags, schema.Errorf([]string{"isolation"}, "cannot start a namespaced sandbox", "%v", err))
 		}
 		if err := b.Destroy(ctx, probe.ID); err != nil {
@@ -265,7 +269,7 @@ func (b *Backend) build(ctx context.Context, spec core.SandboxSpec) (*sandbox, e
 		return nil, err
 	}
 	tr.Mark("reserve")
-	m := meta{ID: id, Labels: maps.Clone(spec.Labels), CreatedAt: time.Now().UTC(), Isolation: set.Isolation, OwnerPID: os.Getpid()}
+	m := meta{ID: id, Labels: maps.Clone(spec.Labels), CreatedAt: time.Now().UTC(), Isolation: set.isolationName(), OwnerPID: os.Getpid()}
 	if spec.TTL > 0 {
 		m.Expires = m.CreatedAt.Add(spec.TTL)
 	}

@@ -202,6 +202,11 @@ func contains(xs []string, x string) bool {
 }
 
 // sandboxCgroup is one sandbox's cgroup (one directory per v1 hierarchy).
+// Below it, cgroupCmds holds every command and carries the sandbox's
+// limits; the init stays outside (in the sandbox cgroup itself, or in
+// cgroupInit under v2, whose inner cgroups may hold no processes), so an
+// OOM kill or a pid limit inside reaches only the workload. The sandbox
+// cgroup bounds both, with an allowance for the init.
 type sandboxCgroup struct {
 	Kind cgroupKind        `json:"kind"`
 	Dirs map[string]string `json:"dirs"` // v2: {"": dir}; v1: controller -> dir
@@ -212,7 +217,13 @@ type sandboxCgroup struct {
 	oomFile, pidsF *os.File
 }
 
-// create makes the cgroup of sandbox id with the given limits.
+// The child cgroups of a sandbox cgroup.
+const (
+	cgroupCmds = "cmds"
+	cgroupInit = "init"
+)
+
+// create makes the cgroup of sandbox id: lim and pids for its commands.
 func (r *cgroupRoot) create(id string, lim core.Limits, pids int) (*sandboxCgroup, error) {
 	name := "rlhost-" + id
 	cg := &sandboxCgroup{Kind: r.kind, Dirs: map[string]string{}}
@@ -222,6 +233,12 @@ func (r *cgroupRoot) create(id string, lim core.Limits, pids int) (*sandboxCgrou
 			return fmt.Errorf("create cgroup %s: %w", d, err)
 		}
 		cg.Dirs[key] = d
+		return nil
+	}
+	mkChild := func(dir, child string) error {
+		if err := os.Mkdir(filepath.Join(dir, child), 0o755); err != nil {
+			return fmt.Errorf("create cgroup %s/%s: %w", dir, child, err)
+		}
 		return nil
 	}
 	write := func(dir, file, val string) error {
@@ -235,13 +252,15 @@ func (r *cgroupRoot) create(id string, lim core.Limits, pids int) (*sandboxCgrou
 		return nil, err
 	}
 	mem := strconv.FormatInt(lim.MemoryBytes, 10)
+	outerMem := strconv.FormatInt(lim.MemoryBytes+initMemoryAllowance, 10)
+	cmdPids, outerPids := strconv.Itoa(pids), strconv.Itoa(pids+1+initThreadAllowance)
 	switch r.kind {
 	case cgroupV2:
 		if err := mk("", r.v2Base); err != nil {
 			return fail(err)
 		}
 		d := cg.Dirs[""]
-		for _, kv := range [][2]string{{"memory.max", mem}, {"memory.swap.max", "0"}, {"pids.max", strconv.Itoa(pids)}} {
+		for _, kv := range [][2]string{{"memory.max", outerMem}, {"memory.swap.max", "0"}, {"pids.max", outerPids}} {
 			if err := write(d, kv[0], kv[1]); err != nil && kv[0] != "memory.swap.max" {
 				return fail(err)
 			}
@@ -251,7 +270,23 @@ func (r *cgroupRoot) create(id string, lim core.Limits, pids int) (*sandboxCgrou
 				return fail(err)
 			}
 		}
+		if err := write(d, "cgroup.subtree_control", "+memory +pids"); err != nil {
+			return fail(err)
+		}
+		for _, c := range []string{cgroupInit, cgroupCmds} {
+			if err := mkChild(d, c); err != nil {
+				return fail(err)
+			}
+		}
+		cmds := filepath.Join(d, cgroupCmds)
+		for _, kv := range [][2]string{{"memory.max", mem}, {"memory.swap.max", "0"}, {"pids.max", cmdPids}} {
+			if err := write(cmds, kv[0], kv[1]); err != nil && kv[0] != "memory.swap.max" {
+				return fail(err)
+			}
+		}
 	case cgroupV1:
+		// The init's spawner thread counts in the commands' pids.
+		cmdPids = strconv.Itoa(pids + 1)
 		for _, c := range []string{"memory", "pids", "cpu"} {
 			if c == "cpu" && lim.CPUs <= 0 {
 				continue // no quota, no need for a cpu cgroup
@@ -260,16 +295,26 @@ func (r *cgroupRoot) create(id string, lim core.Limits, pids int) (*sandboxCgrou
 				if err := mk(c, base); err != nil {
 					return fail(err)
 				}
+				if c != "cpu" {
+					// The quota bounds the whole sandbox, init included.
+					if err := mkChild(cg.Dirs[c], cgroupCmds); err != nil {
+						return fail(err)
+					}
+				}
 			}
 		}
-		if err := write(cg.Dirs["memory"], "memory.limit_in_bytes", mem); err != nil {
-			return fail(err)
+		m, p := cg.Dirs["memory"], cg.Dirs["pids"]
+		mc, pc := filepath.Join(m, cgroupCmds), filepath.Join(p, cgroupCmds)
+		// Outer limits first: a child's may not exceed its parent's.
+		for _, w := range [][3]string{{m, "memory.limit_in_bytes", outerMem}, {mc, "memory.limit_in_bytes", mem},
+			{p, "pids.max", outerPids}, {pc, "pids.max", cmdPids}} {
+			if err := write(w[0], w[1], w[2]); err != nil {
+				return fail(err)
+			}
 		}
 		// Absent without swap accounting; then there is no swap to escape to.
-		write(cg.Dirs["memory"], "memory.memsw.limit_in_bytes", mem)
-		if err := write(cg.Dirs["pids"], "pids.max", strconv.Itoa(pids)); err != nil {
-			return fail(err)
-		}
+		write(m, "memory.memsw.limit_in_bytes", outerMem)
+		write(mc, "memory.memsw.limit_in_bytes", mem)
 		if lim.CPUs > 0 {
 			d, ok := cg.Dirs["cpu"]
 			if !ok {
@@ -284,6 +329,34 @@ func (r *cgroupRoot) create(id string, lim core.Limits, pids int) (*sandboxCgrou
 		}
 	}
 	return cg, nil
+}
+
+// commandFiles opens the way into the commands' cgroup for the init: the
+// tasks files (v1, where the init's spawner thread moves itself, and with
+// it every command it forks) or cgroup.procs (v2, where each command is
+// moved at its exec stop). Opened here, with the backend's credentials.
+func (c *sandboxCgroup) commandFiles() ([]*os.File, error) {
+	var paths []string
+	switch c.Kind {
+	case cgroupV2:
+		paths = []string{filepath.Join(c.Dirs[""], cgroupCmds, "cgroup.procs")}
+	case cgroupV1:
+		for _, ctrl := range []string{"memory", "pids"} {
+			paths = append(paths, filepath.Join(c.Dirs[ctrl], cgroupCmds, "tasks"))
+		}
+	}
+	var files []*os.File
+	for _, p := range paths {
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, fmt.Errorf("open %s: %w", p, err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
 }
 
 // guess returns the cgroup a sandbox of this process would have had, for
@@ -321,9 +394,10 @@ func (c *sandboxCgroup) counters() (oom, pids uint64) {
 		var oomPath, pidsPath string
 		switch c.Kind {
 		case cgroupV2:
-			oomPath, pidsPath = filepath.Join(c.Dirs[""], "memory.events"), filepath.Join(c.Dirs[""], "pids.events")
+			cmds := filepath.Join(c.Dirs[""], cgroupCmds)
+			oomPath, pidsPath = filepath.Join(cmds, "memory.events"), filepath.Join(cmds, "pids.events")
 		case cgroupV1:
-			oomPath, pidsPath = filepath.Join(c.Dirs["memory"], "memory.oom_control"), filepath.Join(c.Dirs["pids"], "pids.events")
+			oomPath, pidsPath = filepath.Join(c.Dirs["memory"], cgroupCmds, "memory.oom_control"), filepath.Join(c.Dirs["pids"], cgroupCmds, "pids.events")
 		default:
 			return 0, 0
 		}
@@ -362,31 +436,37 @@ func (c *sandboxCgroup) closeFiles() {
 	c.oomFile, c.pidsF = nil, nil
 }
 
-// destroy kills every process left in the cgroup and removes it.
+// destroy kills every process left in the cgroup and removes it, its
+// child cgroups first.
 func (c *sandboxCgroup) destroy() error {
 	if c == nil {
 		return nil
 	}
 	c.closeFiles()
 	var errs []error
-	for _, d := range c.Dirs {
-		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
+	for _, top := range c.Dirs {
+		if _, err := os.Stat(top); errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		if c.Kind == cgroupV2 {
-			os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0)
+			os.WriteFile(filepath.Join(top, "cgroup.kill"), []byte("1"), 0)
 		}
-		var err error
-		for try := 0; try < 200; try++ {
-			killProcs(d)
-			if err = os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
-				err = nil
-				break
+		for _, d := range []string{filepath.Join(top, cgroupCmds), filepath.Join(top, cgroupInit), top} {
+			if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
+				continue
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+			var err error
+			for try := 0; try < 200; try++ {
+				killProcs(d)
+				if err = os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
+					err = nil
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/plugins/local/sandboxinit"
 )
 
 // Config is the backend-specific part of a `sandbox "x" { backend = "local" }`
@@ -26,6 +27,16 @@ type Config struct {
 	ExecTimeout  string  `json:"exec_timeout"`  // default per-exec wall clock
 	Helper       string  `json:"helper"`        // re-exec binary; "" = os.Executable()
 	UIDBase      int64   `json:"uid_base"`      // host uid range for sandbox root (when run as root)
+	RootView     string  `json:"root_view"`     // "runtime" | "host"
+	Seccomp      string  `json:"seccomp"`       // "default" | "off"
+	Mount        []Mount `json:"mount"`         // host paths added to the view
+}
+
+// Mount is one `mount { }` block: a host path shown in the sandbox.
+type Mount struct {
+	Source   string `json:"source"`   // host path; relative to the config file
+	Target   string `json:"target"`   // path in the sandbox; default: the source's absolute path
+	Writable bool   `json:"writable"` // default read-only
 }
 
 // Defaults for limits the spec leaves at zero. Documented in docs/local-sandbox.md.
@@ -62,12 +73,22 @@ func configSpec() schema.Spec {
 		str("exec_timeout", "60s", "default wall-clock timeout of one exec"),
 		str("helper", "", "binary run as the sandbox init (must call local.Reexec or sandboxinit.Reexec first); default: rlhost-sandbox-init beside this executable if present, else this executable"),
 		num("uid_base", defaultUIDBase, "when rlhost runs as root, sandbox root maps to a host uid in [uid_base, uid_base+2^20)"),
-	}}
+		str("root_view", "runtime", `"runtime": the sandbox sees the host's /usr, /bin, /sbin, /lib* and a curated /etc, nothing else of the host; "host": every top-level entry of the host root, read-only (UNSAFE for untrusted code: shows every world-readable file on the machine)`),
+		str("seccomp", "default", `"default": a seccomp filter denies (EPERM) keyrings, bpf, perf, userfaultfd, io_uring, mounts, namespaces, module loading, ptrace and more; "off": no filter (debugging only; every exec result says so)`),
+	}, Blocks: []schema.Block{{
+		Name: "mount", Nesting: schema.NestingList,
+		Description: "a host path shown in the sandbox, read-only unless writable = true; repeat the block for more",
+		Spec: schema.Spec{Attributes: []schema.Attribute{
+			{Name: "source", Type: cty.String, Required: true, Description: "host path (file or directory); relative paths are relative to the config file"},
+			{Name: "target", Type: cty.String, Default: schema.DefaultJSON(""), Description: "absolute path in the sandbox; default: the source's absolute path"},
+			{Name: "writable", Type: cty.Bool, Default: schema.DefaultJSON(false), Description: "bind read-write (changes reach the host)"},
+		}},
+	}}}
 }
 
 func defaultConfig() Config {
 	return Config{Isolation: "namespaces", Cgroup: "auto", Workspace: "tmpfs", MaxSandboxes: 256,
-		ExecTimeout: "60s", UIDBase: defaultUIDBase}
+		ExecTimeout: "60s", UIDBase: defaultUIDBase, RootView: "runtime", Seccomp: "default"}
 }
 
 // settings is Config after validation, plus the values derived from it.
@@ -76,6 +97,21 @@ type settings struct {
 	execTimeout time.Duration
 	stateDir    string
 	helper      string
+	mounts      []sandboxinit.Bind // the mount blocks, resolved
+	seccomp     []byte             // the filter program; nil with seccomp = "off"
+	view        struct {           // the runtime root view, read from the host at Configure
+		binds []sandboxinit.Bind
+		links []sandboxinit.Link
+		files []sandboxinit.File
+	}
+}
+
+// isolationName is what every exec result and sandbox record reports.
+func (s *settings) isolationName() string {
+	if s.Isolation == "namespaces" && s.Seccomp == "off" {
+		return "namespaces (seccomp off)"
+	}
+	return s.Isolation
 }
 
 func defaultStateDir() string {
@@ -119,6 +155,32 @@ func (c Config) validate(cfgBase schema.Config) (settings, schema.Diagnostics) {
 	default:
 		diags = append(diags, schema.Errorf([]string{"workspace"}, "unknown workspace kind", `%q: want "tmpfs" or "host"`, c.Workspace))
 	}
+	switch c.RootView {
+	case "runtime", "host":
+	default:
+		diags = append(diags, schema.Errorf([]string{"root_view"}, "unknown root_view", `%q: want "runtime" or "host"`, c.RootView))
+	}
+	if c.RootView == "host" && c.Isolation == "namespaces" {
+		diags = append(diags, schema.Diagnostic{Severity: schema.Warning, Path: []string{"root_view"},
+			Summary: `root_view = "host": sandboxes see every world-readable file of this machine`,
+			Detail:  "home directories, other projects' checkouts and .env files, datasets: model-written code can read them and print them into its observations; use the default \"runtime\" view plus mount blocks for untrusted code"})
+	}
+	switch c.Seccomp {
+	case "default":
+		if c.Isolation == "namespaces" {
+			prog, err := seccompProgram()
+			if err != nil {
+				diags = append(diags, schema.Errorf([]string{"seccomp"}, "cannot build the seccomp filter", "%v", err))
+			}
+			s.seccomp = prog
+		}
+	case "off":
+	default:
+		diags = append(diags, schema.Errorf([]string{"seccomp"}, "unknown seccomp mode", `%q: want "default" or "off"`, c.Seccomp))
+	}
+	if c.Isolation == "namespaces" && c.RootView == "runtime" {
+		s.view.binds, s.view.links, s.view.files = runtimeView("/")
+	}
 	if c.Isolation == "none" && c.Workspace == "tmpfs" {
 		// Without a mount namespace there is nowhere private to mount a tmpfs.
 		s.Workspace = "host"
@@ -152,6 +214,13 @@ func (c Config) validate(cfgBase schema.Config) (settings, schema.Diagnostics) {
 		s.stateDir = defaultStateDir()
 	} else {
 		s.stateDir = cfgBase.Path(s.stateDir)
+	}
+	for i, m := range c.Mount {
+		b, d := resolveMount(cfgBase, i, m, c.Isolation, s.stateDir)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			s.mounts = append(s.mounts, b)
+		}
 	}
 	s.helper = c.Helper
 	if s.helper == "" {

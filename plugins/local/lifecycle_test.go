@@ -299,6 +299,8 @@ func TestConfigureRejects(t *testing.T) {
 		{map[string]any{"cgroup": "v3"}, core.SandboxSpec{}, "cgroup"},
 		{map[string]any{"helper": "/bin/true"}, core.SandboxSpec{}, "isolation"}, // not an init: the probe fails
 		{nil, core.SandboxSpec{Limits: core.Limits{OutputBytes: 1 << 30}}, "limits.output_bytes"},
+		{map[string]any{"root_view": "everything"}, core.SandboxSpec{}, "root_view"},
+		{map[string]any{"seccomp": "strict"}, core.SandboxSpec{}, "seccomp"},
 	}
 	for _, c := range cases {
 		cfg := c.cfg

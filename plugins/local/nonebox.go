@@ -56,8 +56,8 @@ type trackingStarter struct {
 	b *noneBox
 }
 
-func (t trackingStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, sandboxinit.WaitFunc, error) {
-	pid, wait, err := t.DirectStarter.Start(argv0, argv, attr)
+func (t trackingStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr, atExec func(int) error) (int, sandboxinit.WaitFunc, error) {
+	pid, wait, err := t.DirectStarter.Start(argv0, argv, attr, atExec)
 	if err == nil {
 		t.b.mu.Lock()
 		t.b.pgids[pid] = true

@@ -20,19 +20,25 @@ import (
 	"github.com/rlhost/rlhost/plugins/local/sandboxinit"
 )
 
-// initThreadAllowance is added to pids.max: the init (a Go program) lives in
-// the sandbox's cgroup and needs a few threads of its own even while a fork
-// bomb holds every other pid.
-const initThreadAllowance = 32
+// initThreadAllowance is added to the sandbox cgroup's pids.max, and
+// initMemoryAllowance to its memory limit: the init (a Go program) lives
+// there, outside the commands' cgroup that carries the limits, and needs a
+// few threads and some memory of its own (plus files written through the
+// API, which are charged to it).
+const (
+	initThreadAllowance = 32
+	initMemoryAllowance = 128 << 20
+)
 
 // nsBox is the backend's handle on a namespaced sandbox: its init process
 // and the socket to it.
 type nsBox struct {
-	pid  int
-	uid  int // host uid of the sandbox's root
-	cmd  *exec.Cmd
-	conn net.Conn
-	cg   *sandboxCgroup
+	isolation string // as results report it
+	pid       int
+	uid       int // host uid of the sandbox's root
+	cmd       *exec.Cmd
+	conn      net.Conn
+	cg        *sandboxCgroup
 
 	wmu     sync.Mutex
 	mu      sync.Mutex
@@ -62,17 +68,16 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.S
 	setup := sandboxinit.Setup{
 		Proto:     sandboxinit.ProtocolVersion,
 		Trace:     tr != nil,
-		Rootfs:    spec.Rootfs,
 		Hide:      []string{filepath.Dir(filepath.Dir(filepath.Join(entryDir, "x")))},
 		TmpBytes:  orDefault(lim.TmpBytes, defaultTmpBytes),
 		Network:   spec.Network,
 		Hostname:  "sandbox",
 		FileSize:  orDefault(lim.FileSizeBytes, defaultFileSize),
 		OpenFiles: int(orDefault(int64(lim.OpenFiles), defaultOpenFiles)),
+		Seccomp:   set.seccomp,
+		Isolation: set.isolationName(),
 	}
-	if setup.Rootfs == "" {
-		setup.Rootfs = "/"
-	}
+	set.rootFor(&setup, spec.Rootfs)
 	if sd, err := filepath.Abs(set.stateDir); err == nil {
 		setup.Hide = append(setup.Hide, sd)
 	}
@@ -121,7 +126,7 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.S
 	if cgr.kind != cgroupOff {
 		l := lim
 		l.MemoryBytes = orDefault(l.MemoryBytes, defaultMemory)
-		pids := int(orDefault(int64(l.Pids), defaultPids)) + initThreadAllowance
+		pids := int(orDefault(int64(l.Pids), defaultPids))
 		if cg, err = cgr.create(id, l, pids); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("sandbox %s: %w", id, err)
@@ -132,6 +137,26 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.S
 			cg.destroy()
 		}
 	}()
+
+	// The commands' cgroup: the init gets a way in that only its spawner
+	// thread (v1) or its commands (v2) take.
+	if cg != nil {
+		files, err := cg.commandFiles()
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("sandbox %s: %w", id, err)
+		}
+		for _, f := range files {
+			defer f.Close()
+			fd := 3 + len(extra)
+			extra = append(extra, f)
+			if cg.Kind == cgroupV2 {
+				setup.CgroupProcsFD = fd
+			} else {
+				setup.CgroupTaskFDs = append(setup.CgroupTaskFDs, fd)
+			}
+		}
+	}
 
 	flags := uintptr(syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS)
 	if !spec.Network {
@@ -156,7 +181,7 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.S
 		},
 	}
 	if cg != nil && cg.Kind == cgroupV2 {
-		d, err := os.Open(cg.Dirs[""])
+		d, err := os.Open(filepath.Join(cg.Dirs[""], cgroupInit))
 		if err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("sandbox %s: open cgroup: %w", id, err)
@@ -172,7 +197,10 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.S
 	// Only the init may hold its end now, so its exit reads as EOF here.
 	child.Close()
 	exe.Close()
-	nb = &nsBox{pid: cmd.Process.Pid, uid: uid, cmd: cmd, conn: conn, cg: cg, pending: map[uint64]chan sandboxinit.Response{}, dead: make(chan struct{}), exited: make(chan struct{})}
+	for _, f := range extra[2:] {
+		f.Close()
+	}
+	nb = &nsBox{isolation: setup.Isolation, pid: cmd.Process.Pid, uid: uid, cmd: cmd, conn: conn, cg: cg, pending: map[uint64]chan sandboxinit.Response{}, dead: make(chan struct{}), exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(nb.exited) }()
 	defer func() {
 		if err != nil {
@@ -317,10 +345,10 @@ func (nb *nsBox) exec(ctx context.Context, s sandboxinit.ExecSpec) (core.ExecRes
 	}
 	r, err := nb.call(ctx, sandboxinit.Request{Op: "exec", Exec: &s})
 	if err != nil {
-		return core.ExecResult{Isolation: "namespaces"}, err
+		return core.ExecResult{Isolation: nb.isolation}, err
 	}
 	if r.Exec == nil {
-		return core.ExecResult{Isolation: "namespaces"}, errors.New("exec: init sent no result")
+		return core.ExecResult{Isolation: nb.isolation}, errors.New("exec: init sent no result")
 	}
 	res := *r.Exec
 	res.Stdout, res.Stderr = string(r.Stdout), string(r.Stderr)

@@ -32,6 +32,7 @@ func main() {
 	}
 	n := flag.Int("n", 200, "iterations per latency figure")
 	conc := flag.Int("concurrent", 64, "sandboxes alive at once in the throughput test")
+	only := flag.String("only", "", `"variants": only the bwrap baseline and the root view / seccomp variants`)
 	self := flag.Bool("helper-self", false, "re-execute this binary as the sandbox init instead of rlhost-sandbox-init beside it")
 	stateDir := flag.String("state-dir", filepath.Join(os.TempDir(), fmt.Sprintf("rlhost-local-bench-%d", os.Geteuid())),
 		"state dir; fixed by default so a run that crashed is reaped by the next")
@@ -44,6 +45,14 @@ func main() {
 			os.Exit(1)
 		}
 		helper = exe
+	}
+	if *only == "variants" {
+		err := runVariants(*n, *stateDir, helper)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if err := run(*n, *conc, *stateDir, helper); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -64,7 +73,7 @@ func newBackend(ctx context.Context, stateDir, helper string, cfg map[string]any
 	return b, nil
 }
 
-type stats struct{ p50, p95 time.Duration }
+type stats struct{ p10, p50, p95 time.Duration }
 
 func measure(n int, f func() error) (stats, error) {
 	ds := make([]time.Duration, 0, n)
@@ -75,8 +84,7 @@ func measure(n int, f func() error) (stats, error) {
 		}
 		ds = append(ds, time.Since(t0))
 	}
-	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	return stats{ds[len(ds)/2], ds[len(ds)*95/100]}, nil
+	return pct(ds), nil
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
@@ -97,6 +105,21 @@ func machine() string {
 	}
 	kr, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	return fmt.Sprintf("%s, %d cores, Linux %s", cpu, runtime.NumCPU(), strings.TrimSpace(string(kr)))
+}
+
+// runVariants prints only the rows of variants, with their bwrap baseline.
+func runVariants(n int, stateDir, helper string) error {
+	m := machine()
+	row := func(bench, command, baseline, figure, ratio string) {
+		fmt.Printf("| %s | %s | %s | %s | %s | %s |\n", m, bench, command, baseline, figure, ratio)
+	}
+	fmt.Println("| machine | benchmark | command | baseline (same run) | local backend | ratio |")
+	fmt.Println("|---|---|---|---|---|---|")
+	bwrap, err := measure(n, bare("bwrap", "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "/bin/true"))
+	if err != nil {
+		return fmt.Errorf("bwrap: %w", err)
+	}
+	return variants(context.Background(), n, stateDir, helper, bwrap, row)
 }
 
 func run(n, conc int, stateDir, helper string) error {
@@ -146,6 +169,11 @@ func run(n, conc int, stateDir, helper string) error {
 	row("cold create → first exec", "true", bw, fmt.Sprintf("p50 %s / p95 %s", ms(first.p50), ms(first.p95)), ratio)
 	row("cold create → exec → destroy", "true", bw, fmt.Sprintf("p50 %s / p95 %s", ms(cycle.p50), ms(cycle.p95)),
 		fmt.Sprintf("%.2fx bwrap (p50)", float64(cycle.p50)/float64(bwrap.p50)))
+	if bwrapErr == nil {
+		if err := variants(ctx, n, stateDir, helper, bwrap, row); err != nil {
+			return err
+		}
+	}
 
 	// Warm exec round trips in one sandbox.
 	info, err := cold.Create(ctx, core.SandboxSpec{})
@@ -260,9 +288,72 @@ func run(n, conc int, stateDir, helper string) error {
 	return nil
 }
 
+// variants measures what the root view and the seccomp filter cost: cold
+// create → first exec, and a warm exec round trip, for the old whole-host
+// view without a filter, the runtime view without a filter, and the
+// default (runtime view + filter). The variants take turns in every
+// iteration, so a change in machine load hits all of them alike.
+func variants(ctx context.Context, n int, stateDir, helper string, bwrap stats, row func(bench, command, baseline, figure, ratio string)) error {
+	type variant struct {
+		name   string
+		cfg    map[string]any
+		b      *local.Backend
+		warmID string
+		cold   []time.Duration
+		warm   []time.Duration
+	}
+	vs := []*variant{
+		{name: `root_view = "host", seccomp = "off"`, cfg: map[string]any{"root_view": "host", "seccomp": "off"}},
+		{name: `root_view = "runtime", seccomp = "off"`, cfg: map[string]any{"seccomp": "off"}},
+		{name: `root_view = "runtime", seccomp = "default" (the default)`, cfg: map[string]any{}},
+	}
+	for i, v := range vs {
+		b, err := newBackend(ctx, filepath.Join(stateDir, fmt.Sprint("v", i)), helper, v.cfg)
+		if err != nil {
+			return fmt.Errorf("configure %s: %w", v.name, err)
+		}
+		defer b.Shutdown(ctx)
+		info, err := b.Create(ctx, core.SandboxSpec{})
+		if err != nil {
+			return err
+		}
+		v.b, v.warmID = b, info.ID
+	}
+	for i := 0; i < n; i++ {
+		for _, v := range vs {
+			t0 := time.Now()
+			info, err := v.b.Create(ctx, core.SandboxSpec{})
+			if err != nil {
+				return err
+			}
+			if r, err := v.b.Exec(ctx, info.ID, core.ExecRequest{Command: []string{"true"}}); err != nil || r.ExitCode != 0 {
+				return fmt.Errorf("exec true: %v %+v", err, r)
+			}
+			v.cold = append(v.cold, time.Since(t0))
+			if err := v.b.Destroy(ctx, info.ID); err != nil {
+				return err
+			}
+			t0 = time.Now()
+			if r, err := v.b.Exec(ctx, v.warmID, core.ExecRequest{Command: []string{"true"}}); err != nil || r.ExitCode != 0 {
+				return fmt.Errorf("exec true: %v %+v", err, r)
+			}
+			v.warm = append(v.warm, time.Since(t0))
+		}
+	}
+	base := pct(vs[0].warm)
+	for _, v := range vs {
+		c, w := pct(v.cold), pct(v.warm)
+		row("cold create → first exec, "+v.name, "true", fmt.Sprintf("bwrap --unshare-all true p10 %s / p50 %s", ms(bwrap.p10), ms(bwrap.p50)),
+			fmt.Sprintf("p10 %s / p50 %s / p95 %s", ms(c.p10), ms(c.p50), ms(c.p95)), fmt.Sprintf("%.2fx bwrap (p50)", float64(c.p50)/float64(bwrap.p50)))
+		row("exec round trip, warm sandbox, "+v.name, "true", fmt.Sprintf("whole-host view, no filter p10 %s / p50 %s", ms(base.p10), ms(base.p50)),
+			fmt.Sprintf("p10 %s / p50 %s / p95 %s", ms(w.p10), ms(w.p50), ms(w.p95)), fmt.Sprintf("%.2fx (p50)", float64(w.p50)/float64(base.p50)))
+	}
+	return nil
+}
+
 func pct(ds []time.Duration) stats {
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	return stats{ds[len(ds)/2], ds[len(ds)*95/100]}
+	return stats{ds[len(ds)/10], ds[len(ds)/2], ds[len(ds)*95/100]}
 }
 
 // waitPool waits until the pool is refilled, so each pooled create measures

@@ -15,15 +15,21 @@ import (
 // buildRoot makes the sandbox's root view in the init's fresh mount
 // namespace and pivots into it:
 //
-//	/            read-only tmpfs holding only mount points
-//	/<entry>     each top-level entry of the rootfs, recursively bound
-//	             read-only, nosuid, nodev (proc, sys, dev, tmp, run skipped)
+//	/            read-only tmpfs holding only mount points, links and
+//	             small generated or copied files (/etc)
+//	Rootfs       if set: each of its top-level entries, recursively bound
+//	             (proc, sys, dev, tmp, run, workspace skipped)
+//	Binds        host paths bound one by one (the allow-listed runtime
+//	             view and the config's mounts), read-only unless RW; all
+//	             nosuid, nodev
 //	/proc        a new proc for the sandbox's PID namespace
 //	/dev         null zero full random urandom tty, shm; read-only
 //	/tmp, /run   size-capped tmpfs
 //	/workspace   size-capped tmpfs, or a host directory in the state dir
 //
 // Hidden host paths (the state dir) are covered with empty read-only tmpfs.
+// Host paths are read as the sandbox's uid, so only what that uid may read
+// on the host can appear.
 func buildRoot(s Setup) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
@@ -39,56 +45,73 @@ func buildRoot(s Setup) error {
 		wsfd = fd
 		defer unix.Close(wsfd)
 	}
+	// Open the rootfs and every bind source first too: they may lie below
+	// the staging point.
+	rootfs := s.Rootfs
+	if rootfs != "" {
+		fd, err := unix.Open(rootfs, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open rootfs %s: %w", rootfs, err)
+		}
+		defer unix.Close(fd)
+		rootfs = fmt.Sprintf("/proc/self/fd/%d", fd)
+	}
+	srcs := make([]source, len(s.Binds))
+	for i, b := range s.Binds {
+		srcs[i] = openSource(b)
+		if srcs[i].fd >= 0 {
+			defer unix.Close(srcs[i].fd)
+		}
+	}
 	// Any existing directory will do as the staging point: it is covered
 	// only in this mount namespace.
 	stage := "/tmp"
-	if err := unix.Mount("rlhost-root", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=1m"); err != nil {
+	if err := unix.Mount("rlhost-root", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=8m"); err != nil {
 		return fmt.Errorf("mount staging tmpfs: %w", err)
 	}
-	nr := stage
-	var binds []string
-	skip := map[string]bool{"proc": true, "sys": true, "dev": true, "tmp": true, "run": true, "workspace": true}
-	ents, err := os.ReadDir(s.Rootfs)
-	if err != nil {
-		return fmt.Errorf("read rootfs %s: %w", s.Rootfs, err)
+	var st unix.Stat_t
+	if err := unix.Stat(stage, &st); err != nil {
+		return fmt.Errorf("stat staging tmpfs: %w", err)
 	}
-	for _, e := range ents {
-		name := e.Name()
-		if skip[name] {
-			continue
+	r := &rootBuilder{nr: stage, dev: st.Dev}
+	if rootfs != "" {
+		if err := r.wholeRoot(rootfs); err != nil {
+			return err
 		}
-		src, dst := filepath.Join(s.Rootfs, name), filepath.Join(nr, name)
-		switch t := e.Type(); {
-		case t&os.ModeSymlink != 0:
-			target, err := os.Readlink(src)
-			if err != nil {
-				return fmt.Errorf("rootfs %s: %w", src, err)
-			}
-			if err := os.Symlink(target, dst); err != nil {
-				return fmt.Errorf("root %s: %w", dst, err)
-			}
-			continue
-		case t.IsDir():
-			if err := os.Mkdir(dst, 0o755); err != nil {
-				return fmt.Errorf("root %s: %w", dst, err)
-			}
-		case t.IsRegular():
-			if err := os.WriteFile(dst, nil, 0o644); err != nil {
-				return fmt.Errorf("root %s: %w", dst, err)
-			}
-		default:
-			continue
-		}
-		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return fmt.Errorf("bind %s: %w", src, err)
-		}
-		binds = append(binds, dst)
 	}
-	if err := readOnlyBinds(nr, binds); err != nil {
+	for _, l := range s.Links {
+		if err := r.mkParents(l.Dst); err != nil {
+			return err
+		}
+		if err := os.Symlink(l.Target, r.nr+l.Dst); err != nil {
+			return fmt.Errorf("root %s: %w", l.Dst, err)
+		}
+	}
+	for _, f := range s.Files {
+		if err := r.mkParents(f.Dst); err != nil {
+			return err
+		}
+		if err := os.WriteFile(r.nr+f.Dst, f.Data, 0o644); err != nil {
+			return fmt.Errorf("root %s: %w", f.Dst, err)
+		}
+	}
+	for i, b := range s.Binds {
+		if err := r.bind(b, srcs[i]); err != nil {
+			return err
+		}
+	}
+	if err := readOnlyBinds(r.nr, r.ro, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV); err != nil {
 		return err
 	}
+	if err := readOnlyBinds(r.nr, r.rw, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV); err != nil {
+		return err
+	}
+	nr := r.nr
 	for _, h := range s.Hide {
 		rel := strings.TrimPrefix(filepath.Clean(h), filepath.Clean(s.Rootfs))
+		if s.Rootfs == "" {
+			rel = filepath.Clean(h)
+		}
 		p := filepath.Join(nr, rel)
 		if st, err := os.Stat(p); err != nil || !st.IsDir() {
 			continue // not visible in this root, nothing to hide
@@ -159,14 +182,173 @@ func buildRoot(s Setup) error {
 	return nil
 }
 
-// readOnlyBinds makes each bound tree read-only, nosuid and nodev with one
-// mount_setattr(AT_RECURSIVE) per tree (Linux 5.12+), falling back to
-// remounting every mount below dir one by one on older kernels.
-func readOnlyBinds(dir string, binds []string) error {
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+// rootBuilder fills the staging tmpfs nr (device dev).
+type rootBuilder struct {
+	nr     string
+	dev    uint64
+	ro, rw []string // bind mount points, to be made read-only / nosuid
+}
+
+// wholeRoot binds every top-level entry of rootfs (the whole-root view).
+func (r *rootBuilder) wholeRoot(rootfs string) error {
+	skip := map[string]bool{"proc": true, "sys": true, "dev": true, "tmp": true, "run": true, "workspace": true}
+	ents, err := os.ReadDir(rootfs)
+	if err != nil {
+		return fmt.Errorf("read rootfs %s: %w", rootfs, err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if skip[name] {
+			continue
+		}
+		src, dst := filepath.Join(rootfs, name), filepath.Join(r.nr, name)
+		switch t := e.Type(); {
+		case t&os.ModeSymlink != 0:
+			target, err := os.Readlink(src)
+			if err != nil {
+				return fmt.Errorf("rootfs %s: %w", src, err)
+			}
+			if err := os.Symlink(target, dst); err != nil {
+				return fmt.Errorf("root %s: %w", dst, err)
+			}
+			continue
+		case t.IsDir():
+			if err := os.Mkdir(dst, 0o755); err != nil {
+				return fmt.Errorf("root %s: %w", dst, err)
+			}
+		case t.IsRegular():
+			if err := os.WriteFile(dst, nil, 0o644); err != nil {
+				return fmt.Errorf("root %s: %w", dst, err)
+			}
+		default:
+			continue
+		}
+		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s: %w", src, err)
+		}
+		r.ro = append(r.ro, dst)
+	}
+	return nil
+}
+
+// mkParents creates the missing parent directories of dst (a path in the
+// sandbox) on the staging tmpfs. It never creates anything inside a bound
+// host directory, where it would land on the host.
+func (r *rootBuilder) mkParents(dst string) error {
+	dir := filepath.Dir(dst)
+	if dir == "/" {
+		return nil
+	}
+	if err := r.mkParents(dir); err != nil {
+		return err
+	}
+	return r.create(dir, true)
+}
+
+// create makes the mount point p (a directory or an empty file) unless it
+// exists, and only on the staging tmpfs.
+func (r *rootBuilder) create(p string, dir bool) error {
+	var st unix.Stat_t
+	if err := unix.Stat(r.nr+p, &st); err == nil {
+		if (st.Mode&unix.S_IFMT == unix.S_IFDIR) != dir {
+			return fmt.Errorf("root %s: exists and is not a %s", p, map[bool]string{true: "directory", false: "file"}[dir])
+		}
+		return nil
+	}
+	var pst unix.Stat_t
+	if err := unix.Stat(r.nr+filepath.Dir(p), &pst); err != nil {
+		return fmt.Errorf("root %s: %w", filepath.Dir(p), err)
+	}
+	if pst.Dev != r.dev {
+		return fmt.Errorf("root %s: does not exist, and cannot be created inside the bound directory %s", p, filepath.Dir(p))
+	}
+	if dir {
+		if err := os.Mkdir(r.nr+p, 0o755); err != nil {
+			return fmt.Errorf("root %s: %w", p, err)
+		}
+		return nil
+	}
+	if err := os.WriteFile(r.nr+p, nil, 0o644); err != nil {
+		return fmt.Errorf("root %s: %w", p, err)
+	}
+	return nil
+}
+
+// source is a bind source opened before the staging tmpfs went up.
+type source struct {
+	fd   int // O_PATH, or -1
+	dir  bool
+	data []byte // a copied file's contents
+	err  error
+}
+
+func openSource(b Bind) source {
+	if b.Copy {
+		// Copied sources are plain files (the backend says so); a
+		// directory there fails the read and is bound instead.
+		data, err := os.ReadFile(b.Src)
+		if err == nil {
+			return source{fd: -1, data: data}
+		}
+		if !errors.Is(err, unix.EISDIR) {
+			return source{fd: -1, err: err}
+		}
+	}
+	fd, err := unix.Open(b.Src, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return source{fd: -1, err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return source{fd: -1, err: err}
+	}
+	return source{fd: fd, dir: st.Mode&unix.S_IFMT == unix.S_IFDIR}
+}
+
+// bind shows one host path in the root: copied (small files), or bound.
+func (r *rootBuilder) bind(b Bind, src source) error {
+	fail := func(err error) error {
+		if b.Optional {
+			return nil
+		}
+		return fmt.Errorf("mount %s at %s: %w", b.Src, b.Dst, err)
+	}
+	if src.err != nil {
+		return fail(src.err)
+	}
+	if err := r.mkParents(b.Dst); err != nil {
+		return fail(err)
+	}
+	if src.fd < 0 {
+		if err := os.WriteFile(r.nr+b.Dst, src.data, 0o644); err != nil {
+			return fail(err)
+		}
+		return nil
+	}
+	if err := r.create(b.Dst, src.dir); err != nil {
+		return fail(err)
+	}
+	if err := unix.Mount(fmt.Sprintf("/proc/self/fd/%d", src.fd), r.nr+b.Dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fail(err)
+	}
+	if b.RW {
+		r.rw = append(r.rw, r.nr+b.Dst)
+	} else {
+		r.ro = append(r.ro, r.nr+b.Dst)
+	}
+	return nil
+}
+
+// readOnlyBinds sets attrs (read-only, nosuid, nodev) on each bound tree
+// with one mount_setattr(AT_RECURSIVE) per tree (Linux 5.12+), falling
+// back on older kernels to remounting every mount below dir read-only one
+// by one (read-write binds then fail: they need 5.12).
+func readOnlyBinds(dir string, binds []string, attrs uint64) error {
+	attr := unix.MountAttr{Attr_set: attrs}
 	for i, b := range binds {
 		err := unix.MountSetattr(unix.AT_FDCWD, b, unix.AT_RECURSIVE, &attr)
-		if err == unix.ENOSYS && i == 0 {
+		if err == unix.ENOSYS && i == 0 && attrs&unix.MOUNT_ATTR_RDONLY != 0 {
 			return remountReadOnlyUnder(dir)
 		}
 		if err != nil {

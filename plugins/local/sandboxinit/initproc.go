@@ -3,16 +3,19 @@ package sandboxinit
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -25,9 +28,21 @@ import (
 // control socket closes, and exits; its death kills every process left in
 // the namespace.
 func initMain() error {
-	// Commands must not inherit the control socket.
-	unix.CloseOnExec(3)
+	// Commands inherit no fd but their own three: not the control socket,
+	// not the cgroup files (with the commands' cgroup.procs a command could
+	// move the init into it), and not whatever the process that started
+	// rlhost left open without close-on-exec.
 	unix.Close(4) // the fd this binary was executed through
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		// Before Linux 5.11: one by one.
+		if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+			for _, e := range ents {
+				if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+					unix.CloseOnExec(fd)
+				}
+			}
+		}
+	}
 	// Not dumpable: commands share the init's uid, and must not ptrace it
 	// or read its /proc files (its threads other than the spawner keep
 	// capabilities in the sandbox's user namespace).
@@ -63,10 +78,11 @@ func initMain() error {
 }
 
 type initServer struct {
-	setup  Setup
-	ws     *confine.Root
-	spawns chan spawnReq
-	reap   *reaper
+	setup     Setup
+	isolation string // reported in every exec result
+	ws        *confine.Root
+	spawns    chan spawnReq
+	reap      *reaper
 
 	wmu      sync.Mutex
 	mu       sync.Mutex
@@ -146,7 +162,10 @@ func newInitServer(s Setup) (*initServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := &initServer{setup: s, ws: ws, spawns: spawns, reap: newReaper(), cancels: map[uint64]context.CancelFunc{}, oomFloor: "0"}
+	srv := &initServer{setup: s, isolation: s.Isolation, ws: ws, spawns: spawns, reap: newReaper(), cancels: map[uint64]context.CancelFunc{}, oomFloor: "0"}
+	if srv.isolation == "" {
+		srv.isolation = "namespaces"
+	}
 	if b, err := os.ReadFile("/proc/self/oom_score_adj"); err == nil {
 		srv.oomFloor = strings.TrimSpace(string(b))
 	}
@@ -155,6 +174,16 @@ func newInitServer(s Setup) (*initServer, error) {
 	}
 	if err := <-spawnReady; err != nil {
 		return nil, err
+	}
+	if len(s.CgroupTaskFDs) > 0 {
+		if err := onSpawner(spawns, func() error { return joinCgroups(s.CgroupTaskFDs) }); err != nil {
+			return nil, err
+		}
+	}
+	if len(s.Seccomp) > 0 {
+		if err := onSpawner(spawns, func() error { return installSeccomp(s.Seccomp) }); err != nil {
+			return nil, err
+		}
 	}
 	tr.Mark("misc")
 	<-prewarmed
@@ -223,32 +252,88 @@ func prewarmThreads() {
 }
 
 type spawnReq struct {
-	argv0 string
-	argv  []string
-	attr  *syscall.ProcAttr
-	reply chan spawnRes
+	argv0  string
+	argv   []string
+	attr   *syscall.ProcAttr
+	atExec func(pid int) error
+	fn     func() error // when set: run this on the spawner thread instead
+	reply  chan spawnRes
 }
 
 type spawnRes struct {
-	pid int
-	err error
+	pid  int
+	died *syscall.WaitStatus
+	err  error
 }
 
 // spawner owns one OS thread that has no_new_privs set and every
 // capability dropped (bounding, ambient, inheritable, permitted). Children
 // forked from it inherit that, so commands run as the sandbox's root user
-// with no capabilities, and setuid bits cannot give any back.
+// with no capabilities, and setuid bits cannot give any back. Once the
+// root is built it also joins the commands' cgroup (v1) and installs the
+// seccomp filter, both of which every command then inherits.
 func spawner(reqs chan spawnReq, ready chan error) {
 	runtime.LockOSThread() // never unlocked: the thread dies with the init
+	if unix.Gettid() == unix.Getpid() {
+		// Not the main thread: it stands for the whole process in
+		// /proc/<pid>/cgroup and to the OOM killer, and under v1 the
+		// spawner moves into the commands' cgroup. Keep this goroutine
+		// parked on the main thread, so no other uses it, and try again.
+		go spawner(reqs, ready)
+		select {}
+	}
 	if err := dropPrivileges(); err != nil {
 		ready <- err
 		return
 	}
 	ready <- nil
 	for r := range reqs {
-		pid, err := syscall.ForkExec(r.argv0, r.argv, r.attr)
-		r.reply <- spawnRes{pid, err}
+		if r.fn != nil {
+			r.reply <- spawnRes{err: r.fn()}
+			continue
+		}
+		pid, died, err := ForkExecAt(r.argv0, r.argv, r.attr, r.atExec)
+		r.reply <- spawnRes{pid, died, err}
 	}
+}
+
+// onSpawner runs fn on the spawner thread.
+func onSpawner(spawns chan spawnReq, fn func() error) error {
+	reply := make(chan spawnRes, 1)
+	spawns <- spawnReq{fn: fn, reply: reply}
+	return (<-reply).err
+}
+
+// joinCgroups moves the calling thread (only it: cgroup v1 places
+// threads) into the cgroups whose tasks files are the given fds.
+func joinCgroups(fds []int) error {
+	for _, fd := range fds {
+		_, err := unix.Pwrite(fd, []byte("0"), 0)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("join the commands' cgroup: %w", err)
+		}
+	}
+	return nil
+}
+
+// installSeccomp loads prog (struct sock_filter entries) as a seccomp
+// filter of the calling thread only; no_new_privs is already set.
+func installSeccomp(prog []byte) error {
+	if len(prog) == 0 || len(prog)%8 != 0 || len(prog)/8 > 4096 {
+		return fmt.Errorf("seccomp: malformed filter of %d bytes", len(prog))
+	}
+	insns := make([]unix.SockFilter, len(prog)/8)
+	for i := range insns {
+		b := prog[i*8:]
+		insns[i] = unix.SockFilter{Code: binary.NativeEndian.Uint16(b), Jt: b[2], Jf: b[3], K: binary.NativeEndian.Uint32(b[4:])}
+	}
+	fprog := unix.SockFprog{Len: uint16(len(insns)), Filter: &insns[0]}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); errno != 0 {
+		return fmt.Errorf("seccomp: install filter: %w", errno)
+	}
+	runtime.KeepAlive(insns)
+	return nil
 }
 
 func dropPrivileges() error {
@@ -313,6 +398,11 @@ func (r *reaper) reapAll() {
 		if pid <= 0 || err != nil {
 			return
 		}
+		if ws.Stopped() {
+			// A command that asked to be traced by its parent, the init,
+			// stops at its next exec until its timeout kills it.
+			continue
+		}
 		if ch, ok := r.waiters[pid]; ok {
 			delete(r.waiters, pid)
 			ch <- waitRes{ws, ru}
@@ -324,7 +414,21 @@ func (r *reaper) reapAll() {
 // lock across the fork so the pid is registered before it can be reaped.
 type initStarter struct{ srv *initServer }
 
-func (s initStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, WaitFunc, error) {
+func (s initStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr, atExec func(pid int) error) (int, WaitFunc, error) {
+	if fd := s.srv.setup.CgroupProcsFD; fd > 0 {
+		// cgroup v2 places whole processes: each command is moved into the
+		// commands' cgroup at its exec stop, before it runs anything.
+		limits := atExec
+		atExec = func(pid int) error {
+			if _, err := unix.Pwrite(fd, []byte(strconv.Itoa(pid)), 0); err != nil {
+				return fmt.Errorf("move pid %d into the commands' cgroup: %w", pid, err)
+			}
+			if limits != nil {
+				return limits(pid)
+			}
+			return nil
+		}
+	}
 	r := s.srv.reap
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -336,13 +440,20 @@ func (s initStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr) 
 	// is also as low as a command can push itself).
 	s.srv.setOOMAdj("1000")
 	reply := make(chan spawnRes, 1)
-	s.srv.spawns <- spawnReq{argv0, argv, attr, reply}
+	s.srv.spawns <- spawnReq{argv0: argv0, argv: argv, attr: attr, atExec: atExec, reply: reply}
 	res := <-reply
 	s.srv.setOOMAdj(s.srv.oomFloor)
 	if res.err != nil {
 		return 0, nil, res.err
 	}
 	ch := make(chan waitRes, 1)
+	if res.died != nil {
+		ch <- waitRes{ws: *res.died}
+		return res.pid, func() (syscall.WaitStatus, syscall.Rusage, error) {
+			w := <-ch
+			return w.ws, w.ru, nil
+		}, nil
+	}
 	r.waiters[res.pid] = ch
 	pid := res.pid
 	return pid, func() (syscall.WaitStatus, syscall.Rusage, error) {
@@ -422,8 +533,15 @@ func (srv *initServer) handle(ctx context.Context, req Request) Response {
 			err = errors.New("exec without a command")
 			break
 		}
-		var res = req.Exec
-		r, pg, e := RunPgid(ctx, *res, initStarter{srv}, "namespaces", nil)
+		spec := *req.Exec
+		// Inherited from the init already: no exec stop needed for them.
+		if spec.FileSize == srv.setup.FileSize {
+			spec.FileSize = 0
+		}
+		if spec.OpenFiles == max(srv.setup.OpenFiles, 64) {
+			spec.OpenFiles = 0
+		}
+		r, pg, e := RunPgid(ctx, spec, initStarter{srv}, srv.isolation, nil)
 		resp.Pgid = pg
 		resp.Stdout, resp.Stderr = []byte(r.Stdout), []byte(r.Stderr)
 		r.Stdout, r.Stderr = "", ""

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,7 +25,8 @@ type ExecSpec struct {
 	Stdin     []byte        `json:"stdin,omitempty"`
 	Timeout   time.Duration `json:"timeout"`
 	MaxOutput int64         `json:"max_output"`
-	// Per-process rlimits applied right after the fork (prlimit). Zero = unset.
+	// Per-process rlimits, applied while the command is stopped at its exec,
+	// before its first instruction. Zero = unset (or inherited).
 	CPUTime      time.Duration `json:"cpu_time,omitempty"`
 	AddressSpace int64         `json:"address_space,omitempty"`
 	FileSize     int64         `json:"file_size,omitempty"`
@@ -34,9 +36,10 @@ type ExecSpec struct {
 
 // Starter forks and reaps. The none backend forks from any thread and
 // waits on the pid; a sandbox init forks from its capability-less spawner
-// thread and waits through its PID-1 reaper.
+// thread and waits through its PID-1 reaper. A non-nil atExec must run
+// while the new process is stopped at its exec (see ForkExecAt).
 type Starter interface {
-	Start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, WaitFunc, error)
+	Start(argv0 string, argv []string, attr *syscall.ProcAttr, atExec func(pid int) error) (int, WaitFunc, error)
 }
 
 // WaitFunc blocks until the started process exits.
@@ -112,7 +115,11 @@ func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, coun
 		// Its own process group, so a timeout can kill the whole tree at once.
 		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	}
-	pid, wait, err := st.Start(argv0, s.Argv, attr)
+	var atExec func(int) error
+	if s.CPUTime > 0 || s.AddressSpace > 0 || s.FileSize > 0 || s.OpenFiles > 0 || s.Nproc > 0 {
+		atExec = func(pid int) error { return applyRlimits(pid, s) }
+	}
+	pid, wait, err := st.Start(argv0, s.Argv, attr, atExec)
 	pgid = pid
 	unix.Close(stdinR)
 	unix.Close(outW)
@@ -128,7 +135,6 @@ func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, coun
 		res.Stderr = fmt.Sprintf("rlhost: %s: %v\n", s.Argv[0], err)
 		return finish(), pgid, nil
 	}
-	applyRlimits(pid, s)
 
 	stdout := &capBuf{max: s.MaxOutput}
 	stderr := &capBuf{max: s.MaxOutput}
@@ -229,28 +235,107 @@ func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, coun
 	return finish(), pgid, nil
 }
 
-func applyRlimits(pid int, s ExecSpec) {
-	set := func(res int, v uint64, hard uint64) {
+func applyRlimits(pid int, s ExecSpec) error {
+	var errs []error
+	set := func(name string, res int, v uint64, hard uint64) {
 		lim := unix.Rlimit{Cur: v, Max: hard}
-		unix.Prlimit(pid, res, &lim, nil)
+		if err := unix.Prlimit(pid, res, &lim, nil); err != nil {
+			errs = append(errs, fmt.Errorf("set %s: %w", name, err))
+		}
 	}
 	if s.CPUTime > 0 {
 		sec := uint64((s.CPUTime + time.Second - 1) / time.Second)
-		set(unix.RLIMIT_CPU, sec, sec+1)
+		set("RLIMIT_CPU", unix.RLIMIT_CPU, sec, sec+1)
 	}
 	if s.AddressSpace > 0 {
-		set(unix.RLIMIT_AS, uint64(s.AddressSpace), uint64(s.AddressSpace))
+		set("RLIMIT_AS", unix.RLIMIT_AS, uint64(s.AddressSpace), uint64(s.AddressSpace))
 	}
 	if s.FileSize > 0 {
-		set(unix.RLIMIT_FSIZE, uint64(s.FileSize), uint64(s.FileSize))
+		set("RLIMIT_FSIZE", unix.RLIMIT_FSIZE, uint64(s.FileSize), uint64(s.FileSize))
 	}
 	if s.OpenFiles > 0 {
-		set(unix.RLIMIT_NOFILE, uint64(s.OpenFiles), uint64(s.OpenFiles))
+		set("RLIMIT_NOFILE", unix.RLIMIT_NOFILE, uint64(s.OpenFiles), uint64(s.OpenFiles))
 	}
 	if s.Nproc > 0 {
-		set(unix.RLIMIT_NPROC, uint64(s.Nproc), uint64(s.Nproc))
+		set("RLIMIT_NPROC", unix.RLIMIT_NPROC, uint64(s.Nproc), uint64(s.Nproc))
 	}
-	set(unix.RLIMIT_CORE, 0, 0)
+	set("RLIMIT_CORE", unix.RLIMIT_CORE, 0, 0)
+	return errors.Join(errs...)
+}
+
+// ForkExecAt starts a command like syscall.ForkExec. With a non-nil
+// atExec, the child asks to be traced (PTRACE_TRACEME), so the kernel
+// stops it right after its execve, before the new program's first
+// instruction; atExec runs then (setting rlimits, moving it into a
+// cgroup), and the child is detached and runs. A child forked by the
+// command at once therefore inherits what atExec set: nothing runs in the
+// window that prlimit after fork would leave. It must run on a locked OS
+// thread (the tracer is the thread that forked). If the child died before
+// the stop, its consumed wait status is returned.
+//
+// Where the kernel refuses PTRACE_TRACEME (Yama's ptrace_scope = 3, some
+// LSM policies), atExec runs right after the fork instead, as it did
+// before: the only way left, and the window it leaves is documented.
+func ForkExecAt(argv0 string, argv []string, attr *syscall.ProcAttr, atExec func(pid int) error) (pid int, died *syscall.WaitStatus, err error) {
+	if atExec == nil {
+		pid, err = syscall.ForkExec(argv0, argv, attr)
+		return pid, nil, err
+	}
+	a := *attr
+	sys := *attr.Sys
+	sys.Ptrace = true
+	a.Sys = &sys
+	pid, err = syscall.ForkExec(argv0, argv, &a)
+	if err == syscall.EPERM {
+		if pid, err = syscall.ForkExec(argv0, argv, attr); err == nil {
+			if err := atExec(pid); err != nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+				var ws syscall.WaitStatus
+				for {
+					if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
+						break
+					}
+				}
+				return 0, nil, err
+			}
+			return pid, nil, nil
+		}
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	var ws syscall.WaitStatus
+	for {
+		_, err = syscall.Wait4(pid, &ws, unix.WALL, nil)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+		return pid, nil, fmt.Errorf("wait for the exec stop of pid %d: %w", pid, err)
+	}
+	if !ws.Stopped() {
+		return pid, &ws, nil
+	}
+	aerr := atExec(pid)
+	if aerr != nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if err := syscall.PtraceDetach(pid); err != nil && aerr == nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+		aerr = fmt.Errorf("detach pid %d: %w", pid, err)
+	}
+	if aerr != nil {
+		// Reap it here: the caller gets no pid to wait on.
+		for {
+			if _, err := syscall.Wait4(pid, &ws, unix.WALL, nil); err != syscall.EINTR {
+				break
+			}
+		}
+		return 0, nil, aerr
+	}
+	return pid, nil, nil
 }
 
 // pipe makes a close-on-exec pipe and returns our end (0: the read end,
@@ -331,14 +416,20 @@ func lookPath(file string, env []string, dir string) (string, error) {
 // used where no PID-1 reaper owns the children (isolation = "none").
 type DirectStarter struct{}
 
-func (DirectStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, WaitFunc, error) {
-	pid, err := syscall.ForkExec(argv0, argv, attr)
+func (DirectStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr, atExec func(pid int) error) (int, WaitFunc, error) {
+	// The exec stop must be handled by the thread that forked.
+	runtime.LockOSThread()
+	pid, died, err := ForkExecAt(argv0, argv, attr, atExec)
+	runtime.UnlockOSThread()
 	if err != nil {
 		return 0, nil, err
 	}
 	return pid, func() (syscall.WaitStatus, syscall.Rusage, error) {
 		var ws syscall.WaitStatus
 		var ru syscall.Rusage
+		if died != nil {
+			return *died, ru, nil
+		}
 		for {
 			_, err := syscall.Wait4(pid, &ws, 0, &ru)
 			if err == syscall.EINTR {

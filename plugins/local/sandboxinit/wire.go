@@ -21,7 +21,7 @@ const MaxListEntries = 100000
 
 // ProtocolVersion is bumped on any incompatible change of the frames, so a
 // stale helper binary refuses to serve a newer backend.
-const ProtocolVersion = 1
+const ProtocolVersion = 2
 
 // RoleEnv, set to "init", tells a re-executed binary to become a sandbox
 // init (see Reexec).
@@ -29,8 +29,15 @@ const RoleEnv = "RLHOST_LOCAL_SANDBOX_ROLE"
 
 // Setup is the first frame the backend sends a new init.
 type Setup struct {
-	Proto          int      `json:"proto"`
-	Rootfs         string   `json:"rootfs"`
+	Proto int `json:"proto"`
+	// Rootfs, when set, is shown whole: each of its top-level entries is
+	// bound read-only (a rootfs directory, or "/" for root_view = "host").
+	Rootfs string `json:"rootfs,omitempty"`
+	// Binds, Links and Files build the root entry by entry, in this order
+	// (the allow-listed runtime view, then the config's mounts).
+	Binds          []Bind   `json:"binds,omitempty"`
+	Links          []Link   `json:"links,omitempty"`
+	Files          []File   `json:"files,omitempty"`
 	Hide           []string `json:"hide,omitempty"` // host paths to cover with an empty tmpfs
 	TmpBytes       int64    `json:"tmp_bytes"`
 	WorkspaceBytes int64    `json:"workspace_bytes"` // >0: tmpfs workspace
@@ -40,6 +47,45 @@ type Setup struct {
 	Hostname       string   `json:"hostname"`
 	FileSize       int64    `json:"file_size"`
 	OpenFiles      int      `json:"open_files"`
+	// Seccomp is a classic BPF program (an array of struct sock_filter,
+	// native byte order) installed on the thread that starts commands, so
+	// every command and its descendants run under it. Empty: no filter.
+	Seccomp []byte `json:"seccomp,omitempty"`
+	// CgroupTaskFDs (cgroup v1) are inherited fds of the commands cgroup's
+	// tasks files, one per hierarchy: the thread that starts commands moves
+	// itself there, so every command starts inside it.
+	CgroupTaskFDs []int `json:"cgroup_task_fds,omitempty"`
+	// CgroupProcsFD (cgroup v2, when > 0) is an inherited fd of the commands
+	// cgroup's cgroup.procs: each command is moved there while it is
+	// stopped at its exec, before its first instruction.
+	CgroupProcsFD int `json:"cgroup_procs_fd,omitempty"`
+	// Isolation is what every exec result reports ("namespaces", or
+	// "namespaces (seccomp off)").
+	Isolation string `json:"isolation,omitempty"`
+}
+
+// Bind mounts a host path (file or directory) at Dst, recursively,
+// read-only, nosuid and nodev unless RW. Copy copies a regular file's
+// contents instead (small /etc files: no mount to set up or tear down).
+type Bind struct {
+	Src  string `json:"src"`
+	Dst  string `json:"dst"`
+	RW   bool   `json:"rw,omitempty"`
+	Copy bool   `json:"copy,omitempty"`
+	// Optional binds whose source is missing or unreadable are skipped.
+	Optional bool `json:"optional,omitempty"`
+}
+
+// Link is a symbolic link in the sandbox's root.
+type Link struct {
+	Dst    string `json:"dst"`
+	Target string `json:"target"`
+}
+
+// File is a small generated file in the sandbox's root.
+type File struct {
+	Dst  string `json:"dst"`
+	Data []byte `json:"data"`
 }
 
 type Request struct {
