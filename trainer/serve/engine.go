@@ -87,6 +87,13 @@ func (j *job) take() ([]event, bool, error) {
 	return evs, j.left == 0 || j.err != nil, j.err
 }
 
+// weights is the weights version the job runs with, once admitted.
+func (j *job) weights() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.version
+}
+
 // seq is one choice of a job occupying one cache slot.
 type seq struct {
 	job     *job
@@ -231,7 +238,9 @@ func (e *engine) run() {
 				break
 			}
 			e.queue = e.queue[1:]
+			j.mu.Lock()
 			j.version = e.version.Load()
+			j.mu.Unlock()
 			e.place(j)
 			running += j.n
 			rows += len(j.prompt)

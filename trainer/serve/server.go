@@ -444,7 +444,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	resp := chatResponse{ID: id, Object: "chat.completion", Created: created, Model: s.opts.ModelName,
-		SystemFingerprint: fmt.Sprintf("rlhost-weights-%d", j.version)}
+		SystemFingerprint: fmt.Sprintf("rlhost-weights-%d", j.weights())}
 	completion := 0
 	for c := range choices {
 		cs := &choices[c]
@@ -543,8 +543,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *params, id st
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	base := chatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.opts.ModelName,
-		SystemFingerprint: fmt.Sprintf("rlhost-weights-%d", j.version)}
+	base := chatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.opts.ModelName}
 	send := func(v any) bool {
 		data, err := json.Marshal(v)
 		if err != nil {
@@ -564,19 +563,25 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *params, id st
 		return ch
 	}
 	empty := ""
-	for c := range j.n {
-		if !send(chunk(choiceJSON{Index: c, Delta: &messageJSON{Role: "assistant", Content: &empty}})) {
-			return
-		}
-	}
 	choices := make([]choiceState, j.n)
-	for {
+	for started := false; ; {
 		select {
 		case <-j.notify:
 		case <-r.Context().Done():
 			return
 		}
 		evs, end, err := j.take()
+		if !started {
+			// The role deltas go out once the job runs, naming the
+			// weights version it runs with.
+			started = true
+			base.SystemFingerprint = fmt.Sprintf("rlhost-weights-%d", j.weights())
+			for c := range j.n {
+				if !send(chunk(choiceJSON{Index: c, Delta: &messageJSON{Role: "assistant", Content: &empty}})) {
+					return
+				}
+			}
+		}
 		for _, ev := range evs {
 			cs := &choices[ev.choice]
 			lp := s.apply(cs, ev, p)
