@@ -1,0 +1,200 @@
+// Command bench measures the embedded policy server (trainer/serve) and
+// prints Markdown table rows for BENCHMARKS.md: aggregate generated tokens
+// per second at 1, 4 and 16 concurrent chat requests through go-openai over
+// loopback HTTP, next to the same-run yardstick of trainer/generate
+// decoding the same model at batch 1 and 16 without a server.
+//
+// Models are random (hfconfig presets widened to the Qwen tokenizer's
+// vocabulary, as `rlhost model init --tokenizer` makes them); it checks no
+// outputs, the tests do that.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sashabaranov/go-openai"
+
+	"github.com/rlhost/rlhost/trainer/backend/cpu"
+	"github.com/rlhost/rlhost/trainer/generate"
+	"github.com/rlhost/rlhost/trainer/hfconfig"
+	"github.com/rlhost/rlhost/trainer/model"
+	"github.com/rlhost/rlhost/trainer/serve"
+	"github.com/rlhost/rlhost/trainer/tokenizer"
+)
+
+func main() {
+	tokDir := flag.String("tokenizer", os.Getenv("RLHOST_QWEN_TOKENIZER"), "directory holding tokenizer.json (scripts/tokenizer/fetch.sh)")
+	presets := flag.String("presets", "10m:64,qwen2.5-0.5b:16", "comma-separated preset:tokens-per-request")
+	profile := flag.String("cpuprofile", "", "write a CPU profile to this file")
+	flag.Parse()
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if err := run(*tokDir, *presets); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		pprof.StopCPUProfile()
+		os.Exit(1)
+	}
+}
+
+func run(tokDir, presets string) error {
+	if tokDir == "" {
+		tokDir = ".cache/qwen-tokenizer"
+	}
+	tok, err := tokenizer.LoadDir(tokDir)
+	if err != nil {
+		return fmt.Errorf("load tokenizer (run scripts/tokenizer/fetch.sh): %w", err)
+	}
+	fmt.Printf("Machine: %s, GOMAXPROCS=%d, %s/%s, %s\n", cpuName(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	fmt.Printf("Command: go run ./trainer/serve/bench %s\n", strings.Join(os.Args[1:], " "))
+	fmt.Println("Yardstick: trainer/generate on the same model in the same run (no HTTP, one fixed batch).")
+	fmt.Println()
+	fmt.Println("| model | setting | tokens/request | requests | generated tokens | wall (s) | aggregate tok/s | vs 1 concurrent / batch 1 |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
+	for _, spec := range strings.Split(presets, ",") {
+		name, n, ok := strings.Cut(spec, ":")
+		var tokens int
+		if _, err := fmt.Sscan(n, &tokens); !ok || err != nil || tokens <= 0 {
+			return fmt.Errorf("preset spec %q: want name:tokens", spec)
+		}
+		if err := benchPreset(tok, name, tokens); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func benchPreset(tok *tokenizer.Tokenizer, preset string, tokens int) error {
+	cfg, err := hfconfig.Preset(preset)
+	if err != nil {
+		return err
+	}
+	cfg.VocabSize = max(cfg.VocabSize, tok.VocabSize())
+	cfg.EOSTokenIDs = []int{tok.EOS()}
+	be, err := cpu.New(cpu.Options{})
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	m, err := model.New(be, cfg)
+	if err != nil {
+		return err
+	}
+	m.Init(1, 0.02)
+	label := fmt.Sprintf("%s (%.0fM params, vocab %d)", preset, float64(cfg.NumParams())/1e6, cfg.VocabSize)
+
+	// Yardstick first: generate at batch 1 and 16, 32-token prompts.
+	var gen1 float64
+	for _, B := range []int{1, 16} {
+		prompts := make([][]int, B)
+		for b := range prompts {
+			for i := range 32 {
+				prompts[b] = append(prompts[b], 1000+(b*131+i*17)%5000)
+			}
+		}
+		start := time.Now()
+		res, err := generate.Generate(context.Background(), m, prompts, generate.Options{MaxTokens: tokens, Temperature: 1, Seed: 1})
+		if err != nil {
+			return err
+		}
+		wall := time.Since(start).Seconds()
+		n := 0
+		for _, r := range res {
+			n += len(r.Tokens)
+		}
+		rate := float64(n) / wall
+		ratio := "1.0x"
+		if B == 1 {
+			gen1 = rate
+		} else {
+			ratio = fmt.Sprintf("%.1fx", rate/gen1)
+		}
+		fmt.Printf("| %s | generate, batch %d | %d | %d | %d | %.2f | %.1f | %s |\n", label, B, tokens, B, n, wall, rate, ratio)
+	}
+
+	s, err := serve.New(m, tok, serve.Options{ModelName: "bench", MaxBatch: 16, MaxSeqLen: 256})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base, err := s.Listen(ctx, "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	oc := openai.DefaultConfig("unused")
+	oc.BaseURL = base
+	client := openai.NewClientWithConfig(oc)
+	var one float64
+	for _, c := range []int{1, 4, 16} {
+		var mu sync.Mutex
+		total := 0
+		var firstErr error
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := range c {
+			wg.Go(func() {
+				seed := i
+				resp, err := client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{
+					Model: "bench", MaxTokens: tokens, Temperature: 1, Seed: &seed,
+					Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: fmt.Sprintf("Request %d: write a short Python function.", i)}},
+				})
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				if err == nil {
+					total += resp.Usage.CompletionTokens
+				}
+			})
+		}
+		wg.Wait()
+		wall := time.Since(start).Seconds()
+		if firstErr != nil {
+			return firstErr
+		}
+		rate := float64(total) / wall
+		ratio := "1.0x"
+		if c == 1 {
+			one = rate
+		} else {
+			ratio = fmt.Sprintf("%.1fx", rate/one)
+		}
+		fmt.Printf("| %s | server, %d concurrent | %d | %d | %d | %.2f | %.1f | %s |\n", label, c, tokens, c, total, wall, rate, ratio)
+	}
+	return nil
+}
+
+func cpuName() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "model name") {
+			if _, v, ok := strings.Cut(l, ":"); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return "unknown CPU"
+}
