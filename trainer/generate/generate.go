@@ -200,6 +200,13 @@ func NewSampler(vocab int, o Options, stream uint64) *Sampler {
 		probs: make([]float64, vocab), idx: make([]int, 0, vocab), hist: make([]bucket, numBuckets)}
 }
 
+// Reset gives the sampler new options and a fresh stream, keeping its
+// scratch, so a server reuses one sampler per slot.
+func (s *Sampler) Reset(o Options, stream uint64) {
+	s.o = o
+	s.rng = rand.New(rand.NewPCG(o.Seed, stream))
+}
+
 // Sample returns the next token and its log-prob (see Result.LogProbs).
 func (s *Sampler) Sample(logits []float32) (int, float32) {
 	T := s.o.Temperature

@@ -132,17 +132,19 @@ type engine struct {
 	wakeC  chan struct{}
 	done   chan struct{}
 
-	slots   []*seq
-	running atomic.Int64 // sequences in slots, for tests and Stats
-	version atomic.Uint64
-	tokens  atomic.Int64 // tokens generated since start
+	slots    []*seq
+	samplers []*generate.Sampler // one per slot, reused across requests
+	running  atomic.Int64        // sequences in slots, for tests and Stats
+	version  atomic.Uint64
+	tokens   atomic.Int64 // tokens generated since start
 }
 
 func newEngine(m *model.Model, tok *tokenizer.Tokenizer, cache *model.Cache, stopIDs map[int]bool, log hclog.Logger) *engine {
 	V := m.Cfg.VocabSize
 	e := &engine{m: m, tok: tok, cache: cache, V: V, stopIDs: stopIDs, log: log,
 		logits: make([]float32, cache.Slots()*V), tokText: make([][]byte, V),
-		wakeC: make(chan struct{}, 1), done: make(chan struct{}), slots: make([]*seq, cache.Slots())}
+		wakeC: make(chan struct{}, 1), done: make(chan struct{}), slots: make([]*seq, cache.Slots()),
+		samplers: make([]*generate.Sampler, cache.Slots())}
 	for id := range V {
 		e.tokText[id] = []byte(tok.Decode([]int{id}))
 	}
@@ -299,8 +301,14 @@ func (e *engine) place(j *job) {
 		if s != nil || c == j.n {
 			continue
 		}
-		o := j.opts
-		e.slots[slot] = &seq{job: j, choice: c, slot: slot, sampler: generate.NewSampler(e.V, o, uint64(c))}
+		sm := e.samplers[slot]
+		if sm == nil {
+			sm = generate.NewSampler(e.V, j.opts, uint64(c))
+			e.samplers[slot] = sm
+		} else {
+			sm.Reset(j.opts, uint64(c))
+		}
+		e.slots[slot] = &seq{job: j, choice: c, slot: slot, sampler: sm}
 		c++
 	}
 	e.running.Add(int64(j.n))

@@ -24,7 +24,7 @@ var (
 )
 
 // qwenTokenizer loads the real Qwen tokenizer fixture once per test binary.
-func qwenTokenizer(t *testing.T) *tokenizer.Tokenizer {
+func qwenTokenizer(t testing.TB) *tokenizer.Tokenizer {
 	t.Helper()
 	dir := tokenizertest.Dir(t)
 	tokOnce.Do(func() { tokVal, tokErr = tokenizer.LoadDir(dir) })

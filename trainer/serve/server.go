@@ -61,6 +61,7 @@ type Server struct {
 	mu      sync.Mutex
 	servers []*http.Server
 	closed  bool
+	done    chan struct{} // closed by Close
 }
 
 // New starts the engine for m (which must not be used elsewhere except
@@ -110,7 +111,7 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, error
 	if id := tok.EOS(); id >= 0 {
 		stop[id] = true
 	}
-	s := &Server{opts: opts, tok: tok, log: opts.Logger, maxLen: opts.MaxSeqLen,
+	s := &Server{opts: opts, tok: tok, log: opts.Logger, maxLen: opts.MaxSeqLen, done: make(chan struct{}),
 		eng: newEngine(m, tok, cache, stop, opts.Logger)}
 	go s.eng.run()
 	return s, nil
@@ -205,8 +206,11 @@ func (s *Server) Listen(ctx context.Context, addr string) (string, error) {
 		}
 	}()
 	go func() {
-		<-ctx.Done()
-		hs.Close()
+		select {
+		case <-ctx.Done():
+			hs.Close()
+		case <-s.done:
+		}
 	}()
 	return "http://" + ln.Addr().String() + "/v1", nil
 }
@@ -220,6 +224,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	close(s.done)
 	servers := s.servers
 	s.mu.Unlock()
 	var errs []error
