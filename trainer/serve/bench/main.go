@@ -16,6 +16,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,7 +33,7 @@ import (
 
 func main() {
 	tokDir := flag.String("tokenizer", os.Getenv("RLHOST_QWEN_TOKENIZER"), "directory holding tokenizer.json (scripts/tokenizer/fetch.sh)")
-	presets := flag.String("presets", "10m:64,qwen2.5-0.5b:16", "comma-separated preset:tokens-per-request")
+	presets := flag.String("presets", "10m:64:3,qwen2.5-0.5b:16:1", "comma-separated preset:tokens-per-request:rounds")
 	profile := flag.String("cpuprofile", "", "write a CPU profile to this file")
 	flag.Parse()
 	if *profile != "" {
@@ -66,22 +67,28 @@ func run(tokDir, presets string) error {
 	fmt.Printf("Command: go run ./trainer/serve/bench %s\n", strings.Join(os.Args[1:], " "))
 	fmt.Println("Yardstick: trainer/generate on the same model in the same run (no HTTP, one fixed batch).")
 	fmt.Println()
-	fmt.Println("| model | setting | tokens/request | requests | generated tokens | wall (s) | aggregate tok/s | vs 1 concurrent / batch 1 |")
+	fmt.Println("| model | setting | tokens/request | requests | generated tokens | wall (s) | aggregate tok/s (median round) | vs 1 concurrent / batch 1 |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")
 	for _, spec := range strings.Split(presets, ",") {
-		name, n, ok := strings.Cut(spec, ":")
-		var tokens int
-		if _, err := fmt.Sscan(n, &tokens); !ok || err != nil || tokens <= 0 {
-			return fmt.Errorf("preset spec %q: want name:tokens", spec)
+		f := strings.Split(spec, ":")
+		var tokens, rounds int
+		if len(f) != 3 {
+			return fmt.Errorf("preset spec %q: want name:tokens:rounds", spec)
 		}
-		if err := benchPreset(tok, name, tokens); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+		if _, err := fmt.Sscan(f[1], &tokens); err != nil || tokens <= 0 {
+			return fmt.Errorf("preset spec %q: bad token count", spec)
+		}
+		if _, err := fmt.Sscan(f[2], &rounds); err != nil || rounds <= 0 {
+			return fmt.Errorf("preset spec %q: bad round count", spec)
+		}
+		if err := benchPreset(tok, f[0], tokens, rounds); err != nil {
+			return fmt.Errorf("%s: %w", f[0], err)
 		}
 	}
 	return nil
 }
 
-func benchPreset(tok *tokenizer.Tokenizer, preset string, tokens int) error {
+func benchPreset(tok *tokenizer.Tokenizer, preset string, tokens, rounds int) error {
 	cfg, err := hfconfig.Preset(preset)
 	if err != nil {
 		return err
@@ -143,45 +150,69 @@ func benchPreset(tok *tokenizer.Tokenizer, preset string, tokens int) error {
 	oc := openai.DefaultConfig("unused")
 	oc.BaseURL = base
 	client := openai.NewClientWithConfig(oc)
-	var one float64
-	for _, c := range []int{1, 4, 16} {
-		var mu sync.Mutex
-		total := 0
-		var firstErr error
-		var wg sync.WaitGroup
-		start := time.Now()
-		for i := range c {
-			wg.Go(func() {
-				seed := i
-				resp, err := client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{
-					Model: "bench", MaxTokens: tokens, Temperature: 1, Seed: &seed,
-					Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: fmt.Sprintf("Request %d: write a short Python function.", i)}},
-				})
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				if err == nil {
-					total += resp.Usage.CompletionTokens
-				}
-			})
+	// Rounds interleave the concurrency levels so that drifting machine
+	// load hits them alike; each level reports its median round.
+	levels := []int{1, 4, 16}
+	rates := make([][]float64, len(levels))
+	totals := make([]int, len(levels))
+	walls := make([]float64, len(levels))
+	for range rounds {
+		for li, c := range levels {
+			total, wall, err := burst(ctx, client, c, tokens)
+			if err != nil {
+				return err
+			}
+			rates[li] = append(rates[li], float64(total)/wall)
+			totals[li] += total
+			walls[li] += wall
 		}
-		wg.Wait()
-		wall := time.Since(start).Seconds()
-		if firstErr != nil {
-			return firstErr
-		}
-		rate := float64(total) / wall
-		ratio := "1.0x"
-		if c == 1 {
-			one = rate
-		} else {
-			ratio = fmt.Sprintf("%.1fx", rate/one)
-		}
-		fmt.Printf("| %s | server, %d concurrent | %d | %d | %d | %.2f | %.1f | %s |\n", label, c, tokens, c, total, wall, rate, ratio)
+	}
+	one := median(rates[0])
+	for li, c := range levels {
+		rate := median(rates[li])
+		fmt.Printf("| %s | server, %d concurrent | %d | %d × %d rounds | %d | %.2f | %.1f | %.1fx |\n",
+			label, c, tokens, c, rounds, totals[li], walls[li], rate, rate/one)
 	}
 	return nil
+}
+
+// burst sends c concurrent requests of tokens each and returns the tokens
+// generated and the wall time.
+func burst(ctx context.Context, client *openai.Client, c, tokens int) (int, float64, error) {
+	var mu sync.Mutex
+	total := 0
+	var firstErr error
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range c {
+		wg.Go(func() {
+			seed := i
+			resp, err := client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{
+				Model: "bench", MaxTokens: tokens, Temperature: 1, Seed: &seed,
+				Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: fmt.Sprintf("Request %d: write a short Python function.", i)}},
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			if err == nil {
+				total += resp.Usage.CompletionTokens
+			}
+		})
+	}
+	wg.Wait()
+	return total, time.Since(start).Seconds(), firstErr
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 func cpuName() string {
