@@ -169,8 +169,8 @@ type Sampler struct {
 	idx   []int
 	tmp   []int
 	hist  []bucket
-	// lse and invT of the last Sample, for TopLogProbs.
-	lse, t float64
+	// lse and 1/T of the last Sample, for TopLogProbs.
+	lse, inv float64
 }
 
 type bucket struct {
@@ -214,22 +214,24 @@ func (s *Sampler) Sample(logits []float32) (int, float32) {
 	if greedy {
 		T = 1
 	}
-	mx := math.Inf(-1)
+	// T > 0, so the largest logit is the largest logit/T.
 	arg := 0
 	for i, z := range logits {
-		if v := float64(z) / T; v > mx {
-			mx, arg = v, i
+		if z > logits[arg] {
+			arg = i
 		}
 	}
+	inv := 1 / T
+	mx := float64(logits[arg]) * inv
 	var sum float64
 	for i, z := range logits {
-		p := expNonPos(float64(z)/T - mx)
+		p := expNonPos(float64(z)*inv - mx)
 		s.probs[i] = p
 		sum += p
 	}
 	lse := mx + math.Log(sum)
-	s.lse, s.t = lse, T
-	logp := func(i int) float32 { return float32(float64(logits[i])/T - lse) }
+	s.lse, s.inv = lse, inv
+	logp := func(i int) float32 { return float32(float64(logits[i])*inv - lse) }
 	if greedy {
 		return arg, logp(arg)
 	}
@@ -349,7 +351,7 @@ func (s *Sampler) TopLogProbs(logits []float32, n int) []TokenLogProb {
 	}
 	out := make([]TokenLogProb, len(top))
 	for k, i := range top {
-		out[k] = TokenLogProb{ID: i, LogProb: float32(float64(logits[i])/s.t - s.lse)}
+		out[k] = TokenLogProb{ID: i, LogProb: float32(float64(logits[i])*s.inv - s.lse)}
 	}
 	return out
 }

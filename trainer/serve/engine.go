@@ -384,6 +384,10 @@ func (e *engine) advance(w sampleWork) {
 	if finish == "" {
 		safe = safeLen(s.text, j.stops)
 	}
+	// Shown text never holds the start of a stop string (safeLen held it
+	// back), so a cut cannot fall before it; clamp anyway rather than
+	// slice out of range.
+	s.shown = min(s.shown, len(s.text))
 	safe = max(safe, s.shown)
 	ev := event{choice: s.choice, token: w.tok, logprob: w.lp, top: w.top, text: string(s.text[s.shown:safe]), finish: finish}
 	s.shown = safe
