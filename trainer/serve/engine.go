@@ -102,8 +102,7 @@ type seq struct {
 	sampler *generate.Sampler
 	next    int32 // sampled token not yet fed to the model
 	count   int   // tokens sampled
-	text    []byte
-	shown   int // bytes of text already posted
+	textState
 }
 
 // pauseReq is an Update waiting for the engine to go idle.
@@ -366,36 +365,57 @@ func (e *engine) advance(w sampleWork) {
 	s, j := w.s, w.s.job
 	s.count++
 	e.tokens.Add(1)
-	finish := ""
-	if e.stopIDs[w.tok] {
-		finish = "stop" // the stop token is returned in token_ids, not in the text
-	} else {
-		from := len(s.text)
-		s.text = append(s.text, e.tokText[w.tok]...)
-		if cut := findStop(s.text, j.stops, from); cut >= 0 {
-			s.text = s.text[:cut]
-			finish = "stop"
-		}
+	// An end token finishes the turn; it is returned in token_ids but is
+	// not part of the text.
+	end := e.stopIDs[w.tok]
+	piece := e.tokText[w.tok]
+	if end {
+		piece = nil
 	}
-	if finish == "" && s.count >= j.maxTokens {
+	text, stopped := s.add(piece, j.stops, end || s.count >= j.maxTokens)
+	finish := ""
+	switch {
+	case end || stopped:
+		finish = "stop"
+	case s.count >= j.maxTokens:
 		finish = "length"
 	}
-	safe := len(s.text)
-	if finish == "" {
-		safe = safeLen(s.text, j.stops)
-	}
-	// Shown text never holds the start of a stop string (safeLen held it
-	// back), so a cut cannot fall before it; clamp anyway rather than
-	// slice out of range.
-	s.shown = min(s.shown, len(s.text))
-	safe = max(safe, s.shown)
-	ev := event{choice: s.choice, token: w.tok, logprob: w.lp, top: w.top, text: string(s.text[s.shown:safe]), finish: finish}
-	s.shown = safe
 	s.next = int32(w.tok)
 	if finish != "" {
 		e.release(s)
 	}
-	j.post(ev)
+	j.post(event{choice: s.choice, token: w.tok, logprob: w.lp, top: w.top, text: text, finish: finish})
+}
+
+// textState is one choice's text as its tokens arrive.
+type textState struct {
+	text  []byte
+	shown int // bytes already handed out
+}
+
+// add appends piece and returns the text that became safe to show, and
+// whether a stop string ended the text (it is cut off, with what
+// follows). Until final, a tail that could still become a stop string or
+// is an incomplete UTF-8 character is held back.
+func (t *textState) add(piece []byte, stops []string, final bool) (string, bool) {
+	from := len(t.text)
+	t.text = append(t.text, piece...)
+	cut := findStop(t.text, stops, from)
+	if cut >= 0 {
+		t.text, final = t.text[:cut], true
+	}
+	safe := len(t.text)
+	if !final {
+		safe = safeLen(t.text, stops)
+	}
+	// Shown text never holds the start of a stop string (safeLen held it
+	// back), so a cut cannot fall before it; clamp anyway rather than
+	// slice out of range.
+	t.shown = min(t.shown, len(t.text))
+	safe = max(safe, t.shown)
+	out := string(t.text[t.shown:safe])
+	t.shown = safe
+	return out, cut >= 0
 }
 
 // findStop returns where the earliest stop string starts in text, looking
