@@ -40,6 +40,10 @@ type Options struct {
 	// neither max_tokens nor max_completion_tokens; 0 means whatever room
 	// MaxSeqLen leaves after the prompt.
 	DefaultMaxTokens int
+	// ReturnTokenIDs includes prompt_token_ids and token_ids in every
+	// response, as if each request set return_token_ids, for clients
+	// (such as go-openai) that cannot add the field to a request.
+	ReturnTokenIDs bool
 	// Logger receives the server's logs; nil discards them.
 	Logger hclog.Logger
 }
@@ -314,7 +318,7 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request) (*params, bool) {
 		badRequest(w, "%v", err)
 		return nil, false
 	}
-	p := &params{tools: len(tools) > 0, stream: req.Stream, ids: req.ReturnTokenIDs,
+	p := &params{tools: len(tools) > 0, stream: req.Stream, ids: req.ReturnTokenIDs || s.opts.ReturnTokenIDs,
 		usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 	j := newJob(r.Context())
 	j.stops, j.n, j.topN = stops, 1, -1

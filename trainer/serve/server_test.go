@@ -560,7 +560,7 @@ func TestCancelledRequestFreesSlots(t *testing.T) {
 func TestMalformedRequests(t *testing.T) {
 	tok := qwenTokenizer(t)
 	m := testModel(t, tok)
-	_, c, base := startServer(t, m, tok, Options{MaxBatch: 2, MaxSeqLen: 128})
+	_, c, base := startServer(t, m, tok, Options{MaxBatch: 2, MaxSeqLen: 128, ReturnTokenIDs: true})
 	ctx := context.Background()
 	cases := []struct {
 		name   string
@@ -617,6 +617,10 @@ func TestMalformedRequests(t *testing.T) {
 	}
 	if _, err := c.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: testModelName, Messages: userMsg("x"), MaxTokens: 2}); err != nil {
 		t.Fatal(err)
+	}
+	// This server returns token ids without being asked.
+	if plain := postOK(t, base, req(map[string]any{"max_tokens": 2})); len(plain.Choices[0].TokenIDs) != 2 || len(plain.PromptTokenIDs) == 0 {
+		t.Fatalf("ReturnTokenIDs option: %+v", plain)
 	}
 }
 
