@@ -517,7 +517,8 @@ func TestCancelledRequestFreesSlots(t *testing.T) {
 	for _, stream := range []bool{true, false} {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		r := openai.ChatCompletionRequest{Model: testModelName, Messages: userMsg("long"), MaxTokens: 450, N: 2, Stream: stream}
+		seed := 8 // a seed whose samples do not end early
+		r := openai.ChatCompletionRequest{Model: testModelName, Messages: userMsg("long"), MaxTokens: 450, N: 2, Stream: stream, Seed: &seed}
 		if stream {
 			st, err := c.CreateChatCompletionStream(ctx, r)
 			if err != nil {
@@ -619,7 +620,7 @@ func TestMalformedRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	// This server returns token ids without being asked.
-	if plain := postOK(t, base, req(map[string]any{"max_tokens": 2})); len(plain.Choices[0].TokenIDs) != 2 || len(plain.PromptTokenIDs) == 0 {
+	if plain := postOK(t, base, req(map[string]any{"max_tokens": 2, "seed": 1})); len(plain.Choices[0].TokenIDs) != 2 || len(plain.PromptTokenIDs) == 0 {
 		t.Fatalf("ReturnTokenIDs option: %+v", plain)
 	}
 }
