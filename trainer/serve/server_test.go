@@ -634,9 +634,20 @@ func TestUpdateIsAtomic(t *testing.T) {
 	const text = "new weights speak"
 	var before rawResponse
 	var beforeDone sync.WaitGroup
-	beforeDone.Go(func() { before = postOK(t, base, req(map[string]any{"max_tokens": 60, "n": 2})) })
-	for s.Running() == 0 {
-		waitABit()
+	finished := make(chan struct{})
+	beforeDone.Go(func() {
+		defer close(finished)
+		before = postOK(t, base, req(map[string]any{"max_tokens": 60, "n": 2, "seed": 2}))
+	})
+	// Update while it generates (or, on a starved machine, after).
+	for running := false; !running; {
+		select {
+		case <-finished:
+			running = true
+		default:
+			running = s.Running() > 0
+			waitABit()
+		}
 	}
 	var during rawResponse
 	var duringDone sync.WaitGroup
