@@ -133,6 +133,7 @@ type engine struct {
 
 	slots    []*seq
 	samplers []*generate.Sampler // one per slot, reused across requests
+	next     []int32             // per slot: the token fed in the next forward
 	running  atomic.Int64        // sequences in slots, for tests and Stats
 	version  atomic.Uint64
 	tokens   atomic.Int64 // tokens generated since start
@@ -143,7 +144,7 @@ func newEngine(m *model.Model, tok *tokenizer.Tokenizer, cache *model.Cache, sto
 	e := &engine{m: m, tok: tok, cache: cache, V: V, stopIDs: stopIDs, log: log,
 		logits: make([]float32, cache.Slots()*V), tokText: make([][]byte, V),
 		wakeC: make(chan struct{}, 1), done: make(chan struct{}), slots: make([]*seq, cache.Slots()),
-		samplers: make([]*generate.Sampler, cache.Slots())}
+		samplers: make([]*generate.Sampler, cache.Slots()), next: make([]int32, cache.Slots())}
 	for id := range V {
 		e.tokText[id] = []byte(tok.Decode([]int{id}))
 	}
@@ -223,7 +224,8 @@ func (e *engine) run() {
 		chunks = chunks[:0]
 		for _, s := range e.slots {
 			if s != nil {
-				chunks = append(chunks, model.Chunk{Slot: s.slot, IDs: []int32{s.next}})
+				e.next[s.slot] = s.next
+				chunks = append(chunks, model.Chunk{Slot: s.slot, IDs: e.next[s.slot : s.slot+1]})
 			}
 		}
 		rows := len(chunks)
