@@ -32,9 +32,9 @@ type Options struct {
 	// MaxBatch is how many sequences (choices) generate at once: the KV
 	// cache's slots. Default 16.
 	MaxBatch int
-	// MaxSeqLen bounds prompt plus completion per sequence. Default and
-	// ceiling: the model's max_position_embeddings (4096 when the config
-	// gives none).
+	// MaxSeqLen bounds prompt plus completion per sequence; the KV cache
+	// holds MaxBatch × MaxSeqLen positions up front. Default 2048, ceiling
+	// the model's max_position_embeddings.
 	MaxSeqLen int
 	// DefaultMaxTokens is the completion budget of a request that sets
 	// neither max_tokens nor max_completion_tokens; 0 means whatever room
@@ -85,10 +85,10 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, error
 	}
 	ceiling := m.Cfg.MaxPositions
 	if ceiling <= 0 {
-		ceiling = 4096
+		ceiling = math.MaxInt32
 	}
 	if opts.MaxSeqLen == 0 {
-		opts.MaxSeqLen = ceiling
+		opts.MaxSeqLen = min(2048, ceiling)
 	}
 	if opts.MaxBatch < 0 || opts.MaxSeqLen < 2 || opts.MaxSeqLen > ceiling || opts.DefaultMaxTokens < 0 {
 		return nil, fmt.Errorf("serve: invalid options: max batch %d, max sequence length %d (model allows %d), default max tokens %d",
