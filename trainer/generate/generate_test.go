@@ -304,3 +304,19 @@ func subset(a, b []int) bool {
 	}
 	return true
 }
+
+func TestExpNonPos(t *testing.T) {
+	for x := -708.0; x <= 0; x += 0.0173 {
+		if got, want := expNonPos(x), math.Exp(x); math.Abs(got/want-1) > 1e-10 {
+			t.Fatalf("exp(%g) = %g, want %g", x, got, want)
+		}
+	}
+	for _, x := range []float64{-709, -1e9, math.Inf(-1), math.NaN()} {
+		if got := expNonPos(x); got != 0 {
+			t.Fatalf("exp(%g) = %g, want 0", x, got)
+		}
+	}
+	if expNonPos(0) != 1 {
+		t.Fatal("exp(0) != 1")
+	}
+}

@@ -87,6 +87,13 @@ func (j *job) take() ([]event, bool, error) {
 	return evs, j.left == 0 || j.err != nil, j.err
 }
 
+// weights is the weights version the job runs with, once admitted.
+func (j *job) weights() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.version
+}
+
 // seq is one choice of a job occupying one cache slot.
 type seq struct {
 	job     *job
@@ -95,8 +102,7 @@ type seq struct {
 	sampler *generate.Sampler
 	next    int32 // sampled token not yet fed to the model
 	count   int   // tokens sampled
-	text    []byte
-	shown   int // bytes of text already posted
+	textState
 }
 
 // pauseReq is an Update waiting for the engine to go idle.
@@ -125,17 +131,20 @@ type engine struct {
 	wakeC  chan struct{}
 	done   chan struct{}
 
-	slots   []*seq
-	running atomic.Int64 // sequences in slots, for tests and Stats
-	version atomic.Uint64
-	tokens  atomic.Int64 // tokens generated since start
+	slots    []*seq
+	samplers []*generate.Sampler // one per slot, reused across requests
+	next     []int32             // per slot: the token fed in the next forward
+	running  atomic.Int64        // sequences in slots, for tests and Stats
+	version  atomic.Uint64
+	tokens   atomic.Int64 // tokens generated since start
 }
 
 func newEngine(m *model.Model, tok *tokenizer.Tokenizer, cache *model.Cache, stopIDs map[int]bool, log hclog.Logger) *engine {
 	V := m.Cfg.VocabSize
 	e := &engine{m: m, tok: tok, cache: cache, V: V, stopIDs: stopIDs, log: log,
 		logits: make([]float32, cache.Slots()*V), tokText: make([][]byte, V),
-		wakeC: make(chan struct{}, 1), done: make(chan struct{}), slots: make([]*seq, cache.Slots())}
+		wakeC: make(chan struct{}, 1), done: make(chan struct{}), slots: make([]*seq, cache.Slots()),
+		samplers: make([]*generate.Sampler, cache.Slots()), next: make([]int32, cache.Slots())}
 	for id := range V {
 		e.tokText[id] = []byte(tok.Decode([]int{id}))
 	}
@@ -215,7 +224,8 @@ func (e *engine) run() {
 		chunks = chunks[:0]
 		for _, s := range e.slots {
 			if s != nil {
-				chunks = append(chunks, model.Chunk{Slot: s.slot, IDs: []int32{s.next}})
+				e.next[s.slot] = s.next
+				chunks = append(chunks, model.Chunk{Slot: s.slot, IDs: e.next[s.slot : s.slot+1]})
 			}
 		}
 		rows := len(chunks)
@@ -231,7 +241,9 @@ func (e *engine) run() {
 				break
 			}
 			e.queue = e.queue[1:]
+			j.mu.Lock()
 			j.version = e.version.Load()
+			j.mu.Unlock()
 			e.place(j)
 			running += j.n
 			rows += len(j.prompt)
@@ -290,8 +302,14 @@ func (e *engine) place(j *job) {
 		if s != nil || c == j.n {
 			continue
 		}
-		o := j.opts
-		e.slots[slot] = &seq{job: j, choice: c, slot: slot, sampler: generate.NewSampler(e.V, o, uint64(c))}
+		sm := e.samplers[slot]
+		if sm == nil {
+			sm = generate.NewSampler(e.V, j.opts, uint64(c))
+			e.samplers[slot] = sm
+		} else {
+			sm.Reset(j.opts, uint64(c))
+		}
+		e.slots[slot] = &seq{job: j, choice: c, slot: slot, sampler: sm}
 		c++
 	}
 	e.running.Add(int64(j.n))
@@ -349,32 +367,57 @@ func (e *engine) advance(w sampleWork) {
 	s, j := w.s, w.s.job
 	s.count++
 	e.tokens.Add(1)
-	finish := ""
-	if e.stopIDs[w.tok] {
-		finish = "stop" // the stop token is returned in token_ids, not in the text
-	} else {
-		from := len(s.text)
-		s.text = append(s.text, e.tokText[w.tok]...)
-		if cut := findStop(s.text, j.stops, from); cut >= 0 {
-			s.text = s.text[:cut]
-			finish = "stop"
-		}
+	// An end token finishes the turn; it is returned in token_ids but is
+	// not part of the text.
+	end := e.stopIDs[w.tok]
+	piece := e.tokText[w.tok]
+	if end {
+		piece = nil
 	}
-	if finish == "" && s.count >= j.maxTokens {
+	text, stopped := s.add(piece, j.stops, end || s.count >= j.maxTokens)
+	finish := ""
+	switch {
+	case end || stopped:
+		finish = "stop"
+	case s.count >= j.maxTokens:
 		finish = "length"
 	}
-	safe := len(s.text)
-	if finish == "" {
-		safe = safeLen(s.text, j.stops)
-	}
-	safe = max(safe, s.shown)
-	ev := event{choice: s.choice, token: w.tok, logprob: w.lp, top: w.top, text: string(s.text[s.shown:safe]), finish: finish}
-	s.shown = safe
 	s.next = int32(w.tok)
 	if finish != "" {
 		e.release(s)
 	}
-	j.post(ev)
+	j.post(event{choice: s.choice, token: w.tok, logprob: w.lp, top: w.top, text: text, finish: finish})
+}
+
+// textState is one choice's text as its tokens arrive.
+type textState struct {
+	text  []byte
+	shown int // bytes already handed out
+}
+
+// add appends piece and returns the text that became safe to show, and
+// whether a stop string ended the text (it is cut off, with what
+// follows). Until final, a tail that could still become a stop string or
+// is an incomplete UTF-8 character is held back.
+func (t *textState) add(piece []byte, stops []string, final bool) (string, bool) {
+	from := len(t.text)
+	t.text = append(t.text, piece...)
+	cut := findStop(t.text, stops, from)
+	if cut >= 0 {
+		t.text, final = t.text[:cut], true
+	}
+	safe := len(t.text)
+	if !final {
+		safe = safeLen(t.text, stops)
+	}
+	// Shown text never holds the start of a stop string (safeLen held it
+	// back), so a cut cannot fall before it; clamp anyway rather than
+	// slice out of range.
+	t.shown = min(t.shown, len(t.text))
+	safe = max(safe, t.shown)
+	out := string(t.text[t.shown:safe])
+	t.shown = safe
+	return out, cut >= 0
 }
 
 // findStop returns where the earliest stop string starts in text, looking

@@ -32,14 +32,18 @@ type Options struct {
 	// MaxBatch is how many sequences (choices) generate at once: the KV
 	// cache's slots. Default 16.
 	MaxBatch int
-	// MaxSeqLen bounds prompt plus completion per sequence. Default and
-	// ceiling: the model's max_position_embeddings (4096 when the config
-	// gives none).
+	// MaxSeqLen bounds prompt plus completion per sequence; the KV cache
+	// holds MaxBatch × MaxSeqLen positions up front. Default 2048, ceiling
+	// the model's max_position_embeddings.
 	MaxSeqLen int
 	// DefaultMaxTokens is the completion budget of a request that sets
 	// neither max_tokens nor max_completion_tokens; 0 means whatever room
 	// MaxSeqLen leaves after the prompt.
 	DefaultMaxTokens int
+	// ReturnTokenIDs includes prompt_token_ids and token_ids in every
+	// response, as if each request set return_token_ids, for clients
+	// (such as go-openai) that cannot add the field to a request.
+	ReturnTokenIDs bool
 	// Logger receives the server's logs; nil discards them.
 	Logger hclog.Logger
 }
@@ -61,6 +65,7 @@ type Server struct {
 	mu      sync.Mutex
 	servers []*http.Server
 	closed  bool
+	done    chan struct{} // closed by Close
 }
 
 // New starts the engine for m (which must not be used elsewhere except
@@ -80,10 +85,10 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, error
 	}
 	ceiling := m.Cfg.MaxPositions
 	if ceiling <= 0 {
-		ceiling = 4096
+		ceiling = math.MaxInt32
 	}
 	if opts.MaxSeqLen == 0 {
-		opts.MaxSeqLen = ceiling
+		opts.MaxSeqLen = min(2048, ceiling)
 	}
 	if opts.MaxBatch < 0 || opts.MaxSeqLen < 2 || opts.MaxSeqLen > ceiling || opts.DefaultMaxTokens < 0 {
 		return nil, fmt.Errorf("serve: invalid options: max batch %d, max sequence length %d (model allows %d), default max tokens %d",
@@ -110,7 +115,7 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, error
 	if id := tok.EOS(); id >= 0 {
 		stop[id] = true
 	}
-	s := &Server{opts: opts, tok: tok, log: opts.Logger, maxLen: opts.MaxSeqLen,
+	s := &Server{opts: opts, tok: tok, log: opts.Logger, maxLen: opts.MaxSeqLen, done: make(chan struct{}),
 		eng: newEngine(m, tok, cache, stop, opts.Logger)}
 	go s.eng.run()
 	return s, nil
@@ -205,8 +210,11 @@ func (s *Server) Listen(ctx context.Context, addr string) (string, error) {
 		}
 	}()
 	go func() {
-		<-ctx.Done()
-		hs.Close()
+		select {
+		case <-ctx.Done():
+			hs.Close()
+		case <-s.done:
+		}
 	}()
 	return "http://" + ln.Addr().String() + "/v1", nil
 }
@@ -220,6 +228,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	close(s.done)
 	servers := s.servers
 	s.mu.Unlock()
 	var errs []error
@@ -309,7 +318,7 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request) (*params, bool) {
 		badRequest(w, "%v", err)
 		return nil, false
 	}
-	p := &params{tools: len(tools) > 0, stream: req.Stream, ids: req.ReturnTokenIDs,
+	p := &params{tools: len(tools) > 0, stream: req.Stream, ids: req.ReturnTokenIDs || s.opts.ReturnTokenIDs,
 		usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 	j := newJob(r.Context())
 	j.stops, j.n, j.topN = stops, 1, -1
@@ -444,7 +453,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	resp := chatResponse{ID: id, Object: "chat.completion", Created: created, Model: s.opts.ModelName,
-		SystemFingerprint: fmt.Sprintf("rlhost-weights-%d", j.version)}
+		SystemFingerprint: fmt.Sprintf("rlhost-weights-%d", j.weights())}
 	completion := 0
 	for c := range choices {
 		cs := &choices[c]
@@ -543,8 +552,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *params, id st
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	base := chatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.opts.ModelName,
-		SystemFingerprint: fmt.Sprintf("rlhost-weights-%d", j.version)}
+	base := chatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.opts.ModelName}
 	send := func(v any) bool {
 		data, err := json.Marshal(v)
 		if err != nil {
@@ -564,19 +572,25 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *params, id st
 		return ch
 	}
 	empty := ""
-	for c := range j.n {
-		if !send(chunk(choiceJSON{Index: c, Delta: &messageJSON{Role: "assistant", Content: &empty}})) {
-			return
-		}
-	}
 	choices := make([]choiceState, j.n)
-	for {
+	for started := false; ; {
 		select {
 		case <-j.notify:
 		case <-r.Context().Done():
 			return
 		}
 		evs, end, err := j.take()
+		if !started {
+			// The role deltas go out once the job runs, naming the
+			// weights version it runs with.
+			started = true
+			base.SystemFingerprint = fmt.Sprintf("rlhost-weights-%d", j.weights())
+			for c := range j.n {
+				if !send(chunk(choiceJSON{Index: c, Delta: &messageJSON{Role: "assistant", Content: &empty}})) {
+					return
+				}
+			}
+		}
 		for _, ev := range evs {
 			cs := &choices[ev.choice]
 			lp := s.apply(cs, ev, p)

@@ -1,0 +1,55 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// FuzzParseRequest feeds arbitrary bodies to the request parser: it never
+// panics, and either accepts a request the engine can run or answers a
+// 4xx in OpenAI's error shape.
+func FuzzParseRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],"n":2,"stop":["x","y"],"logprobs":true,"top_logprobs":3}`,
+		`{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"1","content":"ok"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"auto"}`,
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":-1,"temperature":1e309}`,
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"stop":"","top_k":-1,"top_p":1,"seed":-5,"max_completion_tokens":3}`,
+		`[]`, `{`, `null`, `{"model":"m","messages":[{}]}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	tok := qwenTokenizer(f)
+	s := &Server{opts: Options{ModelName: "m", MaxBatch: 4, MaxSeqLen: 256}, tok: tok, log: hclog.NewNullLogger(), maxLen: 256}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
+		p, ok := s.parse(w, r)
+		if ok {
+			j := p.job
+			if w.Code != http.StatusOK || j.n < 1 || j.n > 4 || j.maxTokens < 1 || len(j.prompt)+j.maxTokens > 256 || len(j.prompt) == 0 {
+				t.Fatalf("accepted an unrunnable request: n=%d max=%d prompt=%d", j.n, j.maxTokens, len(j.prompt))
+			}
+			for _, id := range j.prompt {
+				if int(id) >= tok.VocabSize() || id < 0 {
+					t.Fatalf("prompt id %d outside the vocabulary", id)
+				}
+			}
+			return
+		}
+		if w.Code < 400 || w.Code >= 500 {
+			t.Fatalf("rejected with status %d", w.Code)
+		}
+		var e struct {
+			Error apiError `json:"error"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error.Message == "" {
+			t.Fatalf("error body %q: %v", w.Body.String(), err)
+		}
+	})
+}
