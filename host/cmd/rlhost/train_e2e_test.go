@@ -232,3 +232,53 @@ func TestResumeMatchesUninterrupted(t *testing.T) {
 	}
 	waitNoProcesses(t, rlhostBin)
 }
+
+// Ctrl-C during a training run writes a checkpoint of the last finished
+// step and exits 130; --resume then finishes the run.
+func TestTrainingInterruptCheckpoints(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	dir := t.TempDir()
+	trainingJob(t, dir, 6, 0, 2, 5)
+	cmd := exec.Command(rlhostBin, "run", "job.hcl")
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	metrics := filepath.Join(dir, "out", "metrics.jsonl")
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		if b, err := os.ReadFile(metrics); err == nil && strings.Count(string(b), "\n") >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			t.Fatal("no step finished")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Fatalf("exit %v, want 130\n%s", err, errb.String())
+	}
+	if !strings.Contains(errb.String(), "--resume out") {
+		t.Errorf("stderr does not say how to resume:\n%s", errb.String())
+	}
+	ckpts, _ := filepath.Glob(filepath.Join(dir, "out", "checkpoints", "step-*", "run_state.json"))
+	if len(ckpts) != 1 {
+		t.Fatalf("checkpoints after Ctrl-C: %v", ckpts)
+	}
+	r := rlhost(t, dir, "run", "job.hcl", "--resume", "out")
+	if r.code != 0 {
+		t.Fatalf("resume failed: %+v", r)
+	}
+	if got := readStepLines(t, metrics); len(got) != 6 {
+		t.Errorf("%d steps after resume, want 6", len(got))
+	}
+	waitNoProcesses(t, rlhostBin)
+}
