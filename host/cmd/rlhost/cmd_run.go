@@ -79,12 +79,20 @@ Runs the job: for each step, samples batch_size tasks from the env, runs
 group_size episodes per task (each in its own sandbox), scores them, and writes
 OUT/trajectories.jsonl, OUT/metrics.jsonl and OUT/summary.json.
 
-Ctrl-C stops cleanly: in-flight episodes end, sandboxes are destroyed, plugins
-shut down, and finished trajectories stay on disk. A second Ctrl-C forces.
+A job with a trainer block also trains: the policy (provider "embedded") is
+served by rlhost from the weights being trained, and after each step its
+groups become one GRPO update. Such a run also writes OUT/rewards.png,
+checkpoints under OUT/checkpoints and the trained model under OUT/final.
 
-Example:
+Ctrl-C stops cleanly: in-flight episodes end, sandboxes are destroyed, plugins
+shut down, finished trajectories stay on disk, and a training run writes a
+checkpoint that --resume continues from. A second Ctrl-C forces.
+
+Examples:
+  rlhost run examples/quickstart.hcl
+  rlhost run examples/quickstart.hcl --resume runs/quickstart
   rlhost run examples/coding.hcl --dry-run
-  rlhost run examples/coding.hcl --var backend=daytona --steps 2
+  rlhost run examples/coding.hcl --dry-run --var backend=daytona --steps 2
 `
 
 func (a *app) cmdRun(ctx context.Context, args []string) int {
@@ -96,7 +104,7 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	outDir := fs.String("out", "", "output directory (default: the config's output.dir, else runs/<run name>)")
 	steps := fs.Int("steps", 0, "override run.steps")
 	overwrite := fs.Bool("overwrite", false, "replace the outputs of an earlier run in the output directory")
-	appendOut := fs.Bool("append", false, "append to the outputs of an earlier run in the output directory")
+	appendOut := fs.Bool("append", false, "append a new run (a new run id, steps from 1) to the outputs in the output directory; --resume continues a training run instead")
 	if done, code := parse(fs, args); done {
 		return code
 	}
