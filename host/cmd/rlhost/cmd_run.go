@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -49,26 +48,6 @@ func (a *app) logger(level string) hclog.Logger {
 
 func (a *app) manager(level string) (*pluginmgr.Manager, error) {
 	return pluginmgr.New(pluginmgr.Options{Builtins: builtinNames(), Logger: a.logger(level)})
-}
-
-func newFlagSet(name, usage string, a *app) *pflag.FlagSet {
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(a.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(a.stderr, "%s\nFlags:\n%s", usage, fs.FlagUsages())
-	}
-	return fs
-}
-
-// parse handles --help (exit 0) and flag errors (exit 2) uniformly.
-func parse(fs *pflag.FlagSet, args []string) (done bool, code int) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return true, 0
-		}
-		return true, 2
-	}
-	return false, 0
 }
 
 const runUsage = `Usage: rlhost run FILE.hcl [flags]
