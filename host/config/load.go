@@ -227,7 +227,7 @@ func (d *decoder) run() hcl.Diagnostics {
 	}
 	var h runHCL
 	diags = append(diags, gohcl.DecodeBody(b.Body, d.f.EvalContext, &h)...)
-	diags = append(diags, noRemain(h.Remain)...)
+	diags = append(diags, noRemain(h.Remain, &h)...)
 	positive := func(name string, p *int, dst *int, min int) {
 		if p == nil {
 			return
@@ -301,7 +301,7 @@ func (d *decoder) output() hcl.Diagnostics {
 		Remain hcl.Body `hcl:",remain"`
 	}
 	diags = append(diags, gohcl.DecodeBody(blocks[0].Body, d.f.EvalContext, &h)...)
-	diags = append(diags, noRemain(h.Remain)...)
+	diags = append(diags, noRemain(h.Remain, &h)...)
 	if h.Dir != nil {
 		if *h.Dir == "" {
 			diags = append(diags, attrErr(blocks[0].Body, blocks[0].DefRange, "dir", "Invalid output dir", "dir must not be empty."))
@@ -400,7 +400,7 @@ func (d *decoder) sandboxes() hcl.Diagnostics {
 func decodeLimits(b *hcl.Block, ctx *hcl.EvalContext, l *core.Limits) hcl.Diagnostics {
 	var h limitsHCL
 	diags := gohcl.DecodeBody(b.Body, ctx, &h)
-	diags = append(diags, noRemain(h.Remain)...)
+	diags = append(diags, noRemain(h.Remain, &h)...)
 	size := func(name string, p *string, dst *int64) {
 		if p == nil {
 			return
@@ -601,12 +601,20 @@ func durationAttr(a *hcl.Attribute, ctx *hcl.EvalContext, dst *time.Duration) hc
 	return diags
 }
 
-// noRemain reports attributes and blocks that no field claimed.
-func noRemain(body hcl.Body) hcl.Diagnostics {
+// noRemain reports attributes and blocks that no field of v (the struct
+// the body was decoded into) claimed. Checking them against v's own schema
+// lets HCL add "Did you mean ...?" for a near miss such as "stpes".
+func noRemain(body hcl.Body, v any) hcl.Diagnostics {
 	if body == nil {
 		return nil
 	}
-	_, diags := body.Content(&hcl.BodySchema{})
+	schema, _ := gohcl.ImpliedBodySchema(v)
+	// The claimed attributes are already hidden from the remaining body;
+	// none is required here, so listing them only feeds the suggestions.
+	for i := range schema.Attributes {
+		schema.Attributes[i].Required = false
+	}
+	_, diags := body.Content(schema)
 	return diags
 }
 
