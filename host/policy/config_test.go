@@ -89,7 +89,7 @@ func TestNewValidation(t *testing.T) {
 		{"openai with file", openai(func(c *Config) { c.File = ptr("x") }), `attribute "file": not used by provider "openai"`},
 		{"openai without model", Config{Name: "p", Provider: "openai"}, `attribute "model": required`},
 		{"empty base_url", openai(func(c *Config) { c.BaseURL = ptr("") }), `attribute "base_url": empty`},
-		{"key variable unset", openai(func(c *Config) { c.APIKeyEnv = ptr("RLHOST_SURELY_UNSET_VAR") }), `attribute "api_key_env": environment variable RLHOST_SURELY_UNSET_VAR is not set`},
+		{"key variable unset: keyless servers need none", openai(func(c *Config) { c.APIKeyEnv = ptr("RLHOST_SURELY_UNSET_VAR") }), ""},
 		{"bad timeout", openai(func(c *Config) { c.Timeout = ptr("soon") }), `attribute "timeout": time: invalid duration`},
 		{"zero timeout", openai(func(c *Config) { c.Timeout = ptr("0s") }), `attribute "timeout": 0s is not positive`},
 		{"negative retries", openai(func(c *Config) { c.MaxRetries = ptr(-1) }), `attribute "max_retries": -1`},

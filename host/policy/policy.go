@@ -20,6 +20,14 @@ type Policy interface {
 	Close() error
 }
 
+// Checker is a Policy that can confirm, before any episode runs, that its
+// server answers, accepts the credentials and serves the configured model.
+// The error names the URL and the cause. Policies without a server (replay)
+// do not implement it.
+type Checker interface {
+	Check(ctx context.Context) error
+}
+
 // Request is one call to the policy.
 type Request struct {
 	Messages []core.Message
