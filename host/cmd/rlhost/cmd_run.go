@@ -17,6 +17,7 @@ import (
 	"github.com/rlhost/rlhost/host/job"
 	"github.com/rlhost/rlhost/host/output"
 	"github.com/rlhost/rlhost/host/pluginmgr"
+	"github.com/rlhost/rlhost/host/preflight"
 	"github.com/rlhost/rlhost/host/runner"
 )
 
@@ -132,6 +133,10 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	}
 	defer j.Close(ctx)
 	defer mgr.StopAll(context.WithoutCancel(ctx))
+	if err := preflight.Check(ctx, f, j.Policy, j.Backend); err != nil {
+		a.errorf("%v", err)
+		return 1
+	}
 	if err := removeOutputs(dir, old); err != nil {
 		a.errorf("%v", err)
 		return 1

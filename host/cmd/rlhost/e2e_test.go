@@ -573,6 +573,7 @@ func TestGroupAskedOnceWithN(t *testing.T) {
 		return fakeopenai.Reply{Choices: cs, IgnoreN: true}
 	})
 	defer srv.Close()
+	srv.SetModels("m")
 	dir := t.TempDir()
 	write(t, dir, "job.hcl", fmt.Sprintf(`
 run {

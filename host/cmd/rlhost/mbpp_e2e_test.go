@@ -118,6 +118,7 @@ func TestMBPPRunWithOpenAIPolicy(t *testing.T) {
 		return mbppAgent(req)
 	})
 	defer srv.Close()
+	srv.SetModels("scripted")
 	dir := t.TempDir()
 	write(t, dir, "problems.jsonl", mbppDataset())
 	write(t, dir, "job.hcl", fmt.Sprintf(`
