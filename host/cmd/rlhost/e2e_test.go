@@ -698,3 +698,67 @@ func pythonUnder(pid int) func() bool {
 		return false
 	}
 }
+
+// A panic in one episode's Step fails that episode alone: the episodes in
+// flight beside it pass, the plugin is not restarted, and its stack is
+// printed once, as one block. A panic the SDK cannot catch (in a goroutine
+// of the plugin's own) kills the plugin; its raw trace is one block too.
+func TestEnvPluginPanic(t *testing.T) {
+	probe := buildPlugin(t, "./testdata/probeenv", "probeenv")
+	for _, tc := range []struct {
+		reply, err, block string
+	}{
+		{"PANIC", "plugin panicked in rlhost.v1.Environment/Step: assignment to entry in nil map", "  stack=\n  | goroutine "},
+		{"GOPANIC", "plugin process exited", "plugin crashed:\n  output=\n  | panic: probeenv: goroutine panic\n"},
+	} {
+		t.Run(tc.reply, func(t *testing.T) {
+			dir := t.TempDir()
+			write(t, dir, "replay.jsonl", fmt.Sprintf(`{"task_id":"t0","completions":["ok"]}
+{"task_id":"t1","completions":[%q]}
+{"task_id":"t2","completions":["ok"]}
+{"task_id":"t3","completions":["ok"]}
+`, tc.reply))
+			write(t, dir, "job.hcl", fmt.Sprintf(`
+run {
+  batch_size = 4
+  concurrency = 4
+}
+sandbox "s" { backend = "local" }
+env "probe" {
+  plugin = %q
+  marker = "marker"
+}
+policy "p" {
+  provider = "replay"
+  file = "replay.jsonl"
+}
+output { dir = "out" }
+`, probe))
+			r := rlhost(t, dir, "run", "job.hcl")
+			if r.code != 0 {
+				t.Fatalf("run: %+v", r)
+			}
+			for _, tr := range readTrajectories(t, filepath.Join(dir, "out", "trajectories.jsonl")) {
+				if tr.TaskID == "t1" {
+					if !strings.Contains(tr.Error, tc.err) {
+						t.Errorf("t1: error %q, want %q", tr.Error, tc.err)
+					}
+				} else if tc.reply == "PANIC" && (tr.Error != "" || tr.Reward != 1) {
+					t.Errorf("%s beside the panic: reward %v, error %q", tr.TaskID, tr.Reward, tr.Error)
+				}
+			}
+			if !strings.Contains(r.stderr, tc.block) {
+				t.Errorf("stderr lacks the block %q:\n%s", tc.block, r.stderr)
+			}
+			for _, line := range strings.Split(r.stderr, "\n") {
+				if strings.Contains(line, "[ERROR]") && strings.Contains(line, "goroutine ") {
+					t.Errorf("a trace line was logged as its own entry: %q", line)
+				}
+			}
+			if tc.reply == "PANIC" && strings.Contains(r.stderr, "restarting") {
+				t.Errorf("the plugin was restarted after a recovered panic:\n%s", r.stderr)
+			}
+		})
+	}
+	waitNoProcesses(t, probe)
+}
