@@ -21,13 +21,17 @@ const stackIdle = 200 * time.Millisecond
 // (after any pending block, to keep the order).
 type stackJoiner struct {
 	hclog.Logger
+	*pending // shared with derived loggers, so any of them flushes first
+}
 
+type pending struct {
 	mu    sync.Mutex
+	out   hclog.Logger // the logger the lines came through
 	lines []string
 	timer *time.Timer
 }
 
-func joinStacks(l hclog.Logger) *stackJoiner { return &stackJoiner{Logger: l} }
+func joinStacks(l hclog.Logger) *stackJoiner { return &stackJoiner{Logger: l, pending: &pending{}} }
 
 func (s *stackJoiner) Error(msg string, args ...any) {
 	if len(args) == 0 && s.gather(msg) {
@@ -44,9 +48,10 @@ func (s *stackJoiner) gather(msg string) bool {
 	if len(s.lines) == 0 && !strings.HasPrefix(msg, "panic: ") && !strings.HasPrefix(msg, "fatal error: ") {
 		return false
 	}
+	s.out = s.Logger
 	s.lines = append(s.lines, msg)
 	if s.timer == nil {
-		s.timer = time.AfterFunc(stackIdle, s.Flush)
+		s.timer = time.AfterFunc(stackIdle, s.pending.flush)
 	} else {
 		s.timer.Reset(stackIdle)
 	}
@@ -54,9 +59,11 @@ func (s *stackJoiner) gather(msg string) bool {
 }
 
 // Flush prints the gathered trace, if any, as one entry.
-func (s *stackJoiner) Flush() {
+func (s *stackJoiner) Flush() { s.pending.flush() }
+
+func (s *pending) flush() {
 	s.mu.Lock()
-	lines := s.lines
+	lines, out := s.lines, s.out
 	s.lines = nil
 	if s.timer != nil {
 		s.timer.Stop()
@@ -65,7 +72,7 @@ func (s *stackJoiner) Flush() {
 	s.mu.Unlock()
 	if len(lines) > 0 {
 		// hclog would print Go's tab indents as \t.
-		s.Logger.Error("plugin crashed", "output", strings.ReplaceAll(strings.Join(lines, "\n"), "\t", "    "))
+		out.Error("plugin crashed", "output", strings.ReplaceAll(strings.Join(lines, "\n"), "\t", "    "))
 	}
 }
 
@@ -81,10 +88,14 @@ func (s *stackJoiner) Warn(msg string, args ...any)  { s.Flush(); s.Logger.Warn(
 
 // Named, ResetNamed and With keep the joining in the derived logger that
 // go-plugin actually writes the plugin's stderr through.
-func (s *stackJoiner) Named(name string) hclog.Logger { return joinStacks(s.Logger.Named(name)) }
-
-func (s *stackJoiner) ResetNamed(name string) hclog.Logger {
-	return joinStacks(s.Logger.ResetNamed(name))
+func (s *stackJoiner) Named(name string) hclog.Logger {
+	return &stackJoiner{Logger: s.Logger.Named(name), pending: s.pending}
 }
 
-func (s *stackJoiner) With(args ...any) hclog.Logger { return joinStacks(s.Logger.With(args...)) }
+func (s *stackJoiner) ResetNamed(name string) hclog.Logger {
+	return &stackJoiner{Logger: s.Logger.ResetNamed(name), pending: s.pending}
+}
+
+func (s *stackJoiner) With(args ...any) hclog.Logger {
+	return &stackJoiner{Logger: s.Logger.With(args...), pending: s.pending}
+}

@@ -33,7 +33,8 @@ func TestStackJoinerPrintsOneBlock(t *testing.T) {
 	out := &syncBuffer{}
 	base := hclog.New(&hclog.LoggerOptions{Name: "rlhost", Output: out, Level: hclog.Debug, DisableTime: true})
 	// go-plugin derives its stderr logger with Named.
-	l := joinStacks(base.Named("env.probe")).Named("probeenv")
+	parent := joinStacks(base.Named("env.probe"))
+	l := parent.Named("probeenv")
 	trace := []string{"panic: assignment to entry in nil map", "", "goroutine 7 [running]:", "main.(*session).Step(...)", "\t/src/main.go:42 +0x1d", "exit status 2"}
 	l.Warn("before", "k", "v")
 	for _, line := range trace {
@@ -44,7 +45,7 @@ func TestStackJoinerPrintsOneBlock(t *testing.T) {
 	for !strings.Contains(out.String(), "exit status 2") && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	l.Info("after")
+	parent.Info("after") // go-plugin logs the exit on the parent logger
 	got := out.String()
 	if n := strings.Count(got, "[ERROR]"); n != 1 {
 		t.Fatalf("%d error entries, want 1:\n%s", n, got)
@@ -70,5 +71,20 @@ func TestStackJoinerPassesOtherErrors(t *testing.T) {
 	l.Error("oops", "err", "x")
 	if got := out.String(); strings.Count(got, "\n") != 2 || !strings.Contains(got, "something failed\n") {
 		t.Errorf("got:\n%s", got)
+	}
+}
+
+// The next entry on any logger of the plugin (go-plugin reports the exit on
+// the parent) prints the pending trace first, without waiting for the pause.
+func TestStackJoinerFlushesBeforeNextEntry(t *testing.T) {
+	out := &syncBuffer{}
+	parent := joinStacks(hclog.New(&hclog.LoggerOptions{Output: out, DisableTime: true}))
+	l := parent.Named("probeenv")
+	l.Error("panic: boom")
+	l.Error("goroutine 1 [running]:")
+	parent.Error("plugin process exited", "error", "exit status 2")
+	got := out.String()
+	if i, j := strings.Index(got, "| panic: boom"), strings.Index(got, "plugin process exited"); i < 0 || j < i {
+		t.Errorf("the trace does not come before the exit:\n%s", got)
 	}
 }
