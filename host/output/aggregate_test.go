@@ -44,7 +44,19 @@ func TestAggregate(t *testing.T) {
 			},
 			want: core.StepMetrics{RunID: "r", Step: 3, Episodes: 3, RewardMean: 0,
 				RewardStd: math.Sqrt((0.64 + 0.04 + 1) / 3), RewardMin: -1, RewardMax: 0.8, PassRate: 1.0 / 3},
-			extra: map[string]float64{"metric/tests": 3, "metric/passed": 0.5},
+			// A metric an episode does not report counts as 0 in the mean.
+			extra: map[string]float64{"metric/tests": 2, "metric/passed": 0.5},
+		},
+		{
+			name: "a metric set only on success averages to the pass rate",
+			trajs: []core.Trajectory{
+				tr(1, func(t *core.Trajectory) { t.Metrics = map[string]float64{"passed": 1} }),
+				tr(1, func(t *core.Trajectory) { t.Metrics = map[string]float64{"passed": 1} }),
+				tr(0, func(t *core.Trajectory) { t.Metrics = map[string]float64{"score": math.NaN()} }),
+			},
+			want: core.StepMetrics{RunID: "r", Step: 3, Episodes: 3, RewardMean: 2.0 / 3,
+				RewardStd: math.Sqrt(2.0 / 9), RewardMin: 0, RewardMax: 1, PassRate: 2.0 / 3},
+			extra: map[string]float64{"metric/passed": 2.0 / 3, "metric/score": 0},
 		},
 		{
 			name: "errors and timeouts",
