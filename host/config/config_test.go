@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -370,4 +371,42 @@ func FuzzParseDuration(f *testing.F) {
 			t.Fatalf("ParseDuration(%q) = %v", s, d)
 		}
 	})
+}
+
+// schema.Spec.Complete (what test harnesses give a plugin) must produce the
+// same object as the host's decoding of the equivalent HCL block.
+func TestCompleteMatchesHostDecoding(t *testing.T) {
+	spec := schema.Spec{
+		Attributes: []schema.Attribute{
+			schema.StringList("words", "").WithDefault([]string{"hello"}),
+			schema.Number("max_turns", "").WithDefault(3),
+			schema.String("key", ""),
+			schema.Bool("strict", "").MarkRequired(),
+		},
+		Blocks: []schema.Block{
+			schema.SingleBlock("grader", "", schema.Spec{Attributes: []schema.Attribute{schema.String("cmd", "").WithDefault("pytest")}}),
+			schema.SingleBlock("extra", "", schema.Spec{Attributes: []schema.Attribute{schema.String("x", "")}}),
+			schema.ListBlock("tool", "", schema.Spec{Attributes: []schema.Attribute{schema.String("name", "").MarkRequired(), schema.Number("timeout", "").WithDefault(5)}}),
+			schema.ListBlock("none", "", schema.Spec{Attributes: []schema.Attribute{schema.String("y", "")}}),
+		},
+	}
+	src := "env \"e\" {\n  strict = true\n  max_turns = 7\n  grader {}\n  tool {\n    name = \"sh\"\n  }\n}\n"
+	f, diags := Parse("job.hcl", []byte(src), nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	host, diags := DecodePluginBody(f.Envs[0].Body, spec, f.EvalContext, "test")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	harness, err := spec.Complete([]byte(`{"strict": true, "max_turns": 7, "grader": {}, "tool": [{"name": "sh"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h, g any
+	json.Unmarshal(host, &h)
+	json.Unmarshal(harness, &g)
+	if !reflect.DeepEqual(h, g) {
+		t.Errorf("host decoded %s\nharness gave %s", host, harness)
+	}
 }
