@@ -3,6 +3,7 @@ package envplugin_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/envplugin"
+	"github.com/rlhost/rlhost/core/envplugin/envtest"
 	"github.com/rlhost/rlhost/core/pluginbase"
 )
 
@@ -101,5 +103,33 @@ func TestPanicFailsOnlyItsEpisode(t *testing.T) {
 	out := logs.String()
 	if n := strings.Count(out, "\n"); n != 1 || !strings.Contains(out, `"stack":"goroutine `) || !strings.Contains(out, "panicSession).Step") {
 		t.Errorf("want the stack logged as one entry naming the panicking function; got %d lines:\n%s", n, out)
+	}
+}
+
+// noSandboxEnv declares that it runs no commands.
+type noSandboxEnv struct{ panicEnv }
+
+func (noSandboxEnv) Info() pluginbase.Info {
+	return pluginbase.Info{Name: "pure", Version: "1", Kind: pluginbase.KindEnv, NoSandbox: true}
+}
+
+func (noSandboxEnv) NewEpisode(_ context.Context, ep envplugin.Episode) (envplugin.Session, envplugin.Observation, error) {
+	if ep.Sandbox != nil {
+		return nil, envplugin.Observation{}, errors.New("lent a sandbox it does not use")
+	}
+	return &panicSession{}, envplugin.Observation{Messages: []core.Message{{Role: core.RoleUser, Content: "hi"}}}, nil
+}
+
+// An env that needs no sandbox says so in its Info, and runs episodes with
+// none lent.
+func TestNoSandboxEnv(t *testing.T) {
+	client := envtest.Serve(t, &noSandboxEnv{})
+	if !client.Info().NoSandbox {
+		t.Fatalf("Info().NoSandbox did not cross the wire: %+v", client.Info())
+	}
+	_, obs := envtest.Episode(t, client, envplugin.Episode{ID: "e", Task: core.Task{ID: "t"}}, 1,
+		func(int, []core.Message) core.Message { return core.Message{Role: core.RoleAssistant, Content: "ok"} })
+	if !obs.Done || obs.Reward != 1 {
+		t.Fatalf("episode without a sandbox: %+v", obs)
 	}
 }

@@ -410,3 +410,43 @@ func TestCompleteMatchesHostDecoding(t *testing.T) {
 		t.Errorf("host decoded %s\nharness gave %s", host, harness)
 	}
 }
+
+func TestSandboxFor(t *testing.T) {
+	for _, tc := range []struct {
+		name, src   string
+		needs       bool
+		want        string // sandbox block name, "" for none
+		severity    hcl.DiagnosticSeverity
+		diagSummary string
+	}{
+		{name: "env without sandbox needs none", src: "env \"e\" {}\n", needs: false},
+		{name: "env without sandbox block needs one", src: "env \"e\" {}\n", needs: true, severity: hcl.DiagError, diagSummary: "No sandbox block"},
+		{name: "the only sandbox is linked", src: "sandbox \"s\" { backend = \"local\" }\nenv \"e\" {}\n", needs: true, want: "s"},
+		{name: "no-sandbox env ignores the only block quietly", src: "sandbox \"s\" { backend = \"local\" }\nenv \"e\" {}\n", needs: false},
+		{name: "no-sandbox env naming one is warned", src: "sandbox \"s\" { backend = \"local\" }\nenv \"e\" { sandbox = sandbox.s }\n", needs: false, severity: hcl.DiagWarning, diagSummary: "Sandbox not used"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, diags := Parse("job.hcl", []byte(tc.src), nil)
+			if diags.HasErrors() {
+				t.Fatal(diags)
+			}
+			sb, diags := f.SandboxFor(f.Env(), tc.needs)
+			got := ""
+			if sb != nil {
+				got = sb.Name
+			}
+			if got != tc.want {
+				t.Errorf("sandbox %q, want %q", got, tc.want)
+			}
+			if tc.diagSummary == "" {
+				if len(diags) > 0 {
+					t.Errorf("diagnostics: %v", diags)
+				}
+				return
+			}
+			if len(diags) != 1 || diags[0].Severity != tc.severity || diags[0].Summary != tc.diagSummary || diags[0].Subject == nil {
+				t.Errorf("diagnostics %v, want one %q", diags, tc.diagSummary)
+			}
+		})
+	}
+}

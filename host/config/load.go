@@ -667,3 +667,25 @@ func limitJSONName(hclName string) string {
 	}
 	return hclName
 }
+
+// SandboxFor returns the sandbox block env e's episodes run in. needsSandbox
+// is false for an env whose plugin declares it runs no commands
+// (pluginbase.Info.NoSandbox): it gets nil, no sandbox block is needed, and
+// one named by its sandbox attribute draws a warning that it is unused. For
+// any other env a missing sandbox block is an error at the env block.
+func (f *File) SandboxFor(e *Env, needsSandbox bool) (*Sandbox, hcl.Diagnostics) {
+	if !needsSandbox {
+		if rng, ok := e.AttrRanges["sandbox"]; ok {
+			return nil, hcl.Diagnostics{{Severity: hcl.DiagWarning, Summary: "Sandbox not used",
+				Detail:  fmt.Sprintf("The plugin of env %q runs no commands, so sandbox %q is not used; remove the sandbox attribute.", e.Name, e.Sandbox),
+				Subject: rng.Ptr()}}
+		}
+		return nil, nil
+	}
+	if sb := f.Sandbox(e.Sandbox); sb != nil {
+		return sb, nil
+	}
+	return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No sandbox block",
+		Detail:  fmt.Sprintf("Env %q needs a sandbox block, e.g. sandbox \"local\" { backend = \"local\" }.", e.Name),
+		Subject: e.DefRange.Ptr()}}
+}
