@@ -762,3 +762,26 @@ output { dir = "out" }
 	}
 	waitNoProcesses(t, probe)
 }
+
+// The echo-env example ships a complete job file; it runs as shipped.
+func TestEchoExampleJobFile(t *testing.T) {
+	echo := buildPlugin(t, "../../../examples/echo-env", "echo-env")
+	job, err := filepath.Abs("../../../examples/echo-env/echo.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	r := rlhost(t, dir, "run", job, "--var", "plugin="+echo, "--out", "out", "--dry-run")
+	if r.code != 0 {
+		t.Fatalf("run %s: %+v", job, r)
+	}
+	trajs := readTrajectories(t, filepath.Join(dir, "out", "trajectories.jsonl"))
+	if len(trajs) != 6 {
+		t.Fatalf("%d trajectories, want 6", len(trajs))
+	}
+	for _, tr := range trajs {
+		if want := float64(1 - tr.Index); tr.Error != "" || tr.Reward != want {
+			t.Errorf("%s/%d: reward %v error %q; want %v", tr.TaskID, tr.Index, tr.Reward, tr.Error, want)
+		}
+	}
+}
