@@ -156,14 +156,17 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	fmt.Fprintf(a.stdout, "run %s: env %s (%s), sandbox %s (%s), policy %s; %d steps x %d tasks x %d episodes -> %s\n",
 		runID, envBlock.Name, j.Env.Info().Name, sb.Name, j.Backend.Info().Name, f.Run.Policy,
 		f.Run.Steps, f.Run.BatchSize, f.Run.GroupSize, dir)
+	prog := output.NewProgress(a.stdout, f.Run.Steps, f.Run.BatchSize*f.Run.GroupSize, f.Run.Concurrency)
+	out.OnTrajectory(prog.Trajectory)
 	r := &runner.Runner{
 		RunID: runID, ConfigPath: f.Path, Settings: f.Run, EnvName: envBlock.Name,
 		Spec: sb.Spec, ExecTimeout: sb.ExecTimeout,
 		Env: j.Env, Backend: j.Backend, Policy: j.Policy, Out: out,
-		Progress: a.stdout, Logger: a.logger(cf.logLevel),
+		Progress: prog, Logger: a.logger(cf.logLevel),
 	}
 	res, err := r.Run(ctx)
-	fmt.Fprint(a.stdout, output.FinalSummary(res.Summary))
+	res.Summary.OutputDir = dir
+	fmt.Fprint(prog, output.FinalSummary(res.Summary))
 	if res.Interrupted || ctx.Err() != nil {
 		if err != nil {
 			a.errorf("%v", err)

@@ -367,8 +367,26 @@ output { dir = "out" }
 			t.Errorf("missing %s: %v", name, err)
 		}
 	}
-	if !strings.Contains(r.stdout, "step 1/1") {
+	if !strings.Contains(r.stdout, "step 0 (1/1)") {
 		t.Errorf("no progress line in output:\n%s", r.stdout)
+	}
+	// The terminal's step numbers are metrics.jsonl's, and the summary says
+	// where the files are. (Not a terminal: no status-line escapes.)
+	metrics, err := os.ReadFile(filepath.Join(dir, "out", "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(metrics)), "\n") {
+		var m core.StepMetrics
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(r.stdout, fmt.Sprintf("\nstep %d (%d/1)  episodes %d ", m.Step, m.Step+1, m.Episodes)) {
+			t.Errorf("metrics.jsonl has step %d; stdout does not show it:\n%s", m.Step, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stdout, "  output    out\n") || strings.Contains(r.stdout, "\x1b[") {
+		t.Errorf("final summary lacks the output dir, or has terminal escapes:\n%s", r.stdout)
 	}
 	// Running again into the same directory is refused unless asked.
 	if r2 := rlhost(t, dir, "run", "job.hcl"); r2.code == 0 || !strings.Contains(r2.stderr, "already holds a run") {
