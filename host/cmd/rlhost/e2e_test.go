@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -802,4 +803,52 @@ func TestEchoExampleJobFile(t *testing.T) {
 			t.Errorf("%s/%d: reward %v error %q; want %v", tr.TaskID, tr.Index, tr.Reward, tr.Error, want)
 		}
 	}
+}
+
+// The README's sample of `make run` is what `make run` prints today, up to
+// run ids, numbers, durations and timestamps.
+func TestReadmeSampleMatchesMakeRun(t *testing.T) {
+	readme, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(readme), "<!-- make-run-output")
+	if !ok {
+		t.Fatal("README has no make-run-output sample")
+	}
+	_, block, _ := strings.Cut(after, "```text\n")
+	sample, _, ok := strings.Cut(block, "```")
+	if !ok {
+		t.Fatal("the README's make-run-output sample is not a closed ```text block")
+	}
+	job, err := filepath.Abs("../../../examples/coding.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// make run: $(BIN) run examples/coding.hcl --dry-run --overwrite
+	r := rlhost(t, t.TempDir(), "run", job, "--dry-run", "--overwrite")
+	if r.code != 0 {
+		t.Fatalf("run: %+v", r)
+	}
+	got, want := normaliseRunOutput(r.stdout), normaliseRunOutput(sample)
+	if got != want {
+		t.Errorf("README sample and today's output differ (normalised):\n--- README\n%s\n--- rlhost run\n%s", want, got)
+	}
+}
+
+var (
+	runIDPattern    = regexp.MustCompile(`coding-demo-\d{8}-\d{6}-[0-9a-f]+`)
+	configPattern   = regexp.MustCompile(`\(config [^)]*\)`)
+	timePattern     = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
+	durationPattern = regexp.MustCompile(`\b(\d+(\.\d+)?(h|ms|m|s|µs))+\b`)
+	numberPattern   = regexp.MustCompile(`\d+(\.\d+)?`)
+)
+
+func normaliseRunOutput(s string) string {
+	s = runIDPattern.ReplaceAllString(s, "RUNID")
+	s = configPattern.ReplaceAllString(s, "(config FILE)")
+	s = timePattern.ReplaceAllString(s, "TIME")
+	s = durationPattern.ReplaceAllString(s, "DURATION")
+	s = numberPattern.ReplaceAllString(s, "N")
+	return strings.TrimSpace(s)
 }
