@@ -86,6 +86,7 @@ func WithProvider(name string, f Factory) Option {
 func New(cfg Config, baseDir string, opts ...Option) (Policy, error) {
 	providers := map[string]Factory{
 		"replay": newReplay,
+		"rules":  newRules,
 		"openai": newOpenAI,
 	}
 	for _, o := range opts {

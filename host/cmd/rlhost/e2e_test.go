@@ -852,3 +852,40 @@ func normaliseRunOutput(s string) string {
 	s = numberPattern.ReplaceAllString(s, "N")
 	return strings.TrimSpace(s)
 }
+
+// The rules policy answers from what the env said: here it reads the word
+// out of each echo prompt, so one rule solves every task.
+func TestRulesPolicyRun(t *testing.T) {
+	echo := buildPlugin(t, "../../../examples/echo-env", "echo-env")
+	dir := t.TempDir()
+	write(t, dir, "rules.jsonl", `{"when": "nothing else: (\\w+)$", "reply": "{{1}}"}`+"\n")
+	write(t, dir, "job.hcl", fmt.Sprintf(`
+run {
+  batch_size = 3
+  group_size = 2
+}
+sandbox "box" { backend = "local" }
+env "echo" {
+  plugin = %q
+  words  = ["alpha", "beta", "gamma"]
+}
+policy "rules" {
+  provider = "rules"
+  file     = "rules.jsonl"
+}
+output { dir = "out" }
+`, echo))
+	r := rlhost(t, dir, "run", "job.hcl")
+	if r.code != 0 {
+		t.Fatalf("run: %+v", r)
+	}
+	trajs := readTrajectories(t, filepath.Join(dir, "out", "trajectories.jsonl"))
+	if len(trajs) != 6 {
+		t.Fatalf("%d trajectories", len(trajs))
+	}
+	for _, tr := range trajs {
+		if tr.Reward != 1 {
+			t.Errorf("%s/%d: reward %v (error %q)", tr.TaskID, tr.Index, tr.Reward, tr.Error)
+		}
+	}
+}
