@@ -67,4 +67,8 @@ func TestRequestedHelpGoesToStdout(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "--dry-run") {
 		t.Errorf("run --help does not list the flags: %q", out)
 	}
+	// --append does not resume a run, and says so.
+	if !strings.Contains(out, "runs do not resume") {
+		t.Errorf("run --help does not say that --append starts over: %q", out)
+	}
 }

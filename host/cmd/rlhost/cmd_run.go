@@ -73,7 +73,7 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	outDir := fs.String("out", "", "output directory (default: the config's output.dir, else runs/<run name>)")
 	steps := fs.Int("steps", 0, "override run.steps")
 	overwrite := fs.Bool("overwrite", false, "replace the outputs of an earlier run in the output directory")
-	appendOut := fs.Bool("append", false, "append to the outputs of an earlier run in the output directory")
+	appendOut := fs.Bool("append", false, "append to the outputs of an earlier run in the output directory (a new run id, steps from 0 again: runs do not resume)")
 	if done, code := parse(fs, args); done {
 		return code
 	}
