@@ -72,3 +72,10 @@ func TestRequestedHelpGoesToStdout(t *testing.T) {
 		t.Errorf("run --help does not say that --append starts over: %q", out)
 	}
 }
+
+func TestUnknownCommandSuggests(t *testing.T) {
+	code, out, errs := runCLI("valdiate", "job.hcl")
+	if code != 2 || out != "" || !strings.Contains(errs, `unknown command "valdiate"; did you mean "validate"?`) {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
