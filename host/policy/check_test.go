@@ -38,7 +38,7 @@ func TestUnsetKeyVariable(t *testing.T) {
 		t.Errorf("a 401 was retried: %d requests", locked.Requests())
 	}
 	locked.RequireModelsKey("sk-right")
-	if err := p.Check(context.Background()); err == nil || !strings.Contains(err.Error(), unset) {
+	if err := p.Check(context.Background(), nil); err == nil || !strings.Contains(err.Error(), unset) {
 		t.Fatalf("Check with an unset key variable against a 401: %v", err)
 	}
 }
@@ -50,7 +50,7 @@ func TestCheck(t *testing.T) {
 	var _ Checker = (*openAIPolicy)(nil)
 
 	p, _ := newTestOpenAI(t, srv.URL, nil)
-	if err := p.Check(context.Background()); err != nil {
+	if err := p.Check(context.Background(), nil); err != nil {
 		t.Fatalf("served model: %v", err)
 	}
 	if srv.Requests() != 0 {
@@ -58,7 +58,7 @@ func TestCheck(t *testing.T) {
 	}
 
 	p, _ = newTestOpenAI(t, srv.URL, func(c *Config) { c.Model = ptr("Qwen/Qwen3-8B") })
-	err := p.Check(context.Background())
+	err := p.Check(context.Background(), nil)
 	for _, want := range []string{"GET " + srv.URL + "/models", `model "Qwen/Qwen3-8B" is not served`, "other, fake-model"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("unknown model: %v; want %q", err, want)
@@ -68,7 +68,7 @@ func TestCheck(t *testing.T) {
 	t.Setenv("RLHOST_CHECK_KEY", "sk-wrong")
 	srv.RequireModelsKey("sk-right")
 	p, sl := newTestOpenAI(t, srv.URL, func(c *Config) { c.APIKeyEnv = ptr("RLHOST_CHECK_KEY") })
-	err = p.Check(context.Background())
+	err = p.Check(context.Background(), nil)
 	if err == nil || !strings.Contains(err.Error(), "HTTP 401 invalid_api_key") || len(sl.get()) != 0 {
 		t.Errorf("wrong key: %v after %d backoffs; want a 401 without retries", err, len(sl.get()))
 	}
@@ -87,7 +87,11 @@ func TestCheckUnreachable(t *testing.T) {
 	url := "http://" + ln.Addr().String() + "/v1"
 	ln.Close()
 	p, sl := newTestOpenAI(t, url, func(c *Config) { c.MaxRetries = ptr(2) })
-	err = p.Check(context.Background())
+	var notes []string
+	err = p.Check(context.Background(), func(m string) { notes = append(notes, m) })
+	if len(notes) != 2 || !strings.Contains(notes[1], "connection refused; retry 2 of 2 in ") {
+		t.Errorf("retry notices %q", notes)
+	}
 	if err == nil || !strings.Contains(err.Error(), "GET "+url+"/models: giving up after 3 attempts") || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("Check = %v", err)
 	}
@@ -115,7 +119,7 @@ func TestCheckRetriesFlakyServer(t *testing.T) {
 	}))
 	defer srv.Close()
 	p, sl := newTestOpenAI(t, srv.URL+"/v1", nil)
-	if err := p.Check(context.Background()); err != nil {
+	if err := p.Check(context.Background(), nil); err != nil {
 		t.Fatalf("Check = %v", err)
 	}
 	if calls.Load() != 3 || len(sl.get()) != 2 {

@@ -361,7 +361,7 @@ func (p *openAIPolicy) unauthorized(err error) string {
 // Check asks GET {base_url}/models whether the server is up, accepts the
 // key, and serves the configured model. Failures worth retrying get the
 // same retries and backoff as a completion.
-func (p *openAIPolicy) Check(ctx context.Context) error {
+func (p *openAIPolicy) Check(ctx context.Context, notify func(msg string)) error {
 	url := strings.TrimSuffix(p.baseURL, "/") + "/models"
 	for attempt := 0; ; attempt++ {
 		var retryAfter string
@@ -396,6 +396,9 @@ func (p *openAIPolicy) Check(ctx context.Context) error {
 		wait, ok := parseRetryAfter(retryAfter, time.Now())
 		if !ok {
 			wait = time.Duration(p.jitter(int64(backoffCeiling(attempt, p.backoffBase, p.backoffMax)) + 1))
+		}
+		if notify != nil {
+			notify(fmt.Sprintf("GET %s: %s; retry %d of %d in %s", url, describe(err), attempt+1, p.maxRetries, wait.Round(time.Millisecond)))
 		}
 		if serr := p.sleep(ctx, wait); serr != nil {
 			return fmt.Errorf("GET %s: %w while backing off (last error: %s)", url, serr, describe(err))

@@ -22,10 +22,12 @@ type Policy interface {
 
 // Checker is a Policy that can confirm, before any episode runs, that its
 // server answers, accepts the credentials and serves the configured model.
-// The error names the URL and the cause. Policies without a server (replay)
-// do not implement it.
+// The error names the URL and the cause. Failures worth retrying are
+// retried as the policy's requests are; notify, if not nil, hears of each
+// retry (what failed, and the wait), so a slow check is not a silent one.
+// Policies without a server (replay) do not implement it.
 type Checker interface {
-	Check(ctx context.Context) error
+	Check(ctx context.Context, notify func(msg string)) error
 }
 
 // Request is one call to the policy.

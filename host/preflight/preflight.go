@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"sync"
 
@@ -30,8 +31,10 @@ const probeLabel = "rlhost.preflight"
 // Check checks the run's policy and the sandbox backend of the run's env.
 // pol and backend may be nil (nothing to check: a replay policy, an env
 // that needs no sandbox). The checks run concurrently; the returned error
-// has one line per failed service.
-func Check(ctx context.Context, f *config.File, pol policy.Policy, backend *pluginmgr.Instance) error {
+// has one line per failed service. Retries of the policy check are
+// reported to notices as they happen, one line each ("rlhost: ..."), so a
+// service that takes its retries to fail is not silent; nil means quiet.
+func Check(ctx context.Context, f *config.File, pol policy.Policy, backend *pluginmgr.Instance, notices io.Writer) error {
 	var (
 		mu   sync.Mutex
 		errs []error
@@ -50,7 +53,14 @@ func Check(ctx context.Context, f *config.File, pol policy.Policy, backend *plug
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := c.Check(ctx); err != nil {
+			notify := func(msg string) {
+				if notices != nil {
+					mu.Lock()
+					defer mu.Unlock()
+					fmt.Fprintf(notices, "rlhost: %s (%s): %s\n", label, at(where), msg)
+				}
+			}
+			if err := c.Check(ctx, notify); err != nil {
 				fail(fmt.Errorf("%s (%s): %w", label, at(where), err))
 			}
 		}()

@@ -49,7 +49,7 @@ func TestCheckPolicy(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer p.Close()
-			err = Check(context.Background(), f, p, nil)
+			err = Check(context.Background(), f, p, nil, nil)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("Check = %v", err)
@@ -66,7 +66,7 @@ func TestCheckPolicy(t *testing.T) {
 // A policy without a server (replay) and no backend: nothing to check.
 func TestCheckNothing(t *testing.T) {
 	f, _ := config.Parse("job.hcl", []byte(job), nil)
-	if err := Check(context.Background(), f, nil, nil); err != nil {
+	if err := Check(context.Background(), f, nil, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -133,7 +133,7 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	}
 	defer j.Close(ctx)
 	defer mgr.StopAll(context.WithoutCancel(ctx))
-	if err := preflight.Check(ctx, f, j.Policy, j.Backend); err != nil {
+	if err := preflight.Check(ctx, f, j.Policy, j.Backend, a.stderr); err != nil {
 		a.errorf("%v", err)
 		return 1
 	}

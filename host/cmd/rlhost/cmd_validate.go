@@ -45,7 +45,7 @@ func (a *app) cmdValidate(ctx context.Context, args []string) int {
 	}
 	defer j.Close(ctx)
 	if *checkServices {
-		if err := preflight.Check(ctx, f, j.Policy, j.Backend); err != nil {
+		if err := preflight.Check(ctx, f, j.Policy, j.Backend, a.stderr); err != nil {
 			a.errorf("%v", err)
 			return 1
 		}

@@ -65,7 +65,9 @@ func TestPreflightPolicy(t *testing.T) {
 		name, url, model string
 		want             []string
 	}{
-		{"server down", down, "Qwen/Qwen2.5-0.5B-Instruct", []string{"GET " + down + "/models: giving up after 2 attempts", "connection refused"}},
+		{"server down", down, "Qwen/Qwen2.5-0.5B-Instruct", []string{"GET " + down + "/models: giving up after 2 attempts", "connection refused",
+			// The retry is announced while it waits, not only at the end.
+			"connection refused; retry 1 of 1 in "}},
 		{"unknown model", srv.URL, "Qwen/Qwen3-8B", []string{"GET " + srv.URL + "/models", `model "Qwen/Qwen3-8B" is not served (the server has Qwen/Qwen2.5-0.5B-Instruct)`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
