@@ -889,3 +889,21 @@ output { dir = "out" }
 		}
 	}
 }
+
+// Docs are for users: no proposal titles, no notes to colleagues.
+func TestDocsReadAsUserDocs(t *testing.T) {
+	files, _ := filepath.Glob("../../../docs/*.md")
+	files = append(files, "../../../README.md", "../../../examples/echo-env/README.md")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lower := strings.ToLower(string(b))
+		for _, bad := range []string{"(proposed", "proposed readme", "closing note", "the lead", "what the lead", "helper's notes", "todo"} {
+			if strings.Contains(lower, bad) {
+				t.Errorf("%s contains %q", filepath.Base(f), bad)
+			}
+		}
+	}
+}
