@@ -246,6 +246,12 @@ func TestPluginsListsBuiltins(t *testing.T) {
 			t.Errorf("plugins does not list a working %s: %v", want, seen)
 		}
 	}
+	// The listing names settings as a job file writes them (limits.disk),
+	// never by their wire names (disk_bytes).
+	r = rlhost(t, ".", "plugins")
+	if r.code != 0 || !strings.Contains(r.stdout, "limits.disk") || strings.Contains(r.stdout, "_bytes") {
+		t.Errorf("plugins listing: %+v", r)
+	}
 }
 
 // An env plugin killed mid-run: its episode is recorded as errored, the
