@@ -44,17 +44,19 @@ func (a *app) cmdValidate(ctx context.Context, args []string) int {
 		return 1
 	}
 	defer j.Close(ctx)
+	services := "not checked (--check-services checks them)"
 	if *checkServices {
 		if err := preflight.Check(ctx, f, j.Policy, j.Backend, a.stderr); err != nil {
 			a.errorf("%v", err)
 			return 1
 		}
+		services = "the policy server and the sandbox backend answered"
 	}
 	env := f.Env()
 	sb := f.Sandbox(env.Sandbox)
-	fmt.Fprintf(a.stdout, "%s is valid.\n  run      %s: %d steps x %d tasks x %d episodes, concurrency %d, max_turns %d\n  env      %s (plugin %s %s)\n  sandbox  %s (backend %s %s)\n  policy   %s\n  output   %s\n",
+	fmt.Fprintf(a.stdout, "%s is valid.\n  run      %s: %d steps x %d tasks x %d episodes, concurrency %d, max_turns %d\n  env      %s (plugin %s %s)\n  sandbox  %s (backend %s %s)\n  policy   %s\n  output   %s\n  services %s\n",
 		f.Path, f.Run.Name, f.Run.Steps, f.Run.BatchSize, f.Run.GroupSize, f.Run.Concurrency, f.Run.MaxTurns,
 		env.Name, j.Env.Info().Name, j.Env.Info().Version, sb.Name, j.Backend.Info().Name, j.Backend.Info().Version,
-		f.Run.Policy, f.Output.Dir)
+		f.Run.Policy, f.Output.Dir, services)
 	return 0
 }

@@ -103,6 +103,13 @@ func TestPreflightPolicy(t *testing.T) {
 	if srv.Requests() != 0 {
 		t.Errorf("%d chat completions reached the server; pre-flight should have stopped the run", srv.Requests())
 	}
+	// Services that answer pass.
+	dir := t.TempDir()
+	write(t, dir, "job.hcl", fmt.Sprintf(openaiJob, srv.URL, "Qwen/Qwen2.5-0.5B-Instruct"))
+	r := rlhost(t, dir, "validate", "--check-services", "job.hcl")
+	if r.code != 0 || !strings.Contains(r.stdout, "services the policy server and the sandbox backend answered") {
+		t.Errorf("validate --check-services with services up: %+v", r)
+	}
 }
 
 func TestPreflightDaytona(t *testing.T) {
