@@ -17,6 +17,11 @@ variable "seed" {
   description = "seeds the initial weights, the task order and sampling"
 }
 
+variable "warmup_steps" {
+  default     = 200
+  description = "supervised warm-up steps before GRPO"
+}
+
 run {
   name        = "quickstart"
   steps       = 30
@@ -60,7 +65,7 @@ trainer {
 
   warmup {
     file          = "quickstart/warmup.jsonl"
-    steps         = 120
+    steps         = var.warmup_steps
     batch_size    = 16
     learning_rate = 0.003
   }

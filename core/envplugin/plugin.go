@@ -3,6 +3,7 @@ package envplugin
 import (
 	"context"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
@@ -14,6 +15,16 @@ import (
 type Plugin struct {
 	plugin.NetRPCUnsupportedPlugin
 	Impl Environment // set on the plugin side only
+	// Logger receives the plugin side's own messages (recovered panics);
+	// nil means hclog JSON on stderr, which the host relays.
+	Logger hclog.Logger
+}
+
+func (p *Plugin) logger() hclog.Logger {
+	if p.Logger != nil {
+		return p.Logger
+	}
+	return pluginbase.NewLogger(pluginbase.KindEnv)
 }
 
 var _ plugin.GRPCPlugin = (*Plugin)(nil)
@@ -21,7 +32,8 @@ var _ plugin.GRPCPlugin = (*Plugin)(nil)
 // GRPCServer registers the environment's gRPC server (plugin side). The
 // broker is kept so each episode can dial the Sandbox the host lends it.
 func (p *Plugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
-	rlhostpb.RegisterEnvironmentServer(s, newServer(p.Impl, broker))
+	// A panic in one episode's call fails that call, not every episode.
+	s.RegisterService(pluginbase.Recovering(&rlhostpb.Environment_ServiceDesc, p.logger()), newServer(p.Impl, broker))
 	return nil
 }
 

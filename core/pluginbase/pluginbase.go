@@ -41,4 +41,7 @@ type Info struct {
 	Kind        string      `json:"kind"`
 	Description string      `json:"description,omitempty"`
 	Config      schema.Spec `json:"config"`
+	// NoSandbox, set by an environment, says its episodes run no commands:
+	// a job needs no sandbox block for it, and Episode.Sandbox is nil.
+	NoSandbox bool `json:"no_sandbox,omitempty"`
 }

@@ -19,12 +19,12 @@ func FromInfo(in pluginbase.Info) (*PluginInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PluginInfo{Name: in.Name, Version: in.Version, Kind: in.Kind, Description: in.Description, ConfigSchemaJson: spec}, nil
+	return &PluginInfo{Name: in.Name, Version: in.Version, Kind: in.Kind, Description: in.Description, ConfigSchemaJson: spec, NoSandbox: in.NoSandbox}, nil
 }
 
 // ToInfo decodes a plugin description.
 func ToInfo(p *PluginInfo) (pluginbase.Info, error) {
-	out := pluginbase.Info{Name: p.GetName(), Version: p.GetVersion(), Kind: p.GetKind(), Description: p.GetDescription()}
+	out := pluginbase.Info{Name: p.GetName(), Version: p.GetVersion(), Kind: p.GetKind(), Description: p.GetDescription(), NoSandbox: p.GetNoSandbox()}
 	if len(p.GetConfigSchemaJson()) > 0 {
 		if err := json.Unmarshal(p.GetConfigSchemaJson(), &out.Config); err != nil {
 			return out, err

@@ -73,8 +73,10 @@ type PluginInfo struct {
 	Kind             string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
 	Description      string                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
 	ConfigSchemaJson []byte                 `protobuf:"bytes,5,opt,name=config_schema_json,json=configSchemaJson,proto3" json:"config_schema_json,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// An environment whose episodes use no sandbox: the host lends none.
+	NoSandbox     bool `protobuf:"varint,6,opt,name=no_sandbox,json=noSandbox,proto3" json:"no_sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PluginInfo) Reset() {
@@ -140,6 +142,13 @@ func (x *PluginInfo) GetConfigSchemaJson() []byte {
 		return x.ConfigSchemaJson
 	}
 	return nil
+}
+
+func (x *PluginInfo) GetNoSandbox() bool {
+	if x != nil {
+		return x.NoSandbox
+	}
+	return false
 }
 
 type ConfigureRequest struct {
@@ -2013,14 +2022,16 @@ var File_rlhost_proto protoreflect.FileDescriptor
 const file_rlhost_proto_rawDesc = "" +
 	"\n" +
 	"\frlhost.proto\x12\trlhost.v1\"\a\n" +
-	"\x05Empty\"\x9e\x01\n" +
+	"\x05Empty\"\xbd\x01\n" +
 	"\n" +
 	"PluginInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x12\n" +
 	"\x04kind\x18\x03 \x01(\tR\x04kind\x12 \n" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x12,\n" +
-	"\x12config_schema_json\x18\x05 \x01(\fR\x10configSchemaJson\"\xb4\x01\n" +
+	"\x12config_schema_json\x18\x05 \x01(\fR\x10configSchemaJson\x12\x1d\n" +
+	"\n" +
+	"no_sandbox\x18\x06 \x01(\bR\tnoSandbox\"\xb4\x01\n" +
 	"\x10ConfigureRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vconfig_json\x18\x02 \x01(\fR\n" +

@@ -3,6 +3,7 @@ package sandboxplugin
 import (
 	"context"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
@@ -14,13 +15,24 @@ import (
 type Plugin struct {
 	plugin.NetRPCUnsupportedPlugin
 	Impl Backend // set on the plugin side only
+	// Logger receives the plugin side's own messages (recovered panics);
+	// nil means hclog JSON on stderr, which the host relays.
+	Logger hclog.Logger
+}
+
+func (p *Plugin) logger() hclog.Logger {
+	if p.Logger != nil {
+		return p.Logger
+	}
+	return pluginbase.NewLogger(pluginbase.KindSandbox)
 }
 
 var _ plugin.GRPCPlugin = (*Plugin)(nil)
 
 // GRPCServer registers the backend's gRPC server (plugin side).
 func (p *Plugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
-	rlhostpb.RegisterSandboxBackendServer(s, &server{impl: p.Impl})
+	// A panic in one sandbox's call fails that call, not every sandbox.
+	s.RegisterService(pluginbase.Recovering(&rlhostpb.SandboxBackend_ServiceDesc, p.logger()), &server{impl: p.Impl})
 	return nil
 }
 

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/zclconf/go-cty/cty"
-
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/envplugin"
 	"github.com/rlhost/rlhost/core/pluginbase"
@@ -37,10 +35,8 @@ func (e *echoEnv) Info() pluginbase.Info {
 		Name: "echo", Version: "0.1.0", Kind: pluginbase.KindEnv,
 		Description: "repeat a word; scored with cat in the sandbox",
 		Config: schema.Spec{Attributes: []schema.Attribute{
-			{Name: "words", Type: cty.List(cty.String), Default: schema.DefaultJSON([]string{"hello", "sandbox", "plugin"}),
-				Description: "one task per word"},
-			{Name: "path", Type: cty.String, Default: schema.DefaultJSON("/usr/local/bin:/usr/bin:/bin"),
-				Description: "PATH for commands run in the sandbox"},
+			schema.StringList("words", "one task per word").WithDefault([]string{"hello", "sandbox", "plugin"}),
+			schema.String("path", "PATH for commands run in the sandbox").WithDefault("/usr/local/bin:/usr/bin:/bin"),
 		}},
 	}
 }
@@ -59,7 +55,7 @@ func (e *echoEnv) Configure(_ context.Context, cfg schema.Config) schema.Diagnos
 		}
 	}
 	if c.Path == "" {
-		c.Path = "/usr/local/bin:/usr/bin:/bin"
+		return schema.Diagnostics{schema.Errorf([]string{"path"}, "empty path", "commands in the sandbox need a PATH")}
 	}
 	e.mu.Lock()
 	e.words, e.path = c.Words, c.Path

@@ -32,8 +32,8 @@ func TestEchoEpisodes(t *testing.T) {
 	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
 
 	client := envtest.Serve(t, newEnv())
-	cfg, _ := json.Marshal(map[string]any{"words": []string{"alpha", "beta"}, "path": "/usr/local/bin:/usr/bin:/bin"})
-	if diags := client.Configure(ctx, schema.Config{Name: "echo", JSON: cfg}); diags.HasErrors() {
+	// path is left to its schema default, as in a job file that omits it.
+	if diags := envtest.Configure(t, client, "echo", map[string]any{"words": []string{"alpha", "beta"}}); diags.HasErrors() {
 		t.Fatalf("configure: %v", diags.Err())
 	}
 	tasks, err := client.Tasks(ctx)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -114,12 +115,13 @@ func TestDiagnostics(t *testing.T) {
 		{name: "syntax", src: "run {\n  steps = \n}\n", summary: "Invalid expression", line: 2, col: 11},
 		{name: "unclosed", src: "run {\n  steps = 1\n", summary: "Unclosed configuration block", line: 1, col: 5},
 		{name: "unknown top block", src: "rnu {}\n", summary: "Unsupported block type", line: 1, col: 1},
-		{name: "unknown run attr", src: "run {\n  stpes = 3\n}\n", summary: "Unsupported argument", line: 2, col: 3},
+		{name: "unknown run attr", src: "run {\n  stpes = 3\n}\n", summary: `Did you mean "steps"?`, line: 2, col: 3},
+		{name: "unknown output attr", src: "output {\n  dri = \"x\"\n}\n", summary: `Did you mean "dir"?`, line: 2, col: 3},
 		{name: "wrong type", src: "run {\n  steps = \"many\"\n}\n", summary: "Unsuitable value type", line: 2, col: 12},
 		{name: "negative steps", src: "run {\n  steps = 0\n}\n", summary: "steps must be at least 1", line: 2, col: 11},
 		{name: "bad duration", src: "run {\n  episode_timeout = \"soon\"\n}\n", summary: "invalid duration", line: 2, col: 21},
 		{name: "bad size", src: "sandbox \"s\" {\n  backend = \"local\"\n  limits {\n    memory = \"lots\"\n  }\n}\n", summary: "invalid size", line: 4, col: 14},
-		{name: "unknown limit", src: "sandbox \"s\" {\n  backend = \"local\"\n  limits {\n    memroy = \"1G\"\n  }\n}\n", summary: "Unsupported argument", line: 4, col: 5},
+		{name: "unknown limit", src: "sandbox \"s\" {\n  backend = \"local\"\n  limits {\n    memroy = \"1G\"\n  }\n}\n", summary: `Did you mean "memory"?`, line: 4, col: 5},
 		{name: "no backend", src: "sandbox \"s\" {\n}\n", summary: "Missing backend", line: 1, col: 1},
 		{name: "unknown sandbox ref", src: "sandbox \"a\" { backend = \"local\" }\nenv \"e\" {\n  sandbox = sandbox.b\n}\n", summary: "Unsupported attribute", line: 3, col: 20},
 		{name: "undeclared var use", src: "run {\n  name = var.nope\n}\n", summary: "Unsupported attribute", line: 2, col: 13},
@@ -369,4 +371,82 @@ func FuzzParseDuration(f *testing.F) {
 			t.Fatalf("ParseDuration(%q) = %v", s, d)
 		}
 	})
+}
+
+// schema.Spec.Complete (what test harnesses give a plugin) must produce the
+// same object as the host's decoding of the equivalent HCL block.
+func TestCompleteMatchesHostDecoding(t *testing.T) {
+	spec := schema.Spec{
+		Attributes: []schema.Attribute{
+			schema.StringList("words", "").WithDefault([]string{"hello"}),
+			schema.Number("max_turns", "").WithDefault(3),
+			schema.String("key", ""),
+			schema.Bool("strict", "").MarkRequired(),
+		},
+		Blocks: []schema.Block{
+			schema.SingleBlock("grader", "", schema.Spec{Attributes: []schema.Attribute{schema.String("cmd", "").WithDefault("pytest")}}),
+			schema.SingleBlock("extra", "", schema.Spec{Attributes: []schema.Attribute{schema.String("x", "")}}),
+			schema.ListBlock("tool", "", schema.Spec{Attributes: []schema.Attribute{schema.String("name", "").MarkRequired(), schema.Number("timeout", "").WithDefault(5)}}),
+			schema.ListBlock("none", "", schema.Spec{Attributes: []schema.Attribute{schema.String("y", "")}}),
+		},
+	}
+	src := "env \"e\" {\n  strict = true\n  max_turns = 7\n  grader {}\n  tool {\n    name = \"sh\"\n  }\n}\n"
+	f, diags := Parse("job.hcl", []byte(src), nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	host, diags := DecodePluginBody(f.Envs[0].Body, spec, f.EvalContext, "test")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	harness, err := spec.Complete([]byte(`{"strict": true, "max_turns": 7, "grader": {}, "tool": [{"name": "sh"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h, g any
+	json.Unmarshal(host, &h)
+	json.Unmarshal(harness, &g)
+	if !reflect.DeepEqual(h, g) {
+		t.Errorf("host decoded %s\nharness gave %s", host, harness)
+	}
+}
+
+func TestSandboxFor(t *testing.T) {
+	for _, tc := range []struct {
+		name, src   string
+		needs       bool
+		want        string // sandbox block name, "" for none
+		severity    hcl.DiagnosticSeverity
+		diagSummary string
+	}{
+		{name: "env without sandbox needs none", src: "env \"e\" {}\n", needs: false},
+		{name: "env without sandbox block needs one", src: "env \"e\" {}\n", needs: true, severity: hcl.DiagError, diagSummary: "No sandbox block"},
+		{name: "the only sandbox is linked", src: "sandbox \"s\" { backend = \"local\" }\nenv \"e\" {}\n", needs: true, want: "s"},
+		{name: "no-sandbox env ignores the only block quietly", src: "sandbox \"s\" { backend = \"local\" }\nenv \"e\" {}\n", needs: false},
+		{name: "no-sandbox env naming one is warned", src: "sandbox \"s\" { backend = \"local\" }\nenv \"e\" { sandbox = sandbox.s }\n", needs: false, severity: hcl.DiagWarning, diagSummary: "Sandbox not used"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, diags := Parse("job.hcl", []byte(tc.src), nil)
+			if diags.HasErrors() {
+				t.Fatal(diags)
+			}
+			sb, diags := f.SandboxFor(f.Env(), tc.needs)
+			got := ""
+			if sb != nil {
+				got = sb.Name
+			}
+			if got != tc.want {
+				t.Errorf("sandbox %q, want %q", got, tc.want)
+			}
+			if tc.diagSummary == "" {
+				if len(diags) > 0 {
+					t.Errorf("diagnostics: %v", diags)
+				}
+				return
+			}
+			if len(diags) != 1 || diags[0].Severity != tc.severity || diags[0].Summary != tc.diagSummary || diags[0].Subject == nil {
+				t.Errorf("diagnostics %v, want one %q", diags, tc.diagSummary)
+			}
+		})
+	}
 }

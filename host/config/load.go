@@ -229,7 +229,7 @@ func (d *decoder) run() hcl.Diagnostics {
 	}
 	var h runHCL
 	diags = append(diags, gohcl.DecodeBody(b.Body, d.f.EvalContext, &h)...)
-	diags = append(diags, noRemain(h.Remain)...)
+	diags = append(diags, noRemain(h.Remain, &h)...)
 	positive := func(name string, p *int, dst *int, min int) {
 		if p == nil {
 			return
@@ -303,7 +303,7 @@ func (d *decoder) output() hcl.Diagnostics {
 		Remain hcl.Body `hcl:",remain"`
 	}
 	diags = append(diags, gohcl.DecodeBody(blocks[0].Body, d.f.EvalContext, &h)...)
-	diags = append(diags, noRemain(h.Remain)...)
+	diags = append(diags, noRemain(h.Remain, &h)...)
 	if h.Dir != nil {
 		if *h.Dir == "" {
 			diags = append(diags, attrErr(blocks[0].Body, blocks[0].DefRange, "dir", "Invalid output dir", "dir must not be empty."))
@@ -402,7 +402,7 @@ func (d *decoder) sandboxes() hcl.Diagnostics {
 func decodeLimits(b *hcl.Block, ctx *hcl.EvalContext, l *core.Limits) hcl.Diagnostics {
 	var h limitsHCL
 	diags := gohcl.DecodeBody(b.Body, ctx, &h)
-	diags = append(diags, noRemain(h.Remain)...)
+	diags = append(diags, noRemain(h.Remain, &h)...)
 	size := func(name string, p *string, dst *int64) {
 		if p == nil {
 			return
@@ -618,12 +618,20 @@ func durationAttr(a *hcl.Attribute, ctx *hcl.EvalContext, dst *time.Duration) hc
 	return diags
 }
 
-// noRemain reports attributes and blocks that no field claimed.
-func noRemain(body hcl.Body) hcl.Diagnostics {
+// noRemain reports attributes and blocks that no field of v (the struct
+// the body was decoded into) claimed. Checking them against v's own schema
+// lets HCL add "Did you mean ...?" for a near miss such as "stpes".
+func noRemain(body hcl.Body, v any) hcl.Diagnostics {
 	if body == nil {
 		return nil
 	}
-	_, diags := body.Content(&hcl.BodySchema{})
+	schema, _ := gohcl.ImpliedBodySchema(v)
+	// The claimed attributes are already hidden from the remaining body;
+	// none is required here, so listing them only feeds the suggestions.
+	for i := range schema.Attributes {
+		schema.Attributes[i].Required = false
+	}
+	_, diags := body.Content(schema)
 	return diags
 }
 
@@ -675,4 +683,26 @@ func limitJSONName(hclName string) string {
 		return hclName + "_bytes"
 	}
 	return hclName
+}
+
+// SandboxFor returns the sandbox block env e's episodes run in. needsSandbox
+// is false for an env whose plugin declares it runs no commands
+// (pluginbase.Info.NoSandbox): it gets nil, no sandbox block is needed, and
+// one named by its sandbox attribute draws a warning that it is unused. For
+// any other env a missing sandbox block is an error at the env block.
+func (f *File) SandboxFor(e *Env, needsSandbox bool) (*Sandbox, hcl.Diagnostics) {
+	if !needsSandbox {
+		if rng, ok := e.AttrRanges["sandbox"]; ok {
+			return nil, hcl.Diagnostics{{Severity: hcl.DiagWarning, Summary: "Sandbox not used",
+				Detail:  fmt.Sprintf("The plugin of env %q runs no commands, so sandbox %q is not used; remove the sandbox attribute.", e.Name, e.Sandbox),
+				Subject: rng.Ptr()}}
+		}
+		return nil, nil
+	}
+	if sb := f.Sandbox(e.Sandbox); sb != nil {
+		return sb, nil
+	}
+	return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No sandbox block",
+		Detail:  fmt.Sprintf("Env %q needs a sandbox block, e.g. sandbox \"local\" { backend = \"local\" }.", e.Name),
+		Subject: e.DefRange.Ptr()}}
 }

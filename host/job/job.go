@@ -52,23 +52,28 @@ func Prepare(ctx context.Context, f *config.File, mgr *pluginmgr.Manager, o Opti
 	if envBlock == nil {
 		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No env block", Detail: "A job needs an env block, e.g. env \"coding\" { sandbox = sandbox.local }."}}
 	}
-	sb := f.Sandbox(envBlock.Sandbox)
-	if sb == nil {
-		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No sandbox block", Detail: fmt.Sprintf("Env %q needs a sandbox block, e.g. sandbox \"local\" { backend = \"local\" }.", envBlock.Name), Subject: envBlock.DefRange.Ptr()}}
-	}
-	backend, d := StartBackend(ctx, f, sb, mgr, o.RunID)
+	// The env starts first: whether it needs a sandbox at all is its to say.
+	env, d := StartEnv(ctx, f, envBlock, mgr, o.RunID)
 	diags = append(diags, d...)
 	if d.HasErrors() {
 		return nil, diags
 	}
-	j.Backend = backend
-	env, d := StartEnv(ctx, f, envBlock, mgr, o.RunID)
+	j.Env = env
+	sb, d := f.SandboxFor(envBlock, !env.Info().NoSandbox)
 	diags = append(diags, d...)
 	if d.HasErrors() {
 		j.Close(ctx)
 		return nil, diags
 	}
-	j.Env = env
+	if sb != nil {
+		backend, d := StartBackend(ctx, f, sb, mgr, o.RunID)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			j.Close(ctx)
+			return nil, diags
+		}
+		j.Backend = backend
+	}
 	if !o.SkipPolicy {
 		p, d := NewPolicy(f, o.PolicyProvider)
 		diags = append(diags, d...)
@@ -93,12 +98,26 @@ func Settings(r config.Run) runner.Settings {
 // env and sandbox blocks it uses, and the live plugin clients.
 func (j *Job) Runner(out runner.Recorder) *runner.Runner {
 	envBlock := j.File.Env()
-	sb := j.File.Sandbox(envBlock.Sandbox)
-	return &runner.Runner{
+	r := &runner.Runner{
 		RunID: j.RunID, ConfigPath: j.File.Path, Settings: Settings(j.File.Run), EnvName: envBlock.Name,
-		Spec: sb.Spec, ExecTimeout: sb.ExecTimeout,
-		Env: j.Env.LiveEnv(), Backend: j.Backend.LiveBackend(), Policy: j.Policy, Out: out,
+		Env: j.Env.LiveEnv(), Policy: j.Policy, Out: out,
 	}
+	// An env that runs no commands gets no sandbox: no backend is started.
+	if j.Backend != nil {
+		sb := j.File.Sandbox(envBlock.Sandbox)
+		r.Spec, r.ExecTimeout, r.Backend = sb.Spec, sb.ExecTimeout, j.Backend.LiveBackend()
+	}
+	return r
+}
+
+// SandboxLabel names the sandbox block and backend a job uses, for the
+// lines a run and validate print.
+func (j *Job) SandboxLabel() string {
+	if j.Backend == nil {
+		return "sandbox none (the env runs no commands)"
+	}
+	sb := j.File.Sandbox(j.File.Env().Sandbox)
+	return fmt.Sprintf("sandbox %s (%s)", sb.Name, j.Backend.Info().Name)
 }
 
 // Close stops the plugins and the policy.

@@ -18,8 +18,11 @@ const (
 	ExtraNonFinite        = "nonfinite_rewards"
 	// ExtraFinishPrefix+reason counts episodes per finish reason.
 	ExtraFinishPrefix = "finish/"
-	// ExtraMetricPrefix+key is the mean of trajectory metric key over the
-	// episodes that report it.
+	// ExtraMetricPrefix+key is the mean of trajectory metric key over every
+	// episode of the step; an episode that does not report the metric (or
+	// reports NaN or ±Inf) counts as 0. So an env that sets "passed" = 1 on
+	// success only gets metric/passed equal to the pass rate, and an errored
+	// episode pulls every mean down as it pulls down the reward.
 	ExtraMetricPrefix = "metric/"
 )
 
@@ -57,7 +60,6 @@ func Aggregate(runID string, step int, trajs []core.Trajectory) core.StepMetrics
 		turns, durSum    float64
 		first, last      time.Time
 		metricSum        = map[string]float64{}
-		metricCount      = map[string]int{}
 		minR, maxR       = math.Inf(1), math.Inf(-1)
 		toolCalls, empty int
 		promptT, complT  int
@@ -107,7 +109,9 @@ func Aggregate(runID string, step int, trajs []core.Trajectory) core.StepMetrics
 				continue
 			}
 			metricSum[k] += v
-			metricCount[k]++
+		}
+		for k := range t.Metrics {
+			metricSum[k] += 0 // a key seen only as NaN still gets its mean
 		}
 	}
 	if finite > 0 {
@@ -133,7 +137,7 @@ func Aggregate(runID string, step int, trajs []core.Trajectory) core.StepMetrics
 	extra[ExtraCompletionTokens] = float64(complT)
 	extra[ExtraEpisodeMSMean] = durSum / n
 	for k, s := range metricSum {
-		extra[ExtraMetricPrefix+k] = s / float64(metricCount[k])
+		extra[ExtraMetricPrefix+k] = s / n // missing counts as 0
 	}
 	m.Extra = extra
 	return m

@@ -44,7 +44,19 @@ func TestAggregate(t *testing.T) {
 			},
 			want: core.StepMetrics{RunID: "r", Step: 3, Episodes: 3, RewardMean: 0,
 				RewardStd: math.Sqrt((0.64 + 0.04 + 1) / 3), RewardMin: -1, RewardMax: 0.8, PassRate: 1.0 / 3},
-			extra: map[string]float64{"metric/tests": 3, "metric/passed": 0.5},
+			// A metric an episode does not report counts as 0 in the mean.
+			extra: map[string]float64{"metric/tests": 2, "metric/passed": 0.5},
+		},
+		{
+			name: "a metric set only on success averages to the pass rate",
+			trajs: []core.Trajectory{
+				tr(1, func(t *core.Trajectory) { t.Metrics = map[string]float64{"passed": 1} }),
+				tr(1, func(t *core.Trajectory) { t.Metrics = map[string]float64{"passed": 1} }),
+				tr(0, func(t *core.Trajectory) { t.Metrics = map[string]float64{"score": math.NaN()} }),
+			},
+			want: core.StepMetrics{RunID: "r", Step: 3, Episodes: 3, RewardMean: 2.0 / 3,
+				RewardStd: math.Sqrt(2.0 / 9), RewardMin: 0, RewardMax: 1, PassRate: 2.0 / 3},
+			extra: map[string]float64{"metric/passed": 2.0 / 3, "metric/score": 0},
 		},
 		{
 			name: "errors and timeouts",
@@ -110,11 +122,11 @@ func TestAggregate(t *testing.T) {
 }
 
 func TestProgressAndFinalSummary(t *testing.T) {
-	// Step is 0-based on disk and shown 1-based.
+	// The step number is the one on disk; the count says how far the run is.
 	m := core.StepMetrics{Step: 2, Episodes: 64, RewardMean: 0.4123, RewardStd: 0.21, RewardMax: 1,
 		PassRate: 0.375, Timeouts: 1, DurationMS: 12345}
 	line := ProgressLine(m, 10)
-	for _, want := range []string{"step  3/10", "episodes 64", "reward 0.412 ± 0.210 [0.000, 1.000]", "pass 37.5%", "timeouts 1", "12.3s"} {
+	for _, want := range []string{"step 2 (3/10)", "episodes 64", "reward 0.412 ± 0.210 [0.000, 1.000]", "pass 37.5%", "timeouts 1", "12.3s"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("progress line %q lacks %q", line, want)
 		}
@@ -124,14 +136,14 @@ func TestProgressAndFinalSummary(t *testing.T) {
 	}
 
 	s := Summary{RunID: "r9", ConfigPath: "run.hcl", TotalSteps: 20, Interrupted: true,
-		StartedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		StartedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), OutputDir: "runs/r9"}
 	s.EndedAt = s.StartedAt.Add(90 * time.Second)
 	for i := range 15 {
 		s.AddStep(core.StepMetrics{Episodes: 2, RewardMean: float64(i) / 10, PassRate: 0.5, Errors: 1})
 	}
 	out := FinalSummary(s)
 	for _, want := range []string{"run r9 interrupted (config run.hcl)", "steps     15/20", "episodes  30 (errors 15, timeouts 0)",
-		"reward    0.700 mean, pass rate 50.0%", "0.000 0.100", "(3 more)", "1.400", "1m30s"} {
+		"reward    0.700 mean, pass rate 50.0%", "0.000 0.100", "(3 more)", "1.400", "1m30s", "output    runs/r9\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("final summary lacks %q:\n%s", want, out)
 		}

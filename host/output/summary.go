@@ -24,6 +24,8 @@ type Summary struct {
 	EndedAt         time.Time `json:"ended_at,omitzero"` // zero while running
 	Interrupted     bool      `json:"interrupted"`
 	StepRewardMeans []float64 `json:"step_reward_means"`
+	// OutputDir is where the run's files are; Writer.WriteSummary fills it.
+	OutputDir string `json:"output_dir,omitempty"`
 	// Recovered lists torn lines cut off when the output files were reopened.
 	Recovered []string `json:"recovered,omitempty"`
 }
@@ -45,22 +47,34 @@ func (s *Summary) AddStep(m core.StepMetrics) {
 
 // ProgressLine renders one step for the terminal, e.g.
 //
-//	step   3/10  episodes 64  reward 0.412 ± 0.210 [0.000, 1.000]  pass 37.5%  errors 0  timeouts 1  12.3s
+//	step 2 (3/10)  episodes 64  reward 0.412 ± 0.210 [0.000, 1.000]  pass 37.5%  errors 0  timeouts 1  12.3s
 //
-// totalSteps <= 0 means unknown and prints the step alone. Steps count from
-// 1 on the terminal (m.Step is 0-based on disk), so the last line reads N/N.
+// The step number is m.Step, the same 0-based number as in metrics.jsonl
+// and trajectories.jsonl; the count in brackets says how far the run is.
+// totalSteps <= 0 means unknown and prints the step alone.
 func ProgressLine(m core.StepMetrics, totalSteps int) string {
 	var b strings.Builder
-	if totalSteps > 0 {
-		w := len(fmt.Sprint(totalSteps))
-		fmt.Fprintf(&b, "step %*d/%d", w, m.Step+1, totalSteps)
-	} else {
-		fmt.Fprintf(&b, "step %d", m.Step+1)
-	}
+	b.WriteString(stepLabel(m.Step, totalSteps))
 	fmt.Fprintf(&b, "  episodes %d  reward %.3f ± %.3f [%.3f, %.3f]  pass %.1f%%  errors %d  timeouts %d  %s",
 		m.Episodes, m.RewardMean, m.RewardStd, m.RewardMin, m.RewardMax,
 		100*m.PassRate, m.Errors, m.Timeouts, fmtMS(m.DurationMS))
+	if _, ok := m.Extra["train/loss"]; ok {
+		// A training step: the update's figures on a line of their own.
+		e := m.Extra
+		fmt.Fprintf(&b, "\n  train: loss %.4f  grad %.3f  lr %.2g  clip %.1f%%  tokens %.0f  zero-std groups %.0f/%.0f  %.1fs",
+			e["train/loss"], e["train/grad_norm"], e["train/lr"], 100*e["train/clip_region"], e["train/tokens"],
+			e["train/zero_std_groups"], e["train/groups"], e["time/train_s"])
+	}
 	return b.String()
+}
+
+// stepLabel is "step 2 (3/10)": the on-disk step number and the count.
+func stepLabel(step, totalSteps int) string {
+	if totalSteps > 0 {
+		w := len(fmt.Sprint(totalSteps - 1))
+		return fmt.Sprintf("step %*d (%d/%d)", w, step, step+1, totalSteps)
+	}
+	return fmt.Sprintf("step %d", step)
 }
 
 // FinalSummary renders the summary as a few lines for the end of a run.
@@ -88,6 +102,9 @@ func FinalSummary(s Summary) string {
 	if !s.StartedAt.IsZero() && !s.EndedAt.IsZero() {
 		fmt.Fprintf(&b, "  time      %s (%s to %s)\n", s.EndedAt.Sub(s.StartedAt).Round(time.Millisecond),
 			s.StartedAt.UTC().Format(time.RFC3339), s.EndedAt.UTC().Format(time.RFC3339))
+	}
+	if s.OutputDir != "" {
+		fmt.Fprintf(&b, "  output    %s\n", s.OutputDir)
 	}
 	for _, r := range s.Recovered {
 		fmt.Fprintf(&b, "  recovered %s\n", r)

@@ -26,6 +26,18 @@ type Writer struct {
 	metrics   *jsonlFile
 	recovered []Recovery
 	summaryMu sync.Mutex // serialises summary rewrites so renames land in call order
+
+	observeMu sync.Mutex
+	observe   func(core.Trajectory)
+}
+
+// OnTrajectory makes every trajectory written from now on also go to f
+// (e.g. Progress.EpisodeFinished), after it is on its way to disk. f must
+// be safe for concurrent use.
+func (w *Writer) OnTrajectory(f func(core.Trajectory)) {
+	w.observeMu.Lock()
+	defer w.observeMu.Unlock()
+	w.observe = f
 }
 
 // Open creates dir if needed and opens its JSONL files for appending. A
@@ -63,7 +75,16 @@ func (w *Writer) Recovered() []Recovery { return append([]Recovery(nil), w.recov
 // WriteTrajectory appends one finished episode. It is not fsynced on its own;
 // WriteStep makes the step's batch durable.
 func (w *Writer) WriteTrajectory(t core.Trajectory) error {
-	return w.traj.append(t)
+	if err := w.traj.append(t); err != nil {
+		return err
+	}
+	w.observeMu.Lock()
+	f := w.observe
+	w.observeMu.Unlock()
+	if f != nil {
+		f(t)
+	}
+	return nil
 }
 
 // WriteStep makes the step's trajectories durable, then appends and fsyncs
@@ -81,6 +102,9 @@ func (w *Writer) WriteStep(m core.StepMetrics) error {
 // WriteSummary replaces summary.json atomically: readers see the old or the
 // new file, never a torn one.
 func (w *Writer) WriteSummary(s Summary) error {
+	if s.OutputDir == "" {
+		s.OutputDir = w.dir
+	}
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode summary: %w", err)

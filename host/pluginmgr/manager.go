@@ -181,7 +181,7 @@ func (in *Instance) launch(ctx context.Context) (*plugin.Client, any, pluginbase
 		Cmd:              cmd,
 		SkipHostEnv:      true, // cmd.Env is already exactly what the plugin may see
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		Logger:           logger,
+		Logger:           joinStacks(logger), // a crash trace prints as one block
 		StartTimeout:     20 * time.Second,
 		SyncStdout:       io.Discard,
 		SyncStderr:       io.Discard,

@@ -16,7 +16,7 @@ type Config struct {
 	Name     string `hcl:"name,label"`
 	Provider string `hcl:"provider"`
 
-	// replay
+	// replay, rules
 	File *string `hcl:"file,optional"` // JSONL, relative to the config file
 
 	// openai

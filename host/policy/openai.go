@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,7 @@ const (
 // openAIPolicy calls an OpenAI-compatible Chat Completions endpoint.
 type openAIPolicy struct {
 	label       string
+	baseURL     string
 	client      *openai.Client
 	http        *http.Client
 	model       string
@@ -44,6 +46,10 @@ type openAIPolicy struct {
 	backoffMax  time.Duration
 	// returnTokens asks for token ids and log-probs with every request.
 	returnTokens bool
+
+	// unsetKeyEnv names the api_key_env variable that was not set: no key
+	// is sent, which keyless local servers accept; a 401 then says why.
+	unsetKeyEnv string
 
 	// nIgnored is set once the server answered n > 1 with a single choice;
 	// later groups go straight to one request per choice.
@@ -85,10 +91,11 @@ func newOpenAI(cfg Config, _ string) (Policy, error) {
 	}
 	key := ""
 	if cfg.APIKeyEnv != nil && *cfg.APIKeyEnv != "" {
+		// Unset is fine until the server asks for a key: local vLLM,
+		// SGLang and llama.cpp servers need none (see unauthorized).
 		v, ok := os.LookupEnv(*cfg.APIKeyEnv)
 		if !ok {
-			// Set but empty is fine (local servers); unset is a forgotten export.
-			return nil, cfg.attrErr("api_key_env", "environment variable %s is not set", *cfg.APIKeyEnv)
+			p.unsetKeyEnv = *cfg.APIKeyEnv
 		}
 		key = v
 	}
@@ -137,6 +144,7 @@ func newOpenAI(cfg Config, _ string) (Policy, error) {
 	// host would reopen a connection for most requests.
 	tr.MaxIdleConnsPerHost = 256
 	p.http = &http.Client{Transport: tr}
+	p.baseURL = baseURL
 	oc := openai.DefaultConfig(key)
 	oc.BaseURL = baseURL
 	oc.HTTPClient = headerCapture{p.http}
@@ -358,7 +366,7 @@ func (p *openAIPolicy) create(ctx context.Context, creq openai.ChatCompletionReq
 		case contextLength:
 			return Response{}, fmt.Errorf("%s: %w: %s", where, ErrContextLength, describe(err))
 		case permanent:
-			return Response{}, fmt.Errorf("%s: %w: %s", where, ErrRejected, describe(err))
+			return Response{}, fmt.Errorf("%s: %w: %s%s", where, ErrRejected, describe(err), p.unauthorized(err))
 		}
 		if attempt >= p.maxRetries {
 			return Response{}, fmt.Errorf("%s: giving up after %d attempts: %s", where, attempt+1, describe(err))
@@ -370,6 +378,62 @@ func (p *openAIPolicy) create(ctx context.Context, creq openai.ChatCompletionReq
 		}
 		if serr := p.sleep(ctx, wait); serr != nil {
 			return Response{}, fmt.Errorf("%s: %w while backing off (last error: %s)", where, serr, describe(err))
+		}
+	}
+}
+
+// unauthorized explains a 401 that an unset api_key_env variable explains.
+func (p *openAIPolicy) unauthorized(err error) string {
+	if status, _, _ := apiFailure(err); status != http.StatusUnauthorized || p.unsetKeyEnv == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (the server wants an API key, and api_key_env names %s, which is not set)", p.unsetKeyEnv)
+}
+
+// Check asks GET {base_url}/models whether the server is up, accepts the
+// key, and serves the configured model. Failures worth retrying get the
+// same retries and backoff as a completion.
+func (p *openAIPolicy) Check(ctx context.Context, notify func(msg string)) error {
+	url := strings.TrimSuffix(p.baseURL, "/") + "/models"
+	for attempt := 0; ; attempt++ {
+		var retryAfter string
+		actx, cancel := context.WithTimeout(context.WithValue(ctx, retryAfterSlot{}, &retryAfter), p.timeout)
+		list, err := p.client.ListModels(actx)
+		cancel()
+		if err == nil {
+			var ids []string
+			for _, m := range list.Models {
+				if m.ID == p.model {
+					return nil
+				}
+				ids = append(ids, m.ID)
+			}
+			if len(ids) == 0 {
+				return fmt.Errorf("GET %s: the server lists no models, so model %q is not served", url, p.model)
+			}
+			if len(ids) > 8 {
+				ids = append(ids[:8], "...")
+			}
+			return fmt.Errorf("GET %s: model %q is not served (the server has %s)", url, p.model, strings.Join(ids, ", "))
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("GET %s: %w (last error: %s)", url, ctx.Err(), describe(err))
+		}
+		if classify(err) != retryable {
+			return fmt.Errorf("GET %s: %s%s", url, describe(err), p.unauthorized(err))
+		}
+		if attempt >= p.maxRetries {
+			return fmt.Errorf("GET %s: giving up after %d attempts: %s", url, attempt+1, describe(err))
+		}
+		wait, ok := parseRetryAfter(retryAfter, time.Now())
+		if !ok {
+			wait = time.Duration(p.jitter(int64(backoffCeiling(attempt, p.backoffBase, p.backoffMax)) + 1))
+		}
+		if notify != nil {
+			notify(fmt.Sprintf("GET %s: %s; retry %d of %d in %s", url, describe(err), attempt+1, p.maxRetries, wait.Round(time.Millisecond)))
+		}
+		if serr := p.sleep(ctx, wait); serr != nil {
+			return fmt.Errorf("GET %s: %w while backing off (last error: %s)", url, serr, describe(err))
 		}
 	}
 }

@@ -20,6 +20,16 @@ type Policy interface {
 	Close() error
 }
 
+// Checker is a Policy that can confirm, before any episode runs, that its
+// server answers, accepts the credentials and serves the configured model.
+// The error names the URL and the cause. Failures worth retrying are
+// retried as the policy's requests are; notify, if not nil, hears of each
+// retry (what failed, and the wait), so a slow check is not a silent one.
+// Policies without a server (replay) do not implement it.
+type Checker interface {
+	Check(ctx context.Context, notify func(msg string)) error
+}
+
 // Request is one call to the policy.
 type Request struct {
 	Messages []core.Message
@@ -87,6 +97,7 @@ func WithProvider(name string, f Factory) Option {
 func New(cfg Config, baseDir string, opts ...Option) (Policy, error) {
 	providers := map[string]Factory{
 		"replay": newReplay,
+		"rules":  newRules,
 		"openai": newOpenAI,
 	}
 	for _, o := range opts {

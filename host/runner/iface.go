@@ -52,6 +52,13 @@ type StepSink interface {
 	EndStep(ctx context.Context, s *Step) error
 }
 
+// Observer hears when steps and episodes start, for live progress (the
+// finished side comes through the Recorder's trajectories).
+type Observer interface {
+	StepStarted(step int)
+	EpisodeStarted()
+}
+
 // Settings are the run block's values, free of config types.
 type Settings struct {
 	Steps          int

@@ -51,6 +51,7 @@ type Runner struct {
 	Policy  policy.Policy
 	Out     Recorder
 	Sinks   []StepSink // after each step, before its metrics line is written
+	Observe Observer   // nil for none
 
 	Progress  io.Writer    // step lines and the final summary; nil for none
 	Logger    hclog.Logger // nil for none
@@ -118,6 +119,9 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 		}
 		batch := sampler.next(r.Settings.BatchSize)
 		start := time.Now()
+		if r.Observe != nil {
+			r.Observe.StepStarted(step)
+		}
 		trajs := r.step(ctx, step, batch)
 		rollout := time.Since(start)
 		if ctx.Err() != nil {
@@ -216,6 +220,9 @@ launch:
 				break launch
 			}
 			wg.Add(1)
+			if r.Observe != nil {
+				r.Observe.EpisodeStarted()
+			}
 			go func(g, i int, task core.Task) {
 				defer wg.Done()
 				defer func() { <-sem }()
@@ -260,41 +267,45 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 		return t
 	}
 
-	spec := r.Spec
-	spec.Labels = maps.Clone(r.Spec.Labels)
-	if spec.Labels == nil {
-		spec.Labels = map[string]string{}
-	}
-	spec.Labels[LabelRun] = r.RunID
-	spec.Labels[LabelEnv] = r.EnvName
-	spec.Labels[LabelEpisode] = fmt.Sprintf("s%d-g%d-e%d", step, group, index)
-	info, err := r.Backend.Create(ctx, spec)
-	if err != nil {
-		return fail(finishFor(parent, ctx, core.FinishError), err)
-	}
-	t.SandboxID = info.ID
-	if info.Isolation != "" {
-		t.Info["isolation"] = info.Isolation
-	}
-	defer func() {
-		cctx, ccancel := cleanup()
-		defer ccancel()
-		if err := r.Backend.Destroy(cctx, info.ID); err != nil && !errors.Is(err, core.ErrNotFound) {
-			r.Logger.Warn("cannot destroy sandbox", "sandbox", info.ID, "error", err)
-			t.Info["destroy_error"] = err.Error()
+	var sandbox envplugin.Sandbox // nil for an env that runs no commands
+	if r.Backend != nil {
+		spec := r.Spec
+		spec.Labels = maps.Clone(r.Spec.Labels)
+		if spec.Labels == nil {
+			spec.Labels = map[string]string{}
 		}
-	}()
-	lent := &lentSandbox{backend: r.Backend, id: info.ID, timeout: r.ExecTimeout}
-	defer func() {
-		// Host-side counters get their own names so an env's metrics of the
-		// same meaning never collide with them.
-		t.Metrics["sandbox_execs"] = float64(lent.execs.Load())
-		t.Metrics["sandbox_timeouts"] = float64(lent.timeouts.Load())
-		t.Metrics["sandbox_exec_ms"] = float64(lent.execNS.Load()) / 1e6
-	}()
+		spec.Labels[LabelRun] = r.RunID
+		spec.Labels[LabelEnv] = r.EnvName
+		spec.Labels[LabelEpisode] = fmt.Sprintf("s%d-g%d-e%d", step, group, index)
+		info, err := r.Backend.Create(ctx, spec)
+		if err != nil {
+			return fail(finishFor(parent, ctx, core.FinishError), err)
+		}
+		t.SandboxID = info.ID
+		if info.Isolation != "" {
+			t.Info["isolation"] = info.Isolation
+		}
+		defer func() {
+			cctx, ccancel := cleanup()
+			defer ccancel()
+			if err := r.Backend.Destroy(cctx, info.ID); err != nil && !errors.Is(err, core.ErrNotFound) {
+				r.Logger.Warn("cannot destroy sandbox", "sandbox", info.ID, "error", err)
+				t.Info["destroy_error"] = err.Error()
+			}
+		}()
+		lent := &lentSandbox{backend: r.Backend, id: info.ID, timeout: r.ExecTimeout}
+		sandbox = lent
+		defer func() {
+			// Host-side counters get their own names so an env's metrics of the
+			// same meaning never collide with them.
+			t.Metrics["sandbox_execs"] = float64(lent.execs.Load())
+			t.Metrics["sandbox_timeouts"] = float64(lent.timeouts.Load())
+			t.Metrics["sandbox_exec_ms"] = float64(lent.execNS.Load()) / 1e6
+		}()
+	}
 
 	sess, obs, err := r.Env.NewEpisode(ctx, envplugin.Episode{
-		ID: epID, Task: task, Sandbox: lent, Seed: episodeSeed(r.Settings.Seed, step, group, index), Group: group, Index: index,
+		ID: epID, Task: task, Sandbox: sandbox, Seed: episodeSeed(r.Settings.Seed, step, group, index), Group: group, Index: index,
 	})
 	if err != nil {
 		return fail(finishFor(parent, ctx, core.FinishError), fmt.Errorf("start episode: %w", err))

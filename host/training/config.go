@@ -36,7 +36,8 @@ type Settings struct {
 // Warmup is the trainer block's warmup block: supervised fine-tuning on
 // chat transcripts before GRPO starts.
 type Warmup struct {
-	File      string // JSONL, one {"messages": [...]} per line; relative to the job file
+	File      string // JSONL, one {"messages": [...]} per line; absolute
+	Source    string // File as the job file names it, for messages
 	Steps     int
 	BatchSize int
 	LR        float64
@@ -169,7 +170,7 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 		if d.HasErrors() {
 			continue
 		}
-		s.Warmup = &Warmup{File: w.File, Steps: 100, BatchSize: 8, LR: 1e-4}
+		s.Warmup = &Warmup{File: w.File, Source: w.File, Steps: 100, BatchSize: 8, LR: 1e-4}
 		if !filepath.IsAbs(w.File) {
 			s.Warmup.File = filepath.Join(f.Dir, w.File)
 		}

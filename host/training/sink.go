@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,7 +45,6 @@ type Sink struct {
 	RunID    string
 	OutDir   string
 	Title    string       // of the reward plot
-	Progress io.Writer    // one line per step; nil for none
 	Logger   hclog.Logger // nil for none
 
 	steps     []core.StepMetrics // for the plot, resumed ones included
@@ -128,10 +126,6 @@ func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 	if stats.skipped != "" {
 		put("train/skipped_update", 1)
 		k.logf("step %d: update skipped: %s", st.Index+1, stats.skipped)
-	}
-	if k.Progress != nil {
-		fmt.Fprintf(k.Progress, "  train: loss %.4f  grad %.3f  lr %.2g  clip %.1f%%  tokens %d  zero-std groups %d/%d  %.1fs\n",
-			stats.loss, stats.gradNorm, stats.lr, 100*stats.clipRegion, stats.tokens, stats.zero, len(batch.Groups), time.Since(start).Seconds())
 	}
 	return k.after(ctx, st)
 }

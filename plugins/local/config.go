@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/zclconf/go-cty/cty"
@@ -65,7 +66,7 @@ func configSpec() schema.Spec {
 	return schema.Spec{Attributes: []schema.Attribute{
 		str("isolation", "namespaces", `"namespaces" (user, mount, PID, network, IPC, UTS namespaces + cgroup limits) or "none" (trusted code only: no isolation at all)`),
 		str("cgroup", "auto", `"auto", "v2", "v1" or "off" (memory then falls back to per-process RLIMIT_AS and pids to RLIMIT_NPROC)`),
-		str("workspace", "tmpfs", `"tmpfs" (size-capped by limits.disk_bytes, charged to the sandbox's memory) or "host" (a directory in state_dir, no size cap)`),
+		str("workspace", "tmpfs", `"tmpfs" (size-capped by limits.disk, charged to the sandbox's memory) or "host" (a directory in state_dir, no size cap)`),
 		str("state_dir", "", "where sandboxes are recorded; default /var/lib/rlhost/local for root, else $XDG_STATE_HOME/rlhost/local"),
 		num("pool_size", 0, "sandboxes kept pre-warmed"),
 		num("max_sandboxes", 256, "hard cap on sandboxes alive at once in this process, counted from creation start; 0 = no cap"),
@@ -258,9 +259,11 @@ func (s *settings) checkSpec(spec core.SandboxSpec, cg cgroupKind) schema.Diagno
 		diags = append(diags, schema.Errorf([]string{"workdir"}, "workdir must be absolute", "%q", spec.Workdir))
 	}
 	l := spec.Limits
+	// Paths name core.Limits' JSON fields, which the host maps back to the
+	// HCL attributes; the text says what the user wrote (limits.disk).
 	neg := func(name string, v int64) {
 		if v < 0 {
-			diags = append(diags, schema.Errorf(lim(name), "limit must be >= 0", "%d", v))
+			diags = append(diags, schema.Errorf(lim(name), "limit must be >= 0", "limits.%s = %d", strings.TrimSuffix(name, "_bytes"), v))
 		}
 	}
 	neg("memory_bytes", l.MemoryBytes)
@@ -271,20 +274,20 @@ func (s *settings) checkSpec(spec core.SandboxSpec, cg cgroupKind) schema.Diagno
 	neg("output_bytes", l.OutputBytes)
 	neg("disk_bytes", l.DiskBytes)
 	if l.OutputBytes > maxOutputBytes {
-		diags = append(diags, schema.Errorf(lim("output_bytes"), "output_bytes too large", "%d > %d: outputs travel in one message", l.OutputBytes, int64(maxOutputBytes)))
+		diags = append(diags, schema.Errorf(lim("output_bytes"), "limits.output is too large", "%d > %d bytes: outputs travel in one message", l.OutputBytes, int64(maxOutputBytes)))
 	}
 	if s.Isolation == "none" {
 		for name, set := range map[string]bool{"memory_bytes": l.MemoryBytes != 0, "pids": l.Pids != 0,
 			"tmp_bytes": l.TmpBytes != 0, "disk_bytes": l.DiskBytes != 0, "cpus": l.CPUs != 0} {
 			if set {
 				diags = append(diags, schema.Errorf(lim(name), "limit needs isolation = \"namespaces\"",
-					"isolation = \"none\" only enforces the exec timeout, cpu_time, file_size_bytes, open_files and output_bytes"))
+					"isolation = \"none\" only enforces the exec timeout and limits.cpu_time, file_size, open_files and output"))
 			}
 		}
 		return diags
 	}
 	if l.DiskBytes != 0 && s.Workspace != "tmpfs" {
-		diags = append(diags, schema.Errorf(lim("disk_bytes"), "disk_bytes needs workspace = \"tmpfs\"",
+		diags = append(diags, schema.Errorf(lim("disk_bytes"), "limits.disk needs workspace = \"tmpfs\"",
 			"a host-directory workspace has no size cap"))
 	}
 	if l.CPUs < 0 {
@@ -296,7 +299,7 @@ func (s *settings) checkSpec(spec core.SandboxSpec, cg cgroupKind) schema.Diagno
 		}
 		diags = append(diags, schema.Diagnostic{Severity: schema.Warning, Path: []string{"cgroup"},
 			Summary: "cgroup = \"off\": memory is limited per process with RLIMIT_AS and pids with RLIMIT_NPROC",
-			Detail:  "this is a last resort: a sandbox can use memory_bytes in every process it starts"})
+			Detail:  "this is a last resort: a sandbox can use limits.memory in every process it starts"})
 	}
 	return diags
 }

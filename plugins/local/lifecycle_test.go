@@ -281,6 +281,23 @@ func TestPoolAndCaps(t *testing.T) {
 	}
 }
 
+// `rlhost plugins` prints these descriptions; they must use the names a job
+// file uses (limits.disk), never core.Limits' JSON fields.
+func TestSchemaNamesHCLSettings(t *testing.T) {
+	var walk func(s schema.Spec)
+	walk = func(s schema.Spec) {
+		for _, a := range s.Attributes {
+			if strings.Contains(a.Description, "_bytes") {
+				t.Errorf("%s: description %q names a wire field", a.Name, a.Description)
+			}
+		}
+		for _, b := range s.Blocks {
+			walk(b.Spec)
+		}
+	}
+	walk(New().Info().Config)
+}
+
 func TestConfigureRejects(t *testing.T) {
 	cases := []struct {
 		cfg  map[string]any
@@ -291,6 +308,7 @@ func TestConfigureRejects(t *testing.T) {
 		{map[string]any{"isolation": "gvisor"}, core.SandboxSpec{}, "isolation"},
 		{map[string]any{"isolation": "none"}, core.SandboxSpec{Limits: core.Limits{MemoryBytes: 1 << 20}}, "limits.memory_bytes"},
 		{map[string]any{"isolation": "none"}, core.SandboxSpec{Rootfs: "/"}, "rootfs"},
+		{nil, core.SandboxSpec{Limits: core.Limits{DiskBytes: -1}}, "limits.disk_bytes"},
 		{nil, core.SandboxSpec{Rootfs: "/does/not/exist"}, "rootfs"},
 		{map[string]any{"workspace": "host"}, core.SandboxSpec{Limits: core.Limits{DiskBytes: 1 << 20}}, "limits.disk_bytes"},
 		{map[string]any{"cgroup": "off"}, core.SandboxSpec{Limits: core.Limits{CPUs: 1}}, "limits.cpus"},
@@ -315,6 +333,10 @@ func TestConfigureRejects(t *testing.T) {
 		for _, d := range diags {
 			if d.Severity == schema.Error && strings.Join(d.Path, ".") == c.path {
 				found = true
+			}
+			// Users write limits.disk, not the wire name disk_bytes.
+			if strings.Contains(d.Summary+d.Detail, "_bytes") {
+				t.Errorf("diagnostic %q / %q names a wire field, not the HCL setting", d.Summary, d.Detail)
 			}
 		}
 		if !found {

@@ -6,6 +6,7 @@ package envtest
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/rlhost/rlhost/core/envplugin"
 	"github.com/rlhost/rlhost/core/pluginbase"
 	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/schema"
 )
 
 // Serve runs env behind a real in-process gRPC connection and returns the
@@ -30,6 +32,25 @@ func Serve(t testing.TB, env envplugin.Environment) *envplugin.Client {
 		t.Fatalf("dispense env plugin: %v", err)
 	}
 	return raw.(*envplugin.Client)
+}
+
+// Configure configures env the way the host configures it from an env block
+// holding settings: the schema's defaults are filled in, absent settings are
+// null, and values are converted to their declared types before env sees
+// them. Settings that do not fit the schema (unknown, missing, mistyped)
+// fail the test, as they would fail `rlhost validate`; the env's own
+// diagnostics are returned for the test to check.
+func Configure(t testing.TB, env envplugin.Environment, name string, settings map[string]any) schema.Diagnostics {
+	t.Helper()
+	raw, err := json.Marshal(settings)
+	if err != nil {
+		t.Fatalf("configure %s: %v", name, err)
+	}
+	js, err := env.Info().Config.Complete(raw)
+	if err != nil {
+		t.Fatalf("configure %s: %v", name, err)
+	}
+	return env.Configure(context.Background(), schema.Config{Name: name, JSON: js, BaseDir: t.TempDir(), RunID: "envtest"})
 }
 
 // BackendSandbox lends one sandbox of a Backend to an environment, the way

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -19,6 +18,7 @@ import (
 	"github.com/rlhost/rlhost/host/output"
 	"github.com/rlhost/rlhost/host/pluginmgr"
 	"github.com/rlhost/rlhost/host/policy"
+	"github.com/rlhost/rlhost/host/preflight"
 	"github.com/rlhost/rlhost/host/runner"
 	"github.com/rlhost/rlhost/host/training"
 )
@@ -51,26 +51,6 @@ func (a *app) logger(level string) hclog.Logger {
 
 func (a *app) manager(level string) (*pluginmgr.Manager, error) {
 	return pluginmgr.New(pluginmgr.Options{Builtins: builtinNames(), Logger: a.logger(level)})
-}
-
-func newFlagSet(name, usage string, a *app) *pflag.FlagSet {
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(a.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(a.stderr, "%s\nFlags:\n%s", usage, fs.FlagUsages())
-	}
-	return fs
-}
-
-// parse handles --help (exit 0) and flag errors (exit 2) uniformly.
-func parse(fs *pflag.FlagSet, args []string) (done bool, code int) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return true, 0
-		}
-		return true, 2
-	}
-	return false, 0
 }
 
 const runUsage = `Usage: rlhost run FILE.hcl [flags]
@@ -192,7 +172,10 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	if eng != nil {
 		defer eng.Close()
 	}
-
+	if err := preflight.Check(ctx, f, j.Policy, j.Backend, a.stderr); err != nil {
+		a.errorf("%v", err)
+		return 1
+	}
 	if err := removeOutputs(dir, old); err != nil {
 		a.errorf("%v", err)
 		return 1
@@ -208,20 +191,21 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 		fmt.Fprintf(a.stderr, "rlhost: warning: %s\n", rec)
 	}
 	envBlock := f.Env()
-	sb := f.Sandbox(envBlock.Sandbox)
-	fmt.Fprintf(a.stdout, "run %s: env %s (%s), sandbox %s (%s), policy %s; %d steps x %d tasks x %d episodes -> %s\n",
-		runID, envBlock.Name, j.Env.Info().Name, sb.Name, j.Backend.Info().Name, f.Run.Policy,
+	fmt.Fprintf(a.stdout, "run %s: env %s (%s), %s, policy %s; %d steps x %d tasks x %d episodes -> %s\n",
+		runID, envBlock.Name, j.Env.Info().Name, j.SandboxLabel(), f.Run.Policy,
 		f.Run.Steps, f.Run.BatchSize, f.Run.GroupSize, dir)
+	prog := output.NewProgress(a.stdout, f.Run.Steps, f.Run.BatchSize*f.Run.GroupSize, f.Run.Concurrency)
+	out.OnTrajectory(prog.Trajectory)
 	r := j.Runner(out)
-	r.Progress, r.Logger = a.stdout, a.logger(cf.logLevel)
+	r.Progress, r.Logger, r.Observe = prog, a.logger(cf.logLevel), prog
 	for _, rec := range out.Recovered() {
 		r.Recovered = append(r.Recovered, rec.String())
 	}
 	r.Settings.StartStep = rs.state.NextStep
 	var sink *training.Sink
 	if train != nil {
-		fmt.Fprintf(a.stdout, "training %s on %s: %d parameters, loss %s, lr %g\n", f.Run.Policy, eng.Device,
-			eng.Model.Cfg.NumParams(), train.GRPO.LossType, train.GRPO.LR)
+		fmt.Fprintf(a.stdout, "training %s: %d parameters, GRPO loss %s, lr %g; device %s\n", f.Run.Policy,
+			eng.Model.Cfg.NumParams(), train.GRPO.LossType, train.GRPO.LR, eng.Device)
 		if rs.checkpoint != "" {
 			fmt.Fprintf(a.stdout, "resuming from %s at step %d\n", rs.checkpoint, rs.state.NextStep+1)
 		} else if train.Warmup != nil {
@@ -234,10 +218,11 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 			}
 		}
 		sink = training.NewSink(eng, train, runID, dir, rs.earlier)
-		sink.Title, sink.Progress, sink.Logger = f.Run.Name, a.stdout, r.Logger
+		sink.Title, sink.Logger = f.Run.Name, r.Logger
 		r.Sinks = append(r.Sinks, sink)
 	}
 	res, err := r.Run(ctx)
+	res.Summary.OutputDir = dir
 	if sink != nil {
 		completed := err == nil && !res.Interrupted && ctx.Err() == nil
 		if ferr := sink.Finish(completed); ferr != nil {
@@ -246,12 +231,12 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 				err = ferr
 			}
 		} else if completed {
-			fmt.Fprintf(a.stdout, "final model: %s\n", filepath.Join(dir, training.FinalDir))
+			fmt.Fprintf(prog, "final model: %s\n", filepath.Join(dir, training.FinalDir))
 		} else {
 			fmt.Fprintf(a.stderr, "rlhost: checkpoint saved; continue with: rlhost run %s --resume %s\n", f.Path, dir)
 		}
 	}
-	fmt.Fprint(a.stdout, output.FinalSummary(res.Summary))
+	fmt.Fprint(prog, output.FinalSummary(res.Summary))
 	if res.Interrupted || ctx.Err() != nil {
 		if err != nil {
 			a.errorf("%v", err)

@@ -63,7 +63,7 @@ func (a *app) warmup(ctx context.Context, eng *training.Engine, s *training.Sett
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "warmup: %d steps of %d transcripts from %s (%d transcripts)\n", s.Warmup.Steps, s.Warmup.BatchSize, s.Warmup.File, len(samples))
+	fmt.Fprintf(a.stdout, "warmup: %d steps of %d transcripts from %s (%d transcripts)\n", s.Warmup.Steps, s.Warmup.BatchSize, s.Warmup.Source, len(samples))
 	var first, last float64
 	err = eng.Exclusive(ctx, func() error {
 		var err error

@@ -5,6 +5,9 @@ import (
 	"fmt"
 
 	"github.com/rlhost/rlhost/host/job"
+	"github.com/rlhost/rlhost/host/policy"
+	"github.com/rlhost/rlhost/host/preflight"
+	trainingpkg "github.com/rlhost/rlhost/host/training"
 )
 
 const validateUsage = `Usage: rlhost validate FILE.hcl [flags]
@@ -13,12 +16,17 @@ Checks a job file the way a run would, without running anything: HCL syntax,
 types, references between blocks, and each plugin's own settings (the env and
 sandbox plugins are started, shown their blocks, and stopped again). Problems
 are printed with file:line:col and the offending source line.
+
+With --check-services it also makes the pre-flight checks a run makes: the
+policy's server must answer GET /models and serve the model, and the sandbox
+backend must answer one authenticated call.
 `
 
 func (a *app) cmdValidate(ctx context.Context, args []string) int {
 	fs := newFlagSet("validate", validateUsage, a)
 	var cf commonFlags
 	cf.add(fs)
+	checkServices := fs.Bool("check-services", false, "also check that the policy server and the sandbox backend answer")
 	if done, code := parse(fs, args); done {
 		return code
 	}
@@ -26,23 +34,48 @@ func (a *app) cmdValidate(ctx context.Context, args []string) int {
 	if f == nil {
 		return code
 	}
+	training := "none (rollouts and scoring only)"
+	if f.Trainer != nil {
+		if _, code := a.trainSettings(f, false, false); code != 0 {
+			return code
+		}
+		training = "GRPO on the embedded policy (see docs/training.md)"
+	}
 	mgr, err := a.manager(cf.logLevel)
 	if err != nil {
 		a.errorf("%v", err)
 		return 1
 	}
 	defer mgr.StopAll(context.WithoutCancel(ctx))
-	j, diags := job.Prepare(ctx, f, mgr, job.Options{RunID: "validate"})
+	// The embedded policy's model is checked for, not loaded.
+	var eng *trainingpkg.Engine
+	embedded := trainingpkg.Provider(ctx, &eng, trainingpkg.ProviderOptions{CheckOnly: true})
+	j, diags := job.Prepare(ctx, f, mgr, job.Options{RunID: "validate", PolicyProvider: []policy.Option{embedded}})
 	printDiags(a.stderr, f, diags)
 	if diags.HasErrors() {
 		return 1
 	}
 	defer j.Close(ctx)
+	services := "not checked (--check-services checks them)"
+	if *checkServices {
+		if err := preflight.Check(ctx, f, j.Policy, j.Backend, a.stderr); err != nil {
+			a.errorf("%v", err)
+			return 1
+		}
+		services = "the policy server and the sandbox backend answered"
+		if pb := f.Policy(); pb != nil && pb.Provider == trainingpkg.ProviderName {
+			services = "the sandbox backend answered; the embedded policy's server starts with the run"
+		}
+	}
 	env := f.Env()
-	sb := f.Sandbox(env.Sandbox)
-	fmt.Fprintf(a.stdout, "%s is valid.\n  run      %s: %d steps x %d tasks x %d episodes, concurrency %d, max_turns %d\n  env      %s (plugin %s %s)\n  sandbox  %s (backend %s %s)\n  policy   %s\n  output   %s\n",
+	sandbox := "none (the env runs no commands)"
+	if j.Backend != nil {
+		sb := f.Sandbox(env.Sandbox)
+		sandbox = fmt.Sprintf("%s (backend %s %s)", sb.Name, j.Backend.Info().Name, j.Backend.Info().Version)
+	}
+	fmt.Fprintf(a.stdout, "%s is valid.\n  run      %s: %d steps x %d tasks x %d episodes, concurrency %d, max_turns %d\n  env      %s (plugin %s %s)\n  sandbox  %s\n  policy   %s\n  training %s\n  output   %s\n  services %s\n",
 		f.Path, f.Run.Name, f.Run.Steps, f.Run.BatchSize, f.Run.GroupSize, f.Run.Concurrency, f.Run.MaxTurns,
-		env.Name, j.Env.Info().Name, j.Env.Info().Version, sb.Name, j.Backend.Info().Name, j.Backend.Info().Version,
-		f.Run.Policy, f.Output.Dir)
+		env.Name, j.Env.Info().Name, j.Env.Info().Version, sandbox,
+		f.Run.Policy, training, f.Output.Dir, services)
 	return 0
 }

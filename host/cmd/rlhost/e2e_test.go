@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -245,6 +247,12 @@ func TestPluginsListsBuiltins(t *testing.T) {
 			t.Errorf("plugins does not list a working %s: %v", want, seen)
 		}
 	}
+	// The listing names settings as a job file writes them (limits.disk),
+	// never by their wire names (disk_bytes).
+	r = rlhost(t, ".", "plugins")
+	if r.code != 0 || !strings.Contains(r.stdout, "limits.disk") || strings.Contains(r.stdout, "_bytes") {
+		t.Errorf("plugins listing: %+v", r)
+	}
 }
 
 // An env plugin killed mid-run: its episode is recorded as errored, the
@@ -367,8 +375,26 @@ output { dir = "out" }
 			t.Errorf("missing %s: %v", name, err)
 		}
 	}
-	if !strings.Contains(r.stdout, "step 1/1") {
+	if !strings.Contains(r.stdout, "step 0 (1/1)") {
 		t.Errorf("no progress line in output:\n%s", r.stdout)
+	}
+	// The terminal's step numbers are metrics.jsonl's, and the summary says
+	// where the files are. (Not a terminal: no status-line escapes.)
+	metrics, err := os.ReadFile(filepath.Join(dir, "out", "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(metrics)), "\n") {
+		var m core.StepMetrics
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(r.stdout, fmt.Sprintf("\nstep %d (%d/1)  episodes %d ", m.Step, m.Step+1, m.Episodes)) {
+			t.Errorf("metrics.jsonl has step %d; stdout does not show it:\n%s", m.Step, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stdout, "  output    out\n") || strings.Contains(r.stdout, "\x1b[") {
+		t.Errorf("final summary lacks the output dir, or has terminal escapes:\n%s", r.stdout)
 	}
 	// Running again into the same directory is refused unless asked.
 	if r2 := rlhost(t, dir, "run", "job.hcl"); r2.code == 0 || !strings.Contains(r2.stderr, "already holds a run") {
@@ -573,6 +599,7 @@ func TestGroupAskedOnceWithN(t *testing.T) {
 		return fakeopenai.Reply{Choices: cs, IgnoreN: true}
 	})
 	defer srv.Close()
+	srv.SetModels("m")
 	dir := t.TempDir()
 	write(t, dir, "job.hcl", fmt.Sprintf(`
 run {
@@ -695,5 +722,260 @@ func pythonUnder(pid int) func() bool {
 			}
 		}
 		return false
+	}
+}
+
+// A panic in one episode's Step fails that episode alone: the episodes in
+// flight beside it pass, the plugin is not restarted, and its stack is
+// printed once, as one block. A panic the SDK cannot catch (in a goroutine
+// of the plugin's own) kills the plugin; its raw trace is one block too.
+func TestEnvPluginPanic(t *testing.T) {
+	probe := buildPlugin(t, "./testdata/probeenv", "probeenv")
+	for _, tc := range []struct {
+		reply, err, block string
+	}{
+		{"PANIC", "plugin panicked in rlhost.v1.Environment/Step: assignment to entry in nil map", "  stack=\n  | goroutine "},
+		{"GOPANIC", "plugin process exited", "plugin crashed:\n  output=\n  | panic: probeenv: goroutine panic\n"},
+	} {
+		t.Run(tc.reply, func(t *testing.T) {
+			dir := t.TempDir()
+			write(t, dir, "replay.jsonl", fmt.Sprintf(`{"task_id":"t0","completions":["ok"]}
+{"task_id":"t1","completions":[%q]}
+{"task_id":"t2","completions":["ok"]}
+{"task_id":"t3","completions":["ok"]}
+`, tc.reply))
+			write(t, dir, "job.hcl", fmt.Sprintf(`
+run {
+  batch_size = 4
+  concurrency = 4
+}
+sandbox "s" { backend = "local" }
+env "probe" {
+  plugin = %q
+  marker = "marker"
+}
+policy "p" {
+  provider = "replay"
+  file = "replay.jsonl"
+}
+output { dir = "out" }
+`, probe))
+			r := rlhost(t, dir, "run", "job.hcl")
+			if r.code != 0 {
+				t.Fatalf("run: %+v", r)
+			}
+			for _, tr := range readTrajectories(t, filepath.Join(dir, "out", "trajectories.jsonl")) {
+				if tr.TaskID == "t1" {
+					if !strings.Contains(tr.Error, tc.err) {
+						t.Errorf("t1: error %q, want %q", tr.Error, tc.err)
+					}
+				} else if tc.reply == "PANIC" && (tr.Error != "" || tr.Reward != 1) {
+					t.Errorf("%s beside the panic: reward %v, error %q", tr.TaskID, tr.Reward, tr.Error)
+				}
+			}
+			if !strings.Contains(r.stderr, tc.block) {
+				t.Errorf("stderr lacks the block %q:\n%s", tc.block, r.stderr)
+			}
+			for _, line := range strings.Split(r.stderr, "\n") {
+				if strings.Contains(line, "[ERROR]") && strings.Contains(line, "goroutine ") {
+					t.Errorf("a trace line was logged as its own entry: %q", line)
+				}
+			}
+			if tc.reply == "PANIC" && strings.Contains(r.stderr, "restarting") {
+				t.Errorf("the plugin was restarted after a recovered panic:\n%s", r.stderr)
+			}
+		})
+	}
+	waitNoProcesses(t, probe)
+}
+
+// The echo-env example ships a complete job file; it runs as shipped.
+func TestEchoExampleJobFile(t *testing.T) {
+	echo := buildPlugin(t, "../../../examples/echo-env", "echo-env")
+	job, err := filepath.Abs("../../../examples/echo-env/echo.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	r := rlhost(t, dir, "run", job, "--var", "plugin="+echo, "--out", "out", "--dry-run")
+	if r.code != 0 {
+		t.Fatalf("run %s: %+v", job, r)
+	}
+	trajs := readTrajectories(t, filepath.Join(dir, "out", "trajectories.jsonl"))
+	if len(trajs) != 6 {
+		t.Fatalf("%d trajectories, want 6", len(trajs))
+	}
+	for _, tr := range trajs {
+		if want := float64(1 - tr.Index); tr.Error != "" || tr.Reward != want {
+			t.Errorf("%s/%d: reward %v error %q; want %v", tr.TaskID, tr.Index, tr.Reward, tr.Error, want)
+		}
+	}
+}
+
+// The README's sample of `make run` is what `make run` prints today, up to
+// run ids, numbers, durations and timestamps.
+func TestReadmeSampleMatchesMakeRun(t *testing.T) {
+	readme, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(readme), "<!-- make-run-output")
+	if !ok {
+		t.Fatal("README has no make-run-output sample")
+	}
+	_, block, _ := strings.Cut(after, "```text\n")
+	sample, _, ok := strings.Cut(block, "```")
+	if !ok {
+		t.Fatal("the README's make-run-output sample is not a closed ```text block")
+	}
+	job, err := filepath.Abs("../../../examples/quickstart.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// make run: $(BIN) run examples/quickstart.hcl --overwrite; shortened
+	// here, which only changes how often the same lines repeat.
+	r := rlhost(t, t.TempDir(), "run", job, "--overwrite", "--steps", "2", "--var", "warmup_steps=10")
+	if r.code != 0 {
+		t.Fatalf("run: %+v", r)
+	}
+	got, want := collapseRepeats(normaliseRunOutput(r.stdout)), collapseRepeats(normaliseRunOutput(sample))
+	if got != want {
+		t.Errorf("README sample and today's output differ (normalised):\n--- README\n%s\n--- rlhost run\n%s", want, got)
+	}
+}
+
+// collapseRepeats drops a line, or a pair of lines, that repeats the one
+// just before it, so outputs that differ only in their number of steps
+// compare equal once their numbers are normalised.
+func collapseRepeats(s string) string {
+	lines := strings.Split(s, "\n")
+	for k := 1; k <= 2; k++ {
+		var out []string
+		for _, l := range lines {
+			out = append(out, l)
+			if n := len(out); n >= 2*k && slices.Equal(out[n-k:], out[n-2*k:n-k]) {
+				out = out[:n-k]
+			}
+		}
+		lines = out
+	}
+	return strings.Join(lines, "\n")
+}
+
+var (
+	runIDPattern    = regexp.MustCompile(`[a-z-]+-\d{8}-\d{6}-[0-9a-f]+`)
+	configPattern   = regexp.MustCompile(`\(config [^)]*\)`)
+	timePattern     = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
+	durationPattern = regexp.MustCompile(`\b(\d+(\.\d+)?(h|ms|m|s|µs))+\b`)
+	numberPattern   = regexp.MustCompile(`-?\d+(\.\d+)?`)
+	byStepPattern   = regexp.MustCompile(`by step [-N …()a-z]*`)
+	spacesPattern   = regexp.MustCompile(` +`)
+)
+
+func normaliseRunOutput(s string) string {
+	s = runIDPattern.ReplaceAllString(s, "RUNID")
+	s = configPattern.ReplaceAllString(s, "(config FILE)")
+	s = timePattern.ReplaceAllString(s, "TIME")
+	s = durationPattern.ReplaceAllString(s, "DURATION")
+	s = numberPattern.ReplaceAllString(s, "N")
+	s = byStepPattern.ReplaceAllString(s, "by step N")
+	s = spacesPattern.ReplaceAllString(s, " ")
+	return strings.TrimSpace(s)
+}
+
+// The rules policy answers from what the env said: here it reads the word
+// out of each echo prompt, so one rule solves every task.
+func TestRulesPolicyRun(t *testing.T) {
+	echo := buildPlugin(t, "../../../examples/echo-env", "echo-env")
+	dir := t.TempDir()
+	write(t, dir, "rules.jsonl", `{"when": "nothing else: (\\w+)$", "reply": "{{1}}"}`+"\n")
+	write(t, dir, "job.hcl", fmt.Sprintf(`
+run {
+  batch_size = 3
+  group_size = 2
+}
+sandbox "box" { backend = "local" }
+env "echo" {
+  plugin = %q
+  words  = ["alpha", "beta", "gamma"]
+}
+policy "rules" {
+  provider = "rules"
+  file     = "rules.jsonl"
+}
+output { dir = "out" }
+`, echo))
+	r := rlhost(t, dir, "run", "job.hcl")
+	if r.code != 0 {
+		t.Fatalf("run: %+v", r)
+	}
+	trajs := readTrajectories(t, filepath.Join(dir, "out", "trajectories.jsonl"))
+	if len(trajs) != 6 {
+		t.Fatalf("%d trajectories", len(trajs))
+	}
+	for _, tr := range trajs {
+		if tr.Reward != 1 {
+			t.Errorf("%s/%d: reward %v (error %q)", tr.TaskID, tr.Index, tr.Reward, tr.Error)
+		}
+	}
+}
+
+// Docs are for users: no proposal titles, no notes to colleagues.
+func TestDocsReadAsUserDocs(t *testing.T) {
+	files, _ := filepath.Glob("../../../docs/*.md")
+	files = append(files, "../../../README.md", "../../../examples/echo-env/README.md")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lower := strings.ToLower(string(b))
+		for _, bad := range []string{"(proposed", "proposed readme", "closing note", "the lead", "what the lead", "helper's notes", "todo"} {
+			if strings.Contains(lower, bad) {
+				t.Errorf("%s contains %q", filepath.Base(f), bad)
+			}
+		}
+	}
+}
+
+// An env that runs no commands needs no sandbox block, and no backend is
+// started for it.
+func TestEnvWithoutSandbox(t *testing.T) {
+	pure := buildPlugin(t, "./testdata/pureenv", "pureenv")
+	dir := t.TempDir()
+	write(t, dir, "replay.jsonl", `{"task_id":"alpha","completions":["alpha","nope"]}
+{"task_id":"beta","completions":["beta","beta"]}
+`)
+	write(t, dir, "job.hcl", fmt.Sprintf(`
+run {
+  batch_size = 2
+  group_size = 2
+}
+env "pure" { plugin = %q }
+policy "replay" {
+  provider = "replay"
+  file     = "replay.jsonl"
+}
+output { dir = "out" }
+`, pure))
+	if r := rlhost(t, dir, "validate", "job.hcl"); r.code != 0 || !strings.Contains(r.stdout, "sandbox  none") {
+		t.Fatalf("validate: %+v", r)
+	}
+	r := rlhost(t, dir, "run", "job.hcl")
+	if r.code != 0 || !strings.Contains(r.stdout, "sandbox none") {
+		t.Fatalf("run: %+v", r)
+	}
+	sum := 0.0
+	for _, tr := range readTrajectories(t, filepath.Join(dir, "out", "trajectories.jsonl")) {
+		if tr.Error != "" || tr.SandboxID != "" {
+			t.Errorf("%s/%d: error %q sandbox %q", tr.TaskID, tr.Index, tr.Error, tr.SandboxID)
+		}
+		sum += tr.Reward
+	}
+	if sum != 3 {
+		t.Errorf("rewards sum to %v, want 3", sum)
+	}
+	if strings.Contains(r.stderr, "sandbox/") {
+		t.Errorf("a backend plugin was started: %s", r.stderr)
 	}
 }

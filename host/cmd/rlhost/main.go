@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/rlhost/rlhost/internal/suggest"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -74,7 +76,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return c.run(a, ctx, args[1:])
 		}
 	}
-	fmt.Fprintf(stderr, "rlhost: unknown command %q\n\n", args[0])
+	var names []string
+	for _, c := range commands() {
+		if !c.hidden {
+			names = append(names, c.name)
+		}
+	}
+	if s := suggest.Closest(args[0], names); s != "" {
+		fmt.Fprintf(stderr, "rlhost: unknown command %q; did you mean %q?\n\n", args[0], s)
+	} else {
+		fmt.Fprintf(stderr, "rlhost: unknown command %q\n\n", args[0])
+	}
 	a.usage(stderr)
 	return 2
 }

@@ -7,6 +7,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -118,6 +119,7 @@ func TestMBPPRunWithOpenAIPolicy(t *testing.T) {
 		return mbppAgent(req)
 	})
 	defer srv.Close()
+	srv.SetModels("scripted")
 	dir := t.TempDir()
 	write(t, dir, "problems.jsonl", mbppDataset())
 	write(t, dir, "job.hcl", fmt.Sprintf(`
@@ -219,4 +221,31 @@ func conversationHas(tr core.Trajectory, role core.Role, substr string) bool {
 		}
 	}
 	return false
+}
+
+// examples/mbpp.hcl as its comment says to run it against a local server
+// that wants no key: OPENAI_API_KEY is unset, and the run goes ahead.
+func TestMBPPExampleAgainstKeylessServer(t *testing.T) {
+	srv := fakeopenai.New(fakeopenai.Always(fakeopenai.Text("I cannot solve this.")))
+	defer srv.Close()
+	srv.SetModels("local-model")
+	job, err := filepath.Abs("../../../examples/mbpp.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("OPENAI_API_KEY", "") // restored after the test
+	os.Unsetenv("OPENAI_API_KEY")
+	env := []string{"OPENAI_BASE_URL=" + srv.URL, "OPENAI_MODEL=local-model"}
+	r := rlhostEnv(t, t.TempDir(), env, "run", job, "--dry-run", "--steps", "1", "--out", "out")
+	if r.code != 0 || strings.Contains(r.stderr, "is not set") {
+		t.Fatalf("keyless server: %+v", r)
+	}
+	if srv.Requests() == 0 || srv.ModelsRequests() != 1 {
+		t.Errorf("%d completions, %d model lists; want some and 1", srv.Requests(), srv.ModelsRequests())
+	}
+	for _, req := range srv.Log() {
+		if req.APIKey() != "" {
+			t.Fatalf("a key was sent although OPENAI_API_KEY is unset")
+		}
+	}
 }

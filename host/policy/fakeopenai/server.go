@@ -60,8 +60,11 @@ type Server struct {
 	agent Agent
 	done  chan struct{} // closed by Close, releases hanging requests
 
-	mu  sync.Mutex
-	log []ChatRequest
+	mu         sync.Mutex
+	log        []ChatRequest
+	models     []string // GET /v1/models lists these
+	modelsKey  string   // when set, GET /v1/models wants it as the bearer token
+	modelsGets int
 }
 
 // New starts a server that answers every chat completion with agent.
@@ -69,6 +72,7 @@ func New(agent Agent) *Server {
 	s := &Server{agent: agent, done: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", s.chatCompletions)
+	mux.HandleFunc("GET /v1/models", s.listModels)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, Reply{Status: http.StatusNotFound, ErrorCode: "unknown_url",
 			ErrorMessage: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)})
@@ -82,6 +86,44 @@ func New(agent Agent) *Server {
 func (s *Server) Close() {
 	close(s.done)
 	s.srv.Close()
+}
+
+// SetModels sets the model ids GET /v1/models lists (none by default).
+func (s *Server) SetModels(ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.models = slices.Clone(ids)
+}
+
+// RequireModelsKey makes GET /v1/models answer 401 invalid_api_key, as
+// OpenAI does, unless the client sends key as its bearer token.
+func (s *Server) RequireModelsKey(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.modelsKey = key
+}
+
+// ModelsRequests is how many GET /v1/models requests arrived.
+func (s *Server) ModelsRequests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.modelsGets
+}
+
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.modelsGets++
+	ids, key := slices.Clone(s.models), s.modelsKey
+	s.mu.Unlock()
+	if key != "" && r.Header.Get("Authorization") != "Bearer "+key {
+		writeError(w, Reply{Status: http.StatusUnauthorized, ErrorCode: "invalid_api_key", ErrorMessage: "Incorrect API key provided."})
+		return
+	}
+	list := wireModelList{Object: "list", Data: []wireModel{}}
+	for _, id := range ids {
+		list.Data = append(list.Data, wireModel{ID: id, Object: "model", OwnedBy: "fakeopenai"})
+	}
+	writeJSON(w, http.StatusOK, list)
 }
 
 // Requests is how many chat completion requests arrived, valid or not.

@@ -104,3 +104,16 @@ type wireErrorBody struct {
 	Param   *string `json:"param"`
 	Code    *string `json:"code"`
 }
+
+// wireModelList is GET /v1/models' answer.
+type wireModelList struct {
+	Object string      `json:"object"`
+	Data   []wireModel `json:"data"`
+}
+
+type wireModel struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}

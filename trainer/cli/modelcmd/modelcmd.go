@@ -20,6 +20,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/rlhost/rlhost/internal/cliflag"
 	"github.com/rlhost/rlhost/trainer/backend/cpu"
 	"github.com/rlhost/rlhost/trainer/generate"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
@@ -41,14 +42,18 @@ Run "rlhost model <command> --help" for a command's flags.
 // errUsage marks errors that are the user's invocation, reported with exit 2.
 var errUsage = errors.New("usage")
 
+// errFlags is a flag error that parse has already explained to the user.
+var errFlags = errors.New("bad flags")
+
 // Main runs one model subcommand and returns the process exit code:
 // 0 on success, 2 for usage errors, 1 for anything else.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usage) // asked for: not an error
 		return 0
 	}
 	var err error
@@ -68,6 +73,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, pflag.ErrHelp):
 		return 0
+	case errors.Is(err, errFlags): // already printed, with hints
+		return 2
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(stderr, "rlhost model %s: %v\n", args[0], err)
 		return 2
@@ -77,14 +84,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-func flagSet(name, synopsis string, stderr io.Writer) *pflag.FlagSet {
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: rlhost model %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
+func flagSet(name, synopsis string, stdout, stderr io.Writer) *pflag.FlagSet {
+	return cliflag.New("rlhost model "+name, "Usage: rlhost model "+synopsis+"\n", stdout, stderr)
 }
 
 func parse(fs *pflag.FlagSet, args []string) error {
@@ -92,7 +93,8 @@ func parse(fs *pflag.FlagSet, args []string) error {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		fmt.Fprintln(fs.Output(), cliflag.Message(fs, err))
+		return errFlags
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
@@ -101,7 +103,7 @@ func parse(fs *pflag.FlagSet, args []string) error {
 }
 
 func runInit(args []string, stdout, stderr io.Writer) error {
-	fs := flagSet("init", "init (--config FILE | --preset NAME) --out DIR [flags]", stderr)
+	fs := flagSet("init", "init (--config FILE | --preset NAME) --out DIR [flags]", stdout, stderr)
 	cfgPath := fs.String("config", "", "Hugging Face config.json to take the model shape from")
 	preset := fs.String("preset", "", "named shape: "+strings.Join(hfconfig.PresetNames(), ", "))
 	out := fs.String("out", "", "directory to write the model to (created)")
@@ -216,7 +218,7 @@ type ScoreOutput struct {
 }
 
 func runScore(args []string, stdout, stderr io.Writer) error {
-	fs := flagSet("score", "score --model DIR (--token-ids 1,2,3 | --text T) [flags]", stderr)
+	fs := flagSet("score", "score --model DIR (--token-ids 1,2,3 | --text T) [flags]", stdout, stderr)
 	dir := fs.String("model", "", "model directory (Hugging Face layout)")
 	idsFlag := fs.String("token-ids", "", "comma-separated token ids to score")
 	text := fs.String("text", "", "text to tokenize (with the model directory's tokenizer.json) and score")
@@ -300,7 +302,7 @@ type GenerateOutput struct {
 }
 
 func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flagSet("generate", "generate --model DIR (--prompt T | --messages FILE | --prompt-ids 1,2,3) [flags]", stderr)
+	fs := flagSet("generate", "generate --model DIR (--prompt T | --messages FILE | --prompt-ids 1,2,3) [flags]", stdout, stderr)
 	dir := fs.String("model", "", "model directory (Hugging Face layout)")
 	prompt := fs.String("prompt", "", "prompt text, tokenized as is (no chat template)")
 	messages := fs.String("messages", "", "JSON file with an OpenAI-style messages array, rendered with the chat template")

@@ -54,9 +54,26 @@ func TestUsageAndErrors(t *testing.T) {
 		{[]string{"generate", "--help"}, 0, "--top-p"},
 	}
 	for _, c := range cases {
-		code, _, errs := run(t, c.args...)
-		if code != c.code || !strings.Contains(errs, c.want) {
-			t.Errorf("%v: exit %d, stderr %q; want exit %d containing %q", c.args, code, errs, c.code, c.want)
+		code, out, errs := run(t, c.args...)
+		// Help that was asked for is output; everything else is an error.
+		got, stream := errs, "stderr"
+		if c.code == 0 {
+			got, stream = out, "stdout"
+		}
+		if code != c.code || !strings.Contains(got, c.want) {
+			t.Errorf("%v: exit %d, %s %q; want exit %d containing %q", c.args, code, stream, got, c.code, c.want)
+		}
+	}
+}
+
+func TestFlagErrorHints(t *testing.T) {
+	code, out, errs := run(t, "generate", "--tmperature", "1")
+	if code != 2 || out != "" {
+		t.Fatalf("exit %d, stdout %q", code, out)
+	}
+	for _, want := range []string{"rlhost model generate: unknown flag: --tmperature", "did you mean --temperature?", "Run 'rlhost model generate --help'"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("stderr %q lacks %q", errs, want)
 		}
 	}
 }

@@ -7,15 +7,13 @@ package tokenizecmd
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
 
-	"github.com/spf13/pflag"
-
+	"github.com/rlhost/rlhost/internal/cliflag"
 	"github.com/rlhost/rlhost/trainer/tokenizer"
 )
 
@@ -35,29 +33,18 @@ Examples:
   rlhost tokenize --tokenizer .cache/qwen-tokenizer --text 'Hello world'
   rlhost tokenize --tokenizer .cache/qwen-tokenizer --text 'Hello world' --json
   rlhost tokenize --tokenizer .cache/qwen-tokenizer --decode --text '9707,1879'
-
-Flags:
 `
 
 // Main runs the command with args (without the "tokenize" word) and returns
 // the process exit code: 0 on success, 2 for usage errors, 1 otherwise.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("tokenize", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cliflag.New("rlhost tokenize", usage, stdout, stderr)
 	tokPath := fs.String("tokenizer", "", "tokenizer.json file or a directory containing it (required)")
 	text := fs.String("text", "", "text to encode, or ids to decode with --decode (required)")
 	asJSON := fs.Bool("json", false, `print {"ids":[...],"tokens":[...]} (with --decode: {"text":"..."})`)
 	decode := fs.Bool("decode", false, "decode the ids in --text instead of encoding")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "tokenize: %v (see --help)\n", err)
-		return 2
+	if done, code := cliflag.Parse(fs, args); done {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "tokenize: unexpected arguments %q (quote the text and pass it with --text)\n", fs.Args())

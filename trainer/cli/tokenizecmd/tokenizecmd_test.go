@@ -28,15 +28,20 @@ func TestUsageErrors(t *testing.T) {
 		{"help", []string{"--help"}, 0, "Usage: rlhost tokenize"},
 		{"no flags", nil, 2, "required"},
 		{"no text", []string{"--tokenizer", "x"}, 2, "required"},
-		{"unknown flag", []string{"--bogus"}, 2, "unknown flag"},
+		{"unknown flag", []string{"--bogus"}, 2, "unknown flag: --bogus\nRun 'rlhost tokenize --help'"},
+		{"close flag", []string{"--tokeniser", "x"}, 2, "did you mean --tokenizer?"},
 		{"positional", []string{"--tokenizer", "x", "--text", "a", "b"}, 2, "unexpected arguments"},
 		{"missing file", []string{"--tokenizer", filepath.Join(t.TempDir(), "nope.json"), "--text", "a"}, 1, "no such file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			code, _, stderr := run(t, tt.args...)
-			if code != tt.code || !strings.Contains(stderr, tt.want) {
-				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, stderr, tt.code, tt.want)
+			code, stdout, stderr := run(t, tt.args...)
+			got := stderr
+			if tt.code == 0 { // help that was asked for goes to stdout
+				got = stdout
+			}
+			if code != tt.code || !strings.Contains(got, tt.want) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d and %q", code, stdout, stderr, tt.code, tt.want)
 			}
 		})
 	}

@@ -3,7 +3,9 @@
 // path for measuring plugin round trips. The first time it sees
 // the reply "CRASH" it records that in a marker file and SIGKILLs itself,
 // mid-step, so tests can check that the host records the episode as errored,
-// restarts the plugin and carries on. The reply "exec" runs `true` and
+// restarts the plugin and carries on. "PANIC" panics inside Step (the SDK
+// recovers it); the first "GOPANIC" panics in a goroutine, which kills the
+// process with a raw trace. The reply "exec" runs `true` and
 // keeps the episode open; any other reply runs it and ends the episode.
 package main
 
@@ -57,6 +59,17 @@ type session struct {
 }
 
 func (s *session) Step(ctx context.Context, reply core.Message) (envplugin.Observation, error) {
+	switch reply.Content {
+	case "PANIC": // in the call: the SDK recovers it
+		var m map[string]int
+		m["step"]++
+	case "GOPANIC": // in a goroutine of the plugin's own: the process dies
+		if _, err := os.Stat(s.e.marker); os.IsNotExist(err) {
+			_ = os.WriteFile(s.e.marker, []byte("crashed"), 0o644)
+			go func() { panic("probeenv: goroutine panic") }()
+			select {}
+		}
+	}
 	if reply.Content == "CRASH" {
 		if _, err := os.Stat(s.e.marker); os.IsNotExist(err) {
 			_ = os.WriteFile(s.e.marker, []byte("crashed"), 0o644)

@@ -1,0 +1,90 @@
+package pluginmgr
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A raw Go crash trace, relayed by go-plugin one Error call per line, is
+// printed as one entry with the trace as a block.
+func TestStackJoinerPrintsOneBlock(t *testing.T) {
+	out := &syncBuffer{}
+	base := hclog.New(&hclog.LoggerOptions{Name: "rlhost", Output: out, Level: hclog.Debug, DisableTime: true})
+	// go-plugin derives its stderr logger with Named.
+	parent := joinStacks(base.Named("env.probe"))
+	l := parent.Named("probeenv")
+	trace := []string{"panic: assignment to entry in nil map", "", "goroutine 7 [running]:", "main.(*session).Step(...)", "\t/src/main.go:42 +0x1d", "exit status 2"}
+	l.Warn("before", "k", "v")
+	for _, line := range trace {
+		l.Error(line)
+	}
+	// The block is printed once the output pauses, or before the next entry.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "exit status 2") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	parent.Info("after") // go-plugin logs the exit on the parent logger
+	got := out.String()
+	if n := strings.Count(got, "[ERROR]"); n != 1 {
+		t.Fatalf("%d error entries, want 1:\n%s", n, got)
+	}
+	for _, line := range trace {
+		if line != "" && !strings.Contains(got, "| "+strings.ReplaceAll(line, "\t", "    ")+"\n") {
+			t.Errorf("trace line %q is not in the block:\n%s", line, got)
+		}
+	}
+	if !(strings.Index(got, "before") < strings.Index(got, "panic:") && strings.Index(got, "panic:") < strings.Index(got, "after")) {
+		t.Errorf("entries out of order:\n%s", got)
+	}
+	if !strings.Contains(got, "rlhost.env.probe.probeenv: plugin crashed") {
+		t.Errorf("the block is not under the plugin's name:\n%s", got)
+	}
+}
+
+// Errors that are not a crash trace pass straight through.
+func TestStackJoinerPassesOtherErrors(t *testing.T) {
+	out := &syncBuffer{}
+	l := joinStacks(hclog.New(&hclog.LoggerOptions{Output: out, DisableTime: true}))
+	l.Error("[ERROR] something failed")
+	l.Error("oops", "err", "x")
+	if got := out.String(); strings.Count(got, "\n") != 2 || !strings.Contains(got, "something failed\n") {
+		t.Errorf("got:\n%s", got)
+	}
+}
+
+// The next entry on any logger of the plugin (go-plugin reports the exit on
+// the parent) prints the pending trace first, without waiting for the pause.
+func TestStackJoinerFlushesBeforeNextEntry(t *testing.T) {
+	out := &syncBuffer{}
+	parent := joinStacks(hclog.New(&hclog.LoggerOptions{Output: out, DisableTime: true}))
+	l := parent.Named("probeenv")
+	l.Error("panic: boom")
+	l.Error("goroutine 1 [running]:")
+	parent.Error("plugin process exited", "error", "exit status 2")
+	got := out.String()
+	if i, j := strings.Index(got, "| panic: boom"), strings.Index(got, "plugin process exited"); i < 0 || j < i {
+		t.Errorf("the trace does not come before the exit:\n%s", got)
+	}
+}
