@@ -58,6 +58,7 @@ func aviatoAgent(req fakeopenai.ChatRequest) fakeopenai.Reply {
 func aviatoArgs(dir, dataset string) []string {
 	repo, _ := filepath.Abs("../../..")
 	return []string{"run", filepath.Join(repo, "examples", "mbpp.hcl"), "--var", "backend=aviato",
+		"--var", "policy=openai", "--dry-run",
 		"--var", "dataset=" + dataset, "--steps", "1", "--out", filepath.Join(dir, "out")}
 }
 
@@ -92,6 +93,7 @@ func descendants(pid int) []int {
 }
 
 func aviatoEnv(t *testing.T, srv *fakeaviato.Server, policy *fakeopenai.Server, key, state string) []string {
+	policy.SetModels("scripted") // the pre-flight check asks
 	return []string{"CWSANDBOX_API_KEY=" + key, "CWSANDBOX_BASE_URL=" + srv.URL, "XDG_STATE_HOME=" + state,
 		"OPENAI_BASE_URL=" + policy.URL, "OPENAI_MODEL=scripted", "OPENAI_API_KEY=sk-test"}
 }

@@ -236,7 +236,7 @@ func TestMBPPExampleAgainstKeylessServer(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "") // restored after the test
 	os.Unsetenv("OPENAI_API_KEY")
 	env := []string{"OPENAI_BASE_URL=" + srv.URL, "OPENAI_MODEL=local-model"}
-	r := rlhostEnv(t, t.TempDir(), env, "run", job, "--dry-run", "--steps", "1", "--out", "out")
+	r := rlhostEnv(t, t.TempDir(), env, "run", job, "--var", "policy=openai", "--dry-run", "--steps", "1", "--out", "out")
 	if r.code != 0 || strings.Contains(r.stderr, "is not set") {
 		t.Fatalf("keyless server: %+v", r)
 	}
