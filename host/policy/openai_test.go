@@ -347,7 +347,8 @@ func TestOpenAITimeoutRetried(t *testing.T) {
 		return fakeopenai.Reply{Choices: []fakeopenai.ReplyChoice{fakeopenai.Text("ok")}}
 	})
 	defer srv.Close()
-	p, sl := newTestOpenAI(t, srv.URL, func(c *Config) { c.Timeout = ptr("50ms") })
+	// Long enough that a loaded machine answers the second attempt in time.
+	p, sl := newTestOpenAI(t, srv.URL, func(c *Config) { c.Timeout = ptr("500ms") })
 	resp, err := p.Complete(context.Background(), Request{Messages: conversation[:2]})
 	if err != nil {
 		t.Fatal(err)
