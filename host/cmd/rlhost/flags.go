@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/pflag"
 
-	"github.com/rlhost/rlhost/internal/cliflag"
+	"github.com/rlhost/rlhost/core/cliflag"
 )
 
 func newFlagSet(name, usage string, a *app) *pflag.FlagSet {

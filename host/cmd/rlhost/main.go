@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/rlhost/rlhost/internal/suggest"
+	"github.com/rlhost/rlhost/core/suggest"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".

@@ -20,7 +20,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/rlhost/rlhost/internal/cliflag"
+	"github.com/rlhost/rlhost/core/cliflag"
 	"github.com/rlhost/rlhost/trainer/backend/cpu"
 	"github.com/rlhost/rlhost/trainer/generate"
 	"github.com/rlhost/rlhost/trainer/hfconfig"

@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rlhost/rlhost/internal/cliflag"
+	"github.com/rlhost/rlhost/core/cliflag"
 	"github.com/rlhost/rlhost/trainer/tokenizer"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/rlhost/rlhost/internal/suggest"
+	"github.com/rlhost/rlhost/core/suggest"
 )
 
 // New returns a flag set for command (e.g. "rlhost run") whose --help
