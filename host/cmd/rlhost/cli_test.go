@@ -68,7 +68,7 @@ func TestRequestedHelpGoesToStdout(t *testing.T) {
 		t.Errorf("run --help does not list the flags: %q", out)
 	}
 	// --append does not resume a run, and says so.
-	if !strings.Contains(out, "runs do not resume") {
+	if !strings.Contains(out, "a new run id") || !strings.Contains(out, "--resume continues") {
 		t.Errorf("run --help does not say that --append starts over: %q", out)
 	}
 }
