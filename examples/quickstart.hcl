@@ -2,15 +2,16 @@
 #
 #   rlhost run examples/quickstart.hcl        (or: make run)
 #
-# A 0.7M-parameter model starts from random weights, learns the answer
-# format in a short supervised warm-up (quickstart/warmup.jsonl: well-formed
-# answers, two thirds of them to the wrong task), then trains with GRPO on
-# 27 "write f(x) that returns x <op> <k>" tasks. Every completion runs in
-# its own local sandbox against the task's tests; the reward is the
-# fraction of tests passed (-1 for code that does not run). The reward rises
-# because the sandbox only pays for the right op and constant, and GRPO
-# moves probability towards the completions of a group that scored above
-# the group's mean. quickstart/gen regenerates the data.
+# A 0.64M-parameter model starts from random weights and learns the answer
+# format in a short supervised warm-up (quickstart/warmup.jsonl: every
+# answer means the right function, but only a quarter are written so that
+# the tests pass; the rest print the value or return it as a string). Then
+# it trains with GRPO on six "Write f(x) that returns x squared." tasks.
+# Every completion runs in its own local sandbox against the task's tests;
+# the reward is the fraction of tests passed (-1 for code that does not
+# run). The reward rises because only the working style earns reward, and
+# GRPO moves probability towards the completions of a group that scored
+# above the group's mean. quickstart/gen regenerates the data.
 
 variable "seed" {
   default     = 1
@@ -24,7 +25,7 @@ variable "warmup_steps" {
 
 run {
   name        = "quickstart"
-  steps       = 30
+  steps       = 40
   batch_size  = 4  # tasks per step
   group_size  = 8  # completions per task: the GRPO group
   seed        = var.seed
@@ -54,7 +55,7 @@ policy "student" {
 }
 
 trainer {
-  learning_rate    = 0.002
+  learning_rate    = 0.001
   lr_scheduler_type = "constant"
   warmup_steps     = 3 # ramp the LR over the first updates: Adam's fresh moments make them large
   loss_type        = "dapo"

@@ -58,7 +58,9 @@ func ProgressLine(m core.StepMetrics, totalSteps int) string {
 	fmt.Fprintf(&b, "  episodes %d  reward %.3f ± %.3f [%.3f, %.3f]  pass %.1f%%  errors %d  timeouts %d  %s",
 		m.Episodes, m.RewardMean, m.RewardStd, m.RewardMin, m.RewardMax,
 		100*m.PassRate, m.Errors, m.Timeouts, fmtMS(m.DurationMS))
-	if _, ok := m.Extra["train/loss"]; ok {
+	if _, ok := m.Extra["train/loss"]; !ok && m.Extra["train/skipped_update"] == 1 {
+		b.WriteString("\n  train: no update (no group's rewards differ, or nothing to train on)")
+	} else if ok {
 		// A training step: the update's figures on a line of their own.
 		e := m.Extra
 		fmt.Fprintf(&b, "\n  train: loss %.4f  grad %.3f  lr %.2g  clip %.1f%%  tokens %.0f  zero-std groups %.0f/%.0f  %.1fs",

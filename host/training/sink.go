@@ -16,6 +16,7 @@ import (
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/host/output"
 	"github.com/rlhost/rlhost/host/runner"
+	"github.com/rlhost/rlhost/trainer/grpo"
 	"github.com/rlhost/rlhost/trainer/safetensors"
 )
 
@@ -92,6 +93,15 @@ func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 		put("train/skipped_update", 1)
 		return k.after(ctx, st)
 	}
+	if !anyVariance(batch.Groups) {
+		// Every advantage is 0, so the gradient is too; an optimiser step
+		// would only replay Adam's momentum, which moves the weights with
+		// no evidence behind the move.
+		put("train/groups", float64(len(batch.Groups)))
+		put("train/zero_std_groups", float64(len(batch.Groups)))
+		put("train/skipped_update", 1)
+		return k.after(ctx, st)
+	}
 	start := time.Now()
 	var stats struct {
 		loss, kl, clipLow, clipHigh, clipRegion, gradNorm, lr, lpDiff float64
@@ -128,6 +138,18 @@ func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 		k.logf("step %d: update skipped: %s", st.Index+1, stats.skipped)
 	}
 	return k.after(ctx, st)
+}
+
+// anyVariance reports whether some group's rewards differ.
+func anyVariance(groups [][]grpo.Sample) bool {
+	for _, g := range groups {
+		for _, s := range g[1:] {
+			if s.Reward != g[0].Reward {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // after records the step for the plot and checkpoints when due.

@@ -7,13 +7,14 @@
 //
 // The family: six one-line functions of x ("Write f(x) that returns x
 // squared.", doubled, plus one, ...). Every warm-up transcript means the
-// right thing, but only a quarter of them write it in a way that runs: the
-// others spell the operator as a word (a syntax error), print instead of
-// returning, or return the expression as a string. A model warmed up on
-// them answers in all of these styles, and the sandbox scores them very
-// differently (-1 for code that fails, 0 for wrong values, 1 when every
-// test passes), which leaves GRPO something to learn: which way of
-// answering the tests reward.
+// right thing, but only a quarter of them write it in a way that passes the
+// tests: the others print instead of returning, or return the expression
+// as a string. A model warmed up on them answers in all three styles, and
+// the sandbox scores them differently (0 for wrong values, 1 when every
+// test passes, -1 for code that does not run), which leaves GRPO something
+// to learn: which way of answering the tests reward. Both wrong styles
+// score the same, so a group without a right answer carries no gradient
+// and cannot pull the policy towards one of them.
 package main
 
 import (
@@ -35,16 +36,16 @@ import (
 const System = "Answer with Python code only."
 
 // fn is one task: what the prompt says f returns, and that expression in
-// code and in words.
-type fn struct{ id, says, expr, words string }
+// code.
+type fn struct{ id, says, expr string }
 
 var fns = []fn{
-	{"plus_one", "x plus one", "x + 1", "x plus 1"},
-	{"minus_one", "x minus one", "x - 1", "x minus 1"},
-	{"doubled", "x doubled", "2 * x", "2 times x"},
-	{"squared", "x squared", "x * x", "x times x"},
-	{"negated", "x negated", "-x", "minus x"},
-	{"cubed", "x cubed", "x * x * x", "x times x times x"},
+	{"plus_one", "x plus one", "x + 1"},
+	{"minus_one", "x minus one", "x - 1"},
+	{"doubled", "x doubled", "2 * x"},
+	{"squared", "x squared", "x * x"},
+	{"negated", "x negated", "-x"},
+	{"cubed", "x cubed", "x * x * x"},
 }
 
 type task struct {
@@ -60,7 +61,6 @@ func answer(f fn) string { return fmt.Sprintf("def f(x):\n    return %s", f.expr
 
 // styles write a task's meaning in ways that do not pass its tests.
 var styles = []func(f fn) string{
-	func(f fn) string { return fmt.Sprintf("def f(x):\n    return %s", f.words) },
 	func(f fn) string { return fmt.Sprintf("def f(x):\n    print(%s)", f.expr) },
 	func(f fn) string { return fmt.Sprintf("def f(x):\n    return \"%s\"", f.expr) },
 }

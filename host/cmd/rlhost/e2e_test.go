@@ -863,13 +863,14 @@ func collapseRepeats(s string) string {
 }
 
 var (
-	runIDPattern    = regexp.MustCompile(`[a-z-]+-\d{8}-\d{6}-[0-9a-f]+`)
-	configPattern   = regexp.MustCompile(`\(config [^)]*\)`)
-	timePattern     = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
-	durationPattern = regexp.MustCompile(`\b(\d+(\.\d+)?(h|ms|m|s|µs))+\b`)
-	numberPattern   = regexp.MustCompile(`-?\d+(\.\d+)?`)
-	byStepPattern   = regexp.MustCompile(`by step [-N …()a-z]*`)
-	spacesPattern   = regexp.MustCompile(` +`)
+	runIDPattern     = regexp.MustCompile(`[a-z-]+-\d{8}-\d{6}-[0-9a-f]+`)
+	configPattern    = regexp.MustCompile(`\(config [^)]*\)`)
+	timePattern      = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
+	durationPattern  = regexp.MustCompile(`\b(\d+(\.\d+)?(h|ms|m|s|µs))+\b`)
+	numberPattern    = regexp.MustCompile(`-?\d+(\.\d+)?`)
+	trainLinePattern = regexp.MustCompile(`train: .*`)
+	byStepPattern    = regexp.MustCompile(`by step [-N …()a-z]*`)
+	spacesPattern    = regexp.MustCompile(` +`)
 )
 
 func normaliseRunOutput(s string) string {
@@ -877,6 +878,7 @@ func normaliseRunOutput(s string) string {
 	s = configPattern.ReplaceAllString(s, "(config FILE)")
 	s = timePattern.ReplaceAllString(s, "TIME")
 	s = durationPattern.ReplaceAllString(s, "DURATION")
+	s = trainLinePattern.ReplaceAllString(s, "train: UPDATE")
 	s = numberPattern.ReplaceAllString(s, "N")
 	s = byStepPattern.ReplaceAllString(s, "by step N")
 	s = spacesPattern.ReplaceAllString(s, " ")
