@@ -35,16 +35,17 @@ func PlotRewards(path, title string, steps []core.StepMetrics) error {
 	if err != nil {
 		return fmt.Errorf("plot: %w", err)
 	}
-	line.Color = color.RGBA{R: 31, G: 119, B: 180, A: 255}
+	line.Color = color.NRGBA{R: 31, G: 119, B: 180, A: 255}
 	points.Color = line.Color
 	p.Add(line, points)
-	p.Legend.Add("reward mean", line, points)
+	p.Legend.Add("reward mean (dashed: ±1 std)", line, points)
 	for _, band := range []plotter.XYs{lo, hi} {
 		l, err := plotter.NewLine(band)
 		if err != nil {
 			return fmt.Errorf("plot: %w", err)
 		}
-		l.Color = color.RGBA{R: 31, G: 119, B: 180, A: 90}
+		l.Color = color.NRGBA{R: 31, G: 119, B: 180, A: 110}
+		l.Width = vg.Points(0.8)
 		l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
 		p.Add(l)
 	}
@@ -52,9 +53,12 @@ func PlotRewards(path, title string, steps []core.StepMetrics) error {
 	if err != nil {
 		return fmt.Errorf("plot: %w", err)
 	}
-	pl.Color = color.RGBA{R: 44, G: 160, B: 44, A: 255}
+	pl.Color = color.NRGBA{R: 44, G: 160, B: 44, A: 255}
 	p.Add(pl)
 	p.Legend.Add("pass rate", pl)
+	if len(steps) > 0 {
+		p.X.Min = float64(steps[0].Step + 1)
+	}
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Add(plotter.NewGrid())
