@@ -18,7 +18,7 @@ import (
 )
 
 // trainingJob writes a one-task training job into dir: "return x plus 1",
-// a tokenizer and warm-up transcripts in three styles of which only one
+// a tokenizer and warm-up transcripts in four styles of which only one
 // passes the tests. Warmed up, the model answers in every style; GRPO must
 // find the one the sandbox pays for.
 func trainingJob(t *testing.T, dir string, steps, checkpointEvery, concurrency, warmupSteps int) {
@@ -29,9 +29,10 @@ func trainingJob(t *testing.T, dir string, steps, checkpointEvery, concurrency, 
 		"def f(x):\n    return x + 1",
 		"def f(x):\n    print(x + 1)",
 		"def f(x):\n    return \"x + 1\"",
+		"def f(x):\n    return str(x + 1)",
 	}
 	var warm, corpus []string
-	for i := range 66 {
+	for i := range 64 {
 		msgs := []core.Message{{Role: core.RoleSystem, Content: system}, {Role: core.RoleUser, Content: prompt},
 			{Role: core.RoleAssistant, Content: styles[i%len(styles)]}}
 		b, _ := json.Marshal(map[string]any{"messages": msgs})
