@@ -1,7 +1,9 @@
 // Command bench measures the trainer's CPU backend and model and prints
 // Markdown table rows for BENCHMARKS.md. Every figure comes with the
 // yardsticks measured in the same run: the scalar multiply-add peak of a
-// tight Go loop, and single-thread and all-core sgemm with the best matmul.
+// tight Go loop, single-thread and all-core sgemm with the best matmul,
+// and, with --torch, the same Qwen2 shapes in PyTorch (torch_qwen2.py)
+// and OpenBLAS's all-core sgemm through torch.mm.
 //
 // It deliberately checks no results (the tests do that) and by default
 // skips the 0.5B-dimension runs, which need ~8 GB; pass --heavy for them.
@@ -31,6 +33,8 @@ func main() {
 	minTime := flag.Duration("min-time", 5*time.Second, "minimum timed duration per training measurement")
 	genTokens := flag.Int("gen-tokens", 64, "tokens to generate per sequence in the generation runs")
 	grpoPreset := flag.String("grpo", "", "only time one GRPO step (trainer/grpo) at this preset, with its peak RSS")
+	python := flag.String("torch", "", "python with torch to run the PyTorch yardstick (torch_qwen2.py) with; empty skips it")
+	script := flag.String("torch-script", "trainer/bench/torch_qwen2.py", "the PyTorch yardstick script")
 	flag.Parse()
 	if *grpoPreset != "" {
 		fmt.Printf("Machine: %s, GOMAXPROCS=%d, %s/%s, %s\n", cpuName(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
@@ -41,7 +45,8 @@ func main() {
 		}
 		return
 	}
-	o := opts{heavy: *heavy, gemmN: *gemmN, seq: *seq, minTime: *minTime, genTokens: *genTokens}
+	o := opts{heavy: *heavy, gemmN: *gemmN, seq: *seq, minTime: *minTime, genTokens: *genTokens,
+		torch: torchRef{python: *python, script: *script, minTime: *minTime}}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -55,13 +60,17 @@ type opts struct {
 	gemmN, seq int
 	minTime    time.Duration
 	genTokens  int
+	torch      torchRef
 }
 
 func run(o opts) error {
 	heavy, gemmN, seq := o.heavy, o.gemmN, o.seq
 	procs := runtime.GOMAXPROCS(0)
 	fmt.Printf("Machine: %s, GOMAXPROCS=%d, %s/%s, %s\n", cpuName(), procs, runtime.GOOS, runtime.GOARCH, runtime.Version())
-	fmt.Printf("Command: go run ./trainer/bench %s\n\n", strings.Join(os.Args[1:], " "))
+	fmt.Printf("Command: go run ./trainer/bench %s\n", strings.Join(os.Args[1:], " "))
+	fmt.Printf("Note: load average at start %s\n", loadAvg())
+	defer func() { fmt.Printf("Note: load average at end %s\n", loadAvg()) }()
+	fmt.Println()
 	fmt.Println("| benchmark | value | baseline (same run) | ratio |")
 	fmt.Println("| --- | --- | --- | --- |")
 	emit := func(r row) { fmt.Printf("| %s | %s | %s | %s |\n", r.name, r.value, r.baseline, r.ratio) }
@@ -91,6 +100,17 @@ func run(o opts) error {
 		}
 	}
 	peakAll := best[procs]
+	tr := o.torch
+	var blas float64 // OpenBLAS all-core sgemm, best seen
+	if tr.enabled() {
+		r, err := tr.sgemm(gemmN)
+		if err != nil {
+			return err
+		}
+		blas = r.GFLOPS
+		emit(row{fmt.Sprintf("sgemm %d³ OpenBLAS (PyTorch torch.mm), %d threads", gemmN, r.Threads), gf(r.GFLOPS),
+			gf(peakAll) + " rlhost best all-core sgemm", "rlhost " + pct(peakAll, r.GFLOPS)})
+	}
 
 	cases := []struct {
 		preset string
@@ -125,11 +145,36 @@ func run(o opts) error {
 			return err
 		}
 		base := max(before, after, peakAll)
+		if !tr.enabled() {
+			emit(row{fmt.Sprintf("%s fwd+bwd, B=%d T=%d", c.preset, c.B, seq),
+				fmt.Sprintf("%.0f tok/s, %.2f s/step, %s", res.tokS, res.stepS, gf(res.gflops)),
+				fmt.Sprintf("%s all-core sgemm (best of %s before, %s after, %s at start)", gf(base), gf(before), gf(after), gf(peakAll)), pct(res.gflops, base)})
+			if c.adam {
+				emit(row{fmt.Sprintf("%s AdamW update (%d params)", c.preset, res.params), fmt.Sprintf("%.3f s", res.adamS), fmt.Sprintf("%.2f s fwd+bwd", res.stepS), pct(res.adamS, res.stepS)})
+			}
+			emit(row{fmt.Sprintf("%s peak RSS after step", c.preset), mib(vmHWM()), fmt.Sprintf("%s params f32", mib(int64(res.params)*4)), "-"})
+			continue
+		}
+		// The PyTorch step right after rlhost's, then OpenBLAS's sgemm
+		// right after that: the same minutes of machine load for all three.
+		pt, err := tr.train(c.preset, c.B, seq, c.adam)
+		if err != nil {
+			return err
+		}
+		bl, err := tr.sgemm(gemmN)
+		if err != nil {
+			return err
+		}
+		blas = max(blas, bl.GFLOPS)
 		emit(row{fmt.Sprintf("%s fwd+bwd, B=%d T=%d", c.preset, c.B, seq),
 			fmt.Sprintf("%.0f tok/s, %.2f s/step, %s", res.tokS, res.stepS, gf(res.gflops)),
-			fmt.Sprintf("%s all-core sgemm (best of %s before, %s after, %s at start)", gf(base), gf(before), gf(after), gf(peakAll)), pct(res.gflops, base)})
+			fmt.Sprintf("PyTorch %.0f tok/s, %.2f s/step", pt.TokS, pt.StepS), times(res.tokS, pt.TokS) + " PyTorch"})
+		emit(row{fmt.Sprintf("%s fwd+bwd against sgemm", c.preset), gf(res.gflops),
+			fmt.Sprintf("%s OpenBLAS all-core sgemm (best seen; %s right after); rlhost's own %s (best of %s before, %s after)", gf(blas), gf(bl.GFLOPS), gf(base), gf(before), gf(after)),
+			pct(res.gflops, blas) + " of OpenBLAS"})
 		if c.adam {
-			emit(row{fmt.Sprintf("%s AdamW update (%d params)", c.preset, res.params), fmt.Sprintf("%.3f s", res.adamS), fmt.Sprintf("%.2f s fwd+bwd", res.stepS), pct(res.adamS, res.stepS)})
+			emit(row{fmt.Sprintf("%s AdamW update (%d params)", c.preset, res.params), fmt.Sprintf("%.3f s", res.adamS),
+				fmt.Sprintf("PyTorch %.3f s (torch.optim.AdamW)", pt.AdamWS), times(pt.AdamWS, res.adamS) + " faster"})
 		}
 		emit(row{fmt.Sprintf("%s peak RSS after step", c.preset), mib(vmHWM()), fmt.Sprintf("%s params f32", mib(int64(res.params)*4)), "-"})
 	}
@@ -138,12 +183,21 @@ func run(o opts) error {
 		gens = append(gens, "qwen2.5-0.5b")
 	}
 	for _, p := range gens {
-		for _, B := range []int{1, 8} {
+		for _, B := range []int{1, 16} {
 			tokS, err := gen(p, B, o.genTokens)
 			if err != nil {
 				return err
 			}
-			emit(row{fmt.Sprintf("%s generate, KV cache, batch %d, 32+%d tokens", p, B, o.genTokens), fmt.Sprintf("%.1f tok/s", tokS), "-", "-"})
+			if !tr.enabled() {
+				emit(row{fmt.Sprintf("%s generate, KV cache, batch %d, 32+%d tokens", p, B, o.genTokens), fmt.Sprintf("%.1f tok/s", tokS), "-", "-"})
+				continue
+			}
+			pt, err := tr.decode(p, B, o.genTokens)
+			if err != nil {
+				return err
+			}
+			emit(row{fmt.Sprintf("%s generate, KV cache, batch %d, 32+%d tokens", p, B, o.genTokens), fmt.Sprintf("%.1f tok/s", tokS),
+				fmt.Sprintf("PyTorch KV-cache decode %.1f tok/s", pt.TokS), times(tokS, pt.TokS) + " PyTorch"})
 		}
 	}
 	return nil
@@ -314,6 +368,20 @@ func gen(preset string, B, tokens int) (float64, error) {
 		n += len(r.Tokens)
 	}
 	return float64(n) / secs(time.Since(start)), nil
+}
+
+// loadAvg is /proc/loadavg's 1, 5 and 15 minute figures, with the core
+// count: the machine is shared, and the ratios matter more than the times.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%s %s %s on %d cores", f[0], f[1], f[2], runtime.NumCPU())
 }
 
 func cpuName() string {

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"unsafe"
 
 	"gonum.org/v1/gonum/blas"
@@ -23,13 +24,28 @@ import (
 //     float registers, which is what bounds the tile.
 type blocking struct{ mr, nr, mc, kc int }
 
-// Per-worker packing scratch (elements): an A block, and B blocks of up
-// to packBCols columns at full kc.
+// Per-worker packing scratch (elements): an A block; B blocks take up to
+// packBCols columns at full kc, grown to what the products need.
 const (
 	packASize = 264 * 256
 	packBCols = 1024
-	packBSize = packBCols * 256
 )
+
+// packBLen is the B packing scratch a product with k steps and up to n
+// columns per task needs.
+func packBLen(bl blocking, n, k int) int {
+	return min(bl.kc, k) * min(packBCols, (n+bl.nr-1)/bl.nr*bl.nr)
+}
+
+// growPackB makes every worker's B scratch at least n elements long.
+func (b *Backend[T]) growPackB(n int) {
+	b.ensurePack()
+	for w := range b.packB {
+		if len(b.packB[w]) < n {
+			b.packB[w] = make([]T, n)
+		}
+	}
+}
 
 // matmul dispatches to gonum's sgemm/dgemm or to the hand-written kernel.
 func (b *Backend[T]) matmul(c, a, bb []T, m, n, k int, transA, transB, acc bool) {
@@ -150,7 +166,7 @@ split:
 		}
 	}
 	tm, tn := (m+rg-1)/rg, (n+nch-1)/nch
-	b.ensurePack()
+	b.growPackB(packBLen(bl, nch, k))
 	b.pool.run(tm*tn, 1, func(w, lo, hi int) {
 		for t := lo; t < hi; t++ {
 			i0, j0 := (t/tn)*rg, (t%tn)*nch
@@ -168,7 +184,8 @@ func (b *Backend[T]) blocking() (blocking, bool) {
 }
 
 // tile computes rows i0..i0+mm-1, columns j0..j0+nn-1 of C on one
-// goroutine; ap holds an mc×kc block of A, bp a kc×(len(bp)/kc) block of B.
+// goroutine; ap holds an mc×kc block of A, bp at least nr columns of B at
+// full kc (packBLen sizes it).
 func (g *gemm[T]) tile(i0, mm, j0, nn int, bl blocking, asm bool, ap, bp []T) {
 	if !g.acc {
 		for i := range mm {
@@ -176,7 +193,10 @@ func (g *gemm[T]) tile(i0, mm, j0, nn int, bl blocking, asm bool, ap, bp []T) {
 		}
 	}
 	mr, nr := bl.mr, bl.nr
-	nb := max(nr, len(bp)/bl.kc/nr*nr) // columns of B packed at once
+	nb := len(bp) / min(bl.kc, g.k) / nr * nr // columns of B packed at once
+	if nb < nr {
+		panic(fmt.Sprintf("cpu: B packing scratch of %d elements for kc=%d", len(bp), min(bl.kc, g.k)))
+	}
 	var t [96]T
 	for jc := 0; jc < nn; jc += nb {
 		ncols := min(nb, nn-jc)
