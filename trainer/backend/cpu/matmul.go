@@ -321,6 +321,18 @@ func packB[T Float](dst, b []T, p0, j0, kk, cols, ldb, nr int, trans bool) {
 		}
 		return
 	}
+	if cols == 16 && nr == 16 {
+		// Four 4-element array copies compile to vector moves; copy() of
+		// 64 bytes is a call into memmove per step.
+		for p := range kk {
+			o, src := pan[p*16:p*16+16], b[(p0+p)*ldb+j0:(p0+p)*ldb+j0+16]
+			*(*[4]T)(o[0:]) = *(*[4]T)(src[0:])
+			*(*[4]T)(o[4:]) = *(*[4]T)(src[4:])
+			*(*[4]T)(o[8:]) = *(*[4]T)(src[8:])
+			*(*[4]T)(o[12:]) = *(*[4]T)(src[12:])
+		}
+		return
+	}
 	for p := range kk {
 		copy(pan[p*nr:p*nr+cols], b[(p0+p)*ldb+j0:(p0+p)*ldb+j0+cols])
 	}
