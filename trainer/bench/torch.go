@@ -37,7 +37,14 @@ func (t torchRef) enabled() bool { return t.python != "" }
 func (t torchRef) run(ctx context.Context, args ...string) (torchResult, error) {
 	args = append([]string{t.script, "--min-time", strconv.FormatFloat(t.minTime.Seconds(), 'f', 1, 64)}, args...)
 	cmd := exec.CommandContext(ctx, t.python, args...)
+	// All cores, and OpenMP threads that sleep rather than spin while
+	// they wait: on a shared, loaded machine spinning threads burn their
+	// time slices waiting for descheduled partners (torch.mm measured 19
+	// GFLOP/s spinning against 137 passive, minutes apart).
 	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS="+strconv.Itoa(runtime.NumCPU()))
+	if os.Getenv("OMP_WAIT_POLICY") == "" {
+		cmd.Env = append(cmd.Env, "OMP_WAIT_POLICY=PASSIVE")
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
