@@ -35,6 +35,7 @@ func main() {
 	grpoPreset := flag.String("grpo", "", "only time one GRPO step (trainer/grpo) at this preset, with its peak RSS")
 	python := flag.String("torch", "", "python with torch to run the PyTorch yardstick (torch_qwen2.py) with; empty skips it")
 	script := flag.String("torch-script", "trainer/bench/torch_qwen2.py", "the PyTorch yardstick script")
+	rounds := flag.Int("rounds", 3, "with --torch: alternating rlhost/PyTorch rounds per figure (medians are reported)")
 	flag.Parse()
 	if *grpoPreset != "" {
 		fmt.Printf("Machine: %s, GOMAXPROCS=%d, %s/%s, %s\n", cpuName(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
@@ -46,7 +47,7 @@ func main() {
 		return
 	}
 	o := opts{heavy: *heavy, gemmN: *gemmN, seq: *seq, minTime: *minTime, genTokens: *genTokens,
-		torch: torchRef{python: *python, script: *script, minTime: *minTime}}
+		torch: torchRef{python: *python, script: *script, minTime: *minTime}, rounds: max(*rounds, 1)}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -61,6 +62,7 @@ type opts struct {
 	minTime    time.Duration
 	genTokens  int
 	torch      torchRef
+	rounds     int
 }
 
 func run(o opts) error {
@@ -101,13 +103,11 @@ func run(o opts) error {
 	}
 	peakAll := best[procs]
 	tr := o.torch
-	var blas float64 // OpenBLAS all-core sgemm, best seen
 	if tr.enabled() {
 		r, err := tr.sgemm(gemmN)
 		if err != nil {
 			return err
 		}
-		blas = r.GFLOPS
 		emit(row{fmt.Sprintf("sgemm %d³ OpenBLAS (PyTorch torch.mm), %d threads", gemmN, r.Threads), gf(r.GFLOPS),
 			gf(peakAll) + " rlhost best all-core sgemm", "rlhost " + pct(peakAll, r.GFLOPS)})
 	}
@@ -129,6 +129,12 @@ func run(o opts) error {
 		bestKind = "gonum"
 	}
 	for _, c := range cases {
+		if tr.enabled() {
+			if err := trainVsTorch(o, c.preset, c.B, c.adam, bestKind, emit); err != nil {
+				return err
+			}
+			continue
+		}
 		// On a shared machine the load moves during a run: re-measure the
 		// all-core sgemm right before and after each step and compare with
 		// the better of the two (the more favourable yardstick).
@@ -145,36 +151,11 @@ func run(o opts) error {
 			return err
 		}
 		base := max(before, after, peakAll)
-		if !tr.enabled() {
-			emit(row{fmt.Sprintf("%s fwd+bwd, B=%d T=%d", c.preset, c.B, seq),
-				fmt.Sprintf("%.0f tok/s, %.2f s/step, %s", res.tokS, res.stepS, gf(res.gflops)),
-				fmt.Sprintf("%s all-core sgemm (best of %s before, %s after, %s at start)", gf(base), gf(before), gf(after), gf(peakAll)), pct(res.gflops, base)})
-			if c.adam {
-				emit(row{fmt.Sprintf("%s AdamW update (%d params)", c.preset, res.params), fmt.Sprintf("%.3f s", res.adamS), fmt.Sprintf("%.2f s fwd+bwd", res.stepS), pct(res.adamS, res.stepS)})
-			}
-			emit(row{fmt.Sprintf("%s peak RSS after step", c.preset), mib(vmHWM()), fmt.Sprintf("%s params f32", mib(int64(res.params)*4)), "-"})
-			continue
-		}
-		// The PyTorch step right after rlhost's, then OpenBLAS's sgemm
-		// right after that: the same minutes of machine load for all three.
-		pt, err := tr.train(c.preset, c.B, seq, c.adam)
-		if err != nil {
-			return err
-		}
-		bl, err := tr.sgemm(gemmN)
-		if err != nil {
-			return err
-		}
-		blas = max(blas, bl.GFLOPS)
 		emit(row{fmt.Sprintf("%s fwd+bwd, B=%d T=%d", c.preset, c.B, seq),
 			fmt.Sprintf("%.0f tok/s, %.2f s/step, %s", res.tokS, res.stepS, gf(res.gflops)),
-			fmt.Sprintf("PyTorch %.0f tok/s, %.2f s/step", pt.TokS, pt.StepS), times(res.tokS, pt.TokS) + " PyTorch"})
-		emit(row{fmt.Sprintf("%s fwd+bwd against sgemm", c.preset), gf(res.gflops),
-			fmt.Sprintf("%s OpenBLAS all-core sgemm (best seen; %s right after); rlhost's own %s (best of %s before, %s after)", gf(blas), gf(bl.GFLOPS), gf(base), gf(before), gf(after)),
-			pct(res.gflops, blas) + " of OpenBLAS"})
+			fmt.Sprintf("%s all-core sgemm (best of %s before, %s after, %s at start)", gf(base), gf(before), gf(after), gf(peakAll)), pct(res.gflops, base)})
 		if c.adam {
-			emit(row{fmt.Sprintf("%s AdamW update (%d params)", c.preset, res.params), fmt.Sprintf("%.3f s", res.adamS),
-				fmt.Sprintf("PyTorch %.3f s (torch.optim.AdamW)", pt.AdamWS), times(pt.AdamWS, res.adamS) + " faster"})
+			emit(row{fmt.Sprintf("%s AdamW update (%d params)", c.preset, res.params), fmt.Sprintf("%.3f s", res.adamS), fmt.Sprintf("%.2f s fwd+bwd", res.stepS), pct(res.adamS, res.stepS)})
 		}
 		emit(row{fmt.Sprintf("%s peak RSS after step", c.preset), mib(vmHWM()), fmt.Sprintf("%s params f32", mib(int64(res.params)*4)), "-"})
 	}
@@ -184,20 +165,17 @@ func run(o opts) error {
 	}
 	for _, p := range gens {
 		for _, B := range []int{1, 16} {
+			if tr.enabled() {
+				if err := decodeVsTorch(o, p, B, emit); err != nil {
+					return err
+				}
+				continue
+			}
 			tokS, err := gen(p, B, o.genTokens)
 			if err != nil {
 				return err
 			}
-			if !tr.enabled() {
-				emit(row{fmt.Sprintf("%s generate, KV cache, batch %d, 32+%d tokens", p, B, o.genTokens), fmt.Sprintf("%.1f tok/s", tokS), "-", "-"})
-				continue
-			}
-			pt, err := tr.decode(p, B, o.genTokens)
-			if err != nil {
-				return err
-			}
-			emit(row{fmt.Sprintf("%s generate, KV cache, batch %d, 32+%d tokens", p, B, o.genTokens), fmt.Sprintf("%.1f tok/s", tokS),
-				fmt.Sprintf("PyTorch KV-cache decode %.1f tok/s", pt.TokS), times(tokS, pt.TokS) + " PyTorch"})
+			emit(row{fmt.Sprintf("%s generate, KV cache, batch %d, 32+%d tokens", p, B, o.genTokens), fmt.Sprintf("%.1f tok/s", tokS), "-", "-"})
 		}
 	}
 	return nil
