@@ -119,8 +119,22 @@ done
   cat "$tmp/body"
 } >"$out.new"
 if [ "$only" != all ] && [ -f "$out" ]; then
-  # A partial run keeps the other sections: append under a dated heading.
-  { cat "$out"; echo; echo "---"; echo; echo "# Partial run ($only)"; echo; machine; echo; cat "$tmp/body"; } >"$out.new"
+  # A partial run keeps the other sections: each section it ran replaces
+  # the section of the same title in place, stamped with its own date and
+  # commit; a section the file lacks is appended.
+  stamp="Re-run alone (BENCH_ONLY=$only) on $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores."
+  awk -v newfile="$tmp/body" -v stamp="$stamp" '
+    BEGIN {
+      while ((getline line < newfile) > 0) {
+        if (line ~ /^## /) { cur = line; order[++n] = cur; sec[cur] = ""; continue }
+        if (cur != "") sec[cur] = sec[cur] line "\n"
+      }
+    }
+    /^## |^# Partial run|^---$/ { skip = 0 }
+    /^## / && ($0 in sec) { print; print ""; print "_" stamp "_"; printf "%s", sec[$0]; used[$0] = 1; skip = 1; next }
+    !skip { print }
+    END { for (i = 1; i <= n; i++) if (!(order[i] in used)) { print order[i]; print ""; print "_" stamp "_"; printf "%s", sec[order[i]] } }
+  ' "$out" >"$out.new"
 fi
 mv "$out.new" "$out"
 echo "wrote $out"

@@ -1,3 +1,12 @@
+# The PyTorch yardstick: Debian's PyTorch 1.13 with OpenBLAS (pthreads) as
+# its BLAS, installed here rather than in make test's path.
+if ! /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || ! dpkg -s libopenblas0-pthread >/dev/null 2>&1; then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get install -y python3-torch libopenblas0-pthread >&2 ||
+    { $sudo apt-get update -qq >&2 && $sudo apt-get install -y python3-torch libopenblas0-pthread >&2; } ||
+    { echo "bench: could not install python3-torch and libopenblas0-pthread with apt-get; the trainer section compares against them" >&2; exit 1; }
+fi
 run_block "Trainer: CPU backend and Qwen2 model" \
-"Every figure with its yardsticks measured in the same run: a tight FMA loop (single thread and all cores) and single-thread and all-core sgemm with the best matmul. The 0.5B row uses the real Qwen2.5-0.5B dimensions (896 hidden, 24 layers, 14/2 heads, 4864 MLP, 151936 vocab) with random weights at sequence 256; peak memory is the process's." \
-  go run ./trainer/bench --heavy
+"Every figure with its yardsticks measured in the same run: a tight FMA loop (single thread and all cores), single-thread and all-core sgemm with rlhost's matmul, OpenBLAS's all-core sgemm (through PyTorch's torch.mm), and the same work in PyTorch 1.13 (Debian's python3-torch on OpenBLAS, OMP_NUM_THREADS = all cores, OMP_WAIT_POLICY=PASSIVE because spinning OpenMP threads collapse on a loaded shared machine) on a Qwen2 written out by hand in trainer/bench/torch_qwen2.py: forward+backward of the mean target log-prob, one AdamW step, and KV-cache decoding with sampling. Each PyTorch figure is taken right after rlhost's. The 0.5B rows use the real Qwen2.5-0.5B dimensions (896 hidden, 24 layers, 14/2 heads, 4864 MLP, 151936 vocab) with random weights at sequence 256; peak memory is the process's." \
+  go run ./trainer/bench --heavy --torch /usr/bin/python3

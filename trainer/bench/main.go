@@ -1,7 +1,9 @@
 // Command bench measures the trainer's CPU backend and model and prints
 // Markdown table rows for BENCHMARKS.md. Every figure comes with the
 // yardsticks measured in the same run: the scalar multiply-add peak of a
-// tight Go loop, and single-thread and all-core sgemm with the best matmul.
+// tight Go loop, single-thread and all-core sgemm with the best matmul,
+// and, with --torch, the same Qwen2 shapes in PyTorch (torch_qwen2.py)
+// and OpenBLAS's all-core sgemm through torch.mm.
 //
 // It deliberately checks no results (the tests do that) and by default
 // skips the 0.5B-dimension runs, which need ~8 GB; pass --heavy for them.
@@ -31,6 +33,9 @@ func main() {
 	minTime := flag.Duration("min-time", 5*time.Second, "minimum timed duration per training measurement")
 	genTokens := flag.Int("gen-tokens", 64, "tokens to generate per sequence in the generation runs")
 	grpoPreset := flag.String("grpo", "", "only time one GRPO step (trainer/grpo) at this preset, with its peak RSS")
+	python := flag.String("torch", "", "python with torch to run the PyTorch yardstick (torch_qwen2.py) with; empty skips it")
+	script := flag.String("torch-script", "trainer/bench/torch_qwen2.py", "the PyTorch yardstick script")
+	rounds := flag.Int("rounds", 3, "with --torch: alternating rlhost/PyTorch rounds per figure (medians are reported)")
 	flag.Parse()
 	if *grpoPreset != "" {
 		fmt.Printf("Machine: %s, GOMAXPROCS=%d, %s/%s, %s\n", cpuName(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
@@ -41,7 +46,8 @@ func main() {
 		}
 		return
 	}
-	o := opts{heavy: *heavy, gemmN: *gemmN, seq: *seq, minTime: *minTime, genTokens: *genTokens}
+	o := opts{heavy: *heavy, gemmN: *gemmN, seq: *seq, minTime: *minTime, genTokens: *genTokens,
+		torch: torchRef{python: *python, script: *script, minTime: *minTime}, rounds: max(*rounds, 1)}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -55,13 +61,18 @@ type opts struct {
 	gemmN, seq int
 	minTime    time.Duration
 	genTokens  int
+	torch      torchRef
+	rounds     int
 }
 
 func run(o opts) error {
 	heavy, gemmN, seq := o.heavy, o.gemmN, o.seq
 	procs := runtime.GOMAXPROCS(0)
 	fmt.Printf("Machine: %s, GOMAXPROCS=%d, %s/%s, %s\n", cpuName(), procs, runtime.GOOS, runtime.GOARCH, runtime.Version())
-	fmt.Printf("Command: go run ./trainer/bench %s\n\n", strings.Join(os.Args[1:], " "))
+	fmt.Printf("Command: go run ./trainer/bench %s\n", strings.Join(os.Args[1:], " "))
+	fmt.Printf("Note: load average at start %s\n", loadAvg())
+	defer func() { fmt.Printf("Note: load average at end %s\n", loadAvg()) }()
+	fmt.Println()
 	fmt.Println("| benchmark | value | baseline (same run) | ratio |")
 	fmt.Println("| --- | --- | --- | --- |")
 	emit := func(r row) { fmt.Printf("| %s | %s | %s | %s |\n", r.name, r.value, r.baseline, r.ratio) }
@@ -91,6 +102,15 @@ func run(o opts) error {
 		}
 	}
 	peakAll := best[procs]
+	tr := o.torch
+	if tr.enabled() {
+		r, err := tr.sgemm(gemmN)
+		if err != nil {
+			return err
+		}
+		emit(row{fmt.Sprintf("sgemm %d³ OpenBLAS (PyTorch torch.mm), %d threads", gemmN, r.Threads), gf(r.GFLOPS),
+			gf(peakAll) + " rlhost best all-core sgemm", "rlhost " + pct(peakAll, r.GFLOPS)})
+	}
 
 	cases := []struct {
 		preset string
@@ -109,6 +129,12 @@ func run(o opts) error {
 		bestKind = "gonum"
 	}
 	for _, c := range cases {
+		if tr.enabled() {
+			if err := trainVsTorch(o, c.preset, c.B, c.adam, bestKind, emit); err != nil {
+				return err
+			}
+			continue
+		}
 		// On a shared machine the load moves during a run: re-measure the
 		// all-core sgemm right before and after each step and compare with
 		// the better of the two (the more favourable yardstick).
@@ -138,7 +164,13 @@ func run(o opts) error {
 		gens = append(gens, "qwen2.5-0.5b")
 	}
 	for _, p := range gens {
-		for _, B := range []int{1, 8} {
+		for _, B := range []int{1, 16} {
+			if tr.enabled() {
+				if err := decodeVsTorch(o, p, B, emit); err != nil {
+					return err
+				}
+				continue
+			}
 			tokS, err := gen(p, B, o.genTokens)
 			if err != nil {
 				return err
@@ -314,6 +346,20 @@ func gen(preset string, B, tokens int) (float64, error) {
 		n += len(r.Tokens)
 	}
 	return float64(n) / secs(time.Since(start)), nil
+}
+
+// loadAvg is /proc/loadavg's 1, 5 and 15 minute figures, with the core
+// count: the machine is shared, and the ratios matter more than the times.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%s %s %s on %d cores", f[0], f[1], f[2], runtime.NumCPU())
 }
 
 func cpuName() string {

@@ -5,15 +5,26 @@ import (
 	"testing"
 )
 
-// BenchmarkMatMul reports GFLOP/s for both matmul kernels at shapes the
-// 0.5B model uses (tokens × out × in), single-thread and all-core.
+// BenchmarkMatMul reports GFLOP/s for both matmul kernels at the shapes of
+// one 0.5B MLP projection with 256 tokens (m × n × k): the forward x·Wᵀ,
+// the weight gradient dYᵀ·X, and the input gradient dY·W; single-thread
+// and all-core.
 func BenchmarkMatMul(b *testing.B) {
-	shapes := [][3]int{{256, 896, 896}, {256, 4864, 896}}
+	shapes := []struct {
+		name           string
+		m, n, k        int
+		transA, transB bool
+	}{
+		{"fwd", 256, 896, 896, false, true},
+		{"fwd", 256, 4864, 896, false, true},
+		{"dW", 4864, 896, 256, true, false},
+		{"dX", 256, 896, 4864, false, false},
+	}
 	for _, kind := range []string{"blocked", "gonum"} {
 		for _, workers := range []int{1, 0} {
 			for _, s := range shapes {
-				m, n, k := s[0], s[1], s[2]
-				b.Run(fmt.Sprintf("%s/w%d/%dx%dx%d", kind, workers, m, n, k), func(b *testing.B) {
+				m, n, k := s.m, s.n, s.k
+				b.Run(fmt.Sprintf("%s/w%d/%s-%dx%dx%d", kind, workers, s.name, m, n, k), func(b *testing.B) {
 					be, err := New(Options{Workers: workers, Matmul: kind})
 					if err != nil {
 						b.Fatal(err)
@@ -24,7 +35,7 @@ func BenchmarkMatMul(b *testing.B) {
 					be.Fill(w, 0.25)
 					b.ResetTimer()
 					for b.Loop() {
-						be.MatMul(y, x, w, m, n, k, false, true, false)
+						be.MatMul(y, x, w, m, n, k, s.transA, s.transB, false)
 					}
 					b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 				})

@@ -118,7 +118,6 @@ func (b *Backend[T]) ensurePack() {
 	b.packB = make([][]T, b.pool.n)
 	for i := range b.pool.n {
 		b.packA[i] = make([]T, packASize)
-		b.packB[i] = make([]T, packBSize)
 	}
 }
 
@@ -428,7 +427,8 @@ func (b *Backend[T]) Attention(out, att, q, k, v backend.Tensor, lens backend.In
 	scale := 1 / math.Sqrt(float64(dd))
 	grp := hq / hkv
 	bl, asm := b.blocking()
-	b.ensurePack()
+	vec := b.vecExp()
+	b.growPackB(packBLen(bl, max(T_, dd), max(T_, dd)))
 	b.pool.run(B*hq, 1, func(w, lo, hi int) {
 		for task := lo; task < hi; task++ {
 			bi, h := task/hq, task%hq
@@ -453,10 +453,14 @@ func (b *Backend[T]) Attention(out, att, q, k, v backend.Tensor, lens backend.In
 					mx = max(mx, float64(row[j])*scale)
 				}
 				var sum float64
-				for j := 0; j <= i; j++ {
-					e := math.Exp(float64(row[j])*scale - mx)
-					row[j] = T(e)
-					sum += e
+				if vec {
+					sum = expAffine32(asF32(row[:i+1]), asF32(row[:i+1]), float32(scale), float32(mx), 1)
+				} else {
+					for j := 0; j <= i; j++ {
+						e := math.Exp(float64(row[j])*scale - mx)
+						row[j] = T(e)
+						sum += e
+					}
 				}
 				inv := T(1 / sum)
 				for j := 0; j <= i; j++ {
@@ -487,7 +491,7 @@ func (b *Backend[T]) AttentionBackward(dq, dk, dv, dout, q, k, v, att backend.Te
 	dvh := grow(&b.dvh, B*T_*hq*dd)
 	dP := grow(&b.rows, B*hq*T_*T_)
 	bl, asm := b.blocking()
-	b.ensurePack()
+	b.growPackB(packBLen(bl, max(T_, dd), max(T_, dd)))
 	b.pool.run(B*hq, 1, func(w, lo, hi int) {
 		ap, bp := b.packA[w], b.packB[w]
 		for task := lo; task < hi; task++ {
@@ -604,6 +608,19 @@ func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 // SwiGLU implements backend.Backend.
 func (b *Backend[T]) SwiGLU(out, gate, up backend.Tensor, n int) {
 	o, g, u := d[T](out), d[T](gate), d[T](up)
+	if b.vecExp() {
+		b.elementwise(n, func(lo, hi int) {
+			var e [swigluChunk]float32
+			for c := lo; c < hi; c += swigluChunk {
+				gc, uc, oc := asF32(g[c:min(c+swigluChunk, hi)]), asF32(u[c:]), asF32(o[c:])
+				expAffine32(e[:len(gc)], gc, -1, 0, 1) // e^-x
+				for i, x := range gc {
+					oc[i] = x / (1 + e[i]) * uc[i]
+				}
+			}
+		})
+		return
+	}
 	b.elementwise(n, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			x := float64(g[i])
@@ -612,9 +629,29 @@ func (b *Backend[T]) SwiGLU(out, gate, up backend.Tensor, n int) {
 	})
 }
 
+// swigluChunk is how many e^-x the float32 SwiGLU computes at a time, on
+// the stack.
+const swigluChunk = 512
+
 // SwiGLUBackward implements backend.Backend. silu'(x) = σ(x)(1 + x(1−σ(x))).
 func (b *Backend[T]) SwiGLUBackward(dgate, dup, dout, gate, up backend.Tensor, n int) {
 	dg, du, g, gt, u := d[T](dgate), d[T](dup), d[T](dout), d[T](gate), d[T](up)
+	if b.vecExp() {
+		b.elementwise(n, func(lo, hi int) {
+			var e [swigluChunk]float32
+			for c := lo; c < hi; c += swigluChunk {
+				xc := asF32(gt[c:min(c+swigluChunk, hi)])
+				gc, uc, dgc, duc := asF32(g[c:]), asF32(u[c:]), asF32(dg[c:]), asF32(du[c:])
+				expAffine32(e[:len(xc)], xc, -1, 0, 1) // e^-x
+				for i, x := range xc {
+					s := 1 / (1 + e[i])
+					duc[i] += gc[i] * x * s
+					dgc[i] += gc[i] * uc[i] * s * (1 + x*(1-s))
+				}
+			}
+		})
+		return
+	}
 	b.elementwise(n, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			x := float64(gt[i])
@@ -656,6 +693,7 @@ func (b *Backend[T]) EmbedBackward(dtable, dout backend.Tensor, ids backend.Ints
 func (b *Backend[T]) LogProbs(logp, lse, logits backend.Tensor, targets backend.Ints, rows, vocab int, invTemp float32) {
 	lp, ls, z, tg := d[T](logp), d[T](lse), d[T](logits), di(targets)
 	it := float64(invTemp)
+	vec := b.vecExp()
 	b.pool.run(rows, 1, func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
 			t := int(tg[r])
@@ -664,13 +702,23 @@ func (b *Backend[T]) LogProbs(logp, lse, logits backend.Tensor, targets backend.
 				continue
 			}
 			zr := z[r*vocab : (r+1)*vocab]
-			mx := math.Inf(-1)
-			for _, v := range zr {
-				mx = max(mx, float64(v)*it)
-			}
-			var s float64
-			for _, v := range zr {
-				s += math.Exp(float64(v)*it - mx)
+			var mx, s float64
+			if vec {
+				// float32 exp of a float32 argument, summed in float64.
+				m := T(math.Inf(-1))
+				for _, v := range zr {
+					m = max(m, v)
+				}
+				mx = float64(float32(m) * invTemp)
+				s = expAffine32(nil, asF32(zr), invTemp, float32(mx), 1)
+			} else {
+				mx = math.Inf(-1)
+				for _, v := range zr {
+					mx = max(mx, float64(v)*it)
+				}
+				for _, v := range zr {
+					s += math.Exp(float64(v)*it - mx)
+				}
 			}
 			l := mx + math.Log(s)
 			ls[r] = T(l)
@@ -684,6 +732,7 @@ func (b *Backend[T]) LogProbs(logp, lse, logits backend.Tensor, targets backend.
 func (b *Backend[T]) LogProbsBackward(dlogits, dlogp, logits, lse backend.Tensor, targets backend.Ints, rows, vocab int, invTemp float32) {
 	dz, g, z, ls, tg := d[T](dlogits), d[T](dlogp), d[T](logits), d[T](lse), di(targets)
 	it := float64(invTemp)
+	vec := b.vecExp()
 	b.pool.run(rows, 1, func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
 			t := int(tg[r])
@@ -693,8 +742,12 @@ func (b *Backend[T]) LogProbsBackward(dlogits, dlogp, logits, lse backend.Tensor
 				continue
 			}
 			gr, l := float64(g[r])*it, float64(ls[r])
-			for j, v := range zr {
-				dr[j] = T(-gr * math.Exp(float64(v)*it-l))
+			if vec {
+				expAffine32(asF32(dr), asF32(zr), invTemp, float32(l), float32(-gr))
+			} else {
+				for j, v := range zr {
+					dr[j] = T(-gr * math.Exp(float64(v)*it-l))
+				}
 			}
 			dr[t] += T(gr)
 		}

@@ -115,7 +115,10 @@ func naiveMatMul(a, b []float64, m, n, k int, ta, tb bool) []float64 {
 
 func TestMatMulAgainstNaive(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	shapes := [][3]int{{1, 1, 1}, {5, 7, 3}, {67, 201, 300}, {130, 5, 513}, {4, 3, 2}, {1, 37, 100}, {3, 50, 64}, {4, 17, 97}, {8, 33, 70}}
+	shapes := [][3]int{{1, 1, 1}, {5, 7, 3}, {67, 201, 300}, {130, 5, 513}, {4, 3, 2}, {1, 37, 100}, {3, 50, 64}, {4, 17, 97}, {8, 33, 70},
+		// More rows than a row block and more columns than a packed B block
+		// (one worker then loops over both).
+		{290, 1050, 20}}
 	// "blocked-go" is the blocked matmul with the portable Go micro-kernel
 	// even where the assembly one would run.
 	for _, kind := range []string{"blocked", "blocked-go", "gonum"} {

@@ -1,16 +1,22 @@
 package cpu
 
 import (
+	"fmt"
 	"unsafe"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
 )
 
-// Cache blocking for the hand-written matmul. A task owns an mc-row block
-// of C across an n-chunk. For each kc step of k it packs its A block
-// (mc×kc, kept in L2) once, then packs one nr-wide B panel at a time
-// (kc×nr, kept in L1) and sweeps the micro-kernel down the A block.
+// Cache blocking for the hand-written matmul. A task owns a block of rows
+// of C across a chunk of its columns. For each kc step of k it packs up to
+// nb columns of B (kc×nb, kept in L2/L3) once, then for each mc-row block
+// packs that block of A (mc×kc, kept in L2) and sweeps the micro-kernel
+// over it, one nr-wide B panel (kc×nr, kept in L1) at a time. Packing B
+// once per task rather than once per row block matters: packing costs
+// about as much per element as a few hundred multiply-adds, and a task
+// reuses each packed element of B for all its rows and each packed element
+// of A for up to nb columns.
 // Two micro-kernels share this frame:
 //   - on amd64 with AVX2/FMA, float32: a 6×16 assembly kernel with twelve
 //     ymm accumulators (kernel_amd64.s);
@@ -18,11 +24,28 @@ import (
 //     float registers, which is what bounds the tile.
 type blocking struct{ mr, nr, mc, kc int }
 
-// Per-worker packing scratch (elements): the larger A block, one B panel.
+// Per-worker packing scratch (elements): an A block; B blocks take up to
+// packBCols columns at full kc, grown to what the products need.
 const (
 	packASize = 264 * 256
-	packBSize = 16 * 256
+	packBCols = 1024
 )
+
+// packBLen is the B packing scratch a product with k steps and up to n
+// columns per task needs.
+func packBLen(bl blocking, n, k int) int {
+	return min(bl.kc, k) * min(packBCols, (n+bl.nr-1)/bl.nr*bl.nr)
+}
+
+// growPackB makes every worker's B scratch at least n elements long.
+func (b *Backend[T]) growPackB(n int) {
+	b.ensurePack()
+	for w := range b.packB {
+		if len(b.packB[w]) < n {
+			b.packB[w] = make([]T, n)
+		}
+	}
+}
 
 // matmul dispatches to gonum's sgemm/dgemm or to the hand-written kernel.
 func (b *Backend[T]) matmul(c, a, bb []T, m, n, k int, transA, transB, acc bool) {
@@ -115,8 +138,10 @@ type gemm[T Float] struct {
 	acc            bool
 }
 
-// blockedGemm runs the hand-written matmul on the pool: tasks are (mc row
-// block, n-chunk) pairs, n split only as far as needed to feed every worker.
+// blockedGemm runs the hand-written matmul on the pool, one task per
+// worker: a (row block, column chunk) pair. Each split halves the longer
+// side, since a task packs each element of A once per column chunk it
+// covers and each element of B once per row block.
 func (b *Backend[T]) blockedGemm(c, a, bb []T, m, n, k int, transA, transB, acc bool) {
 	g := gemm[T]{c: c, a: a, b: bb, m: m, n: n, k: k, lda: k, ldb: n, ldc: n, transA: transA, transB: transB, acc: acc}
 	if transA {
@@ -126,31 +151,26 @@ func (b *Backend[T]) blockedGemm(c, a, bb []T, m, n, k int, transA, transB, acc 
 		g.ldb = k
 	}
 	bl, asm := b.blocking()
-	// Feed every worker about two tasks: split n first (each task then
-	// still packs each B panel once per row block), then shrink the row
-	// block. A row block as tall as a whole batch of tokens means the
-	// weights are packed once per product.
-	mc, nch := bl.mc, n
-	for {
-		if ((m+mc-1)/mc)*((n+nch-1)/nch) >= 2*b.pool.n {
-			break
-		}
-		if nch > 4*bl.nr {
+	rg, nch := m, n
+split:
+	for ((m+rg-1)/rg)*((n+nch-1)/nch) < b.pool.n {
+		switch {
+		case rg >= nch && rg > 2*bl.mr:
+			rg = ((rg/2 + bl.mr - 1) / bl.mr) * bl.mr
+		case nch > 2*bl.nr:
 			nch = ((nch/2 + bl.nr - 1) / bl.nr) * bl.nr
-			continue
+		case rg > 2*bl.mr:
+			rg = ((rg/2 + bl.mr - 1) / bl.mr) * bl.mr
+		default:
+			break split
 		}
-		if mc > 8*bl.mr {
-			mc = ((mc/2 + bl.mr - 1) / bl.mr) * bl.mr
-			continue
-		}
-		break
 	}
-	tm, tn := (m+mc-1)/mc, (n+nch-1)/nch
-	b.ensurePack()
+	tm, tn := (m+rg-1)/rg, (n+nch-1)/nch
+	b.growPackB(packBLen(bl, nch, k))
 	b.pool.run(tm*tn, 1, func(w, lo, hi int) {
 		for t := lo; t < hi; t++ {
-			i0, j0 := (t/tn)*mc, (t%tn)*nch
-			g.tile(i0, min(mc, m-i0), j0, min(nch, n-j0), bl, asm, b.packA[w], b.packB[w])
+			i0, j0 := (t/tn)*rg, (t%tn)*nch
+			g.tile(i0, min(rg, m-i0), j0, min(nch, n-j0), bl, asm, b.packA[w], b.packB[w])
 		}
 	})
 }
@@ -163,7 +183,9 @@ func (b *Backend[T]) blocking() (blocking, bool) {
 	return blocking{mr: 4, nr: 3, mc: 128, kc: 256}, false
 }
 
-// tile computes rows i0..i0+mm-1, columns j0..j0+nn-1 of C on one goroutine.
+// tile computes rows i0..i0+mm-1, columns j0..j0+nn-1 of C on one
+// goroutine; ap holds an mc×kc block of A, bp at least nr columns of B at
+// full kc (packBLen sizes it).
 func (g *gemm[T]) tile(i0, mm, j0, nn int, bl blocking, asm bool, ap, bp []T) {
 	if !g.acc {
 		for i := range mm {
@@ -171,27 +193,40 @@ func (g *gemm[T]) tile(i0, mm, j0, nn int, bl blocking, asm bool, ap, bp []T) {
 		}
 	}
 	mr, nr := bl.mr, bl.nr
+	nb := len(bp) / min(bl.kc, g.k) / nr * nr // columns of B packed at once
+	if nb < nr {
+		panic(fmt.Sprintf("cpu: B packing scratch of %d elements for kc=%d", len(bp), min(bl.kc, g.k)))
+	}
 	var t [96]T
-	for p0 := 0; p0 < g.k; p0 += bl.kc {
-		kk := min(bl.kc, g.k-p0)
-		packA(ap, g.a, i0, p0, mm, kk, g.lda, mr, g.transA)
-		for jb := 0; jb < nn; jb += nr {
-			cols := min(nr, nn-jb)
-			packB(bp, g.b, p0, j0+jb, kk, cols, g.ldb, nr, g.transB)
-			for ib := 0; ib < mm; ib += mr {
-				apan := ap[(ib/mr)*kk*mr : (ib/mr+1)*kk*mr]
-				if asm && cols == nr && mm-ib >= mr {
-					ci := (i0+ib)*g.ldc + j0 + jb
-					_ = g.c[ci+(mr-1)*g.ldc+nr-1] // the whole tile is inside C
-					kern6x16acc(kk, (*float32)(unsafe.Pointer(&apan[0])), (*float32)(unsafe.Pointer(&bp[0])), (*float32)(unsafe.Pointer(&g.c[ci])), g.ldc)
-					continue
+	for jc := 0; jc < nn; jc += nb {
+		ncols := min(nb, nn-jc)
+		for p0 := 0; p0 < g.k; p0 += bl.kc {
+			kk := min(bl.kc, g.k-p0)
+			for jb := 0; jb < ncols; jb += nr {
+				packB(bp[(jb/nr)*kk*nr:], g.b, p0, j0+jc+jb, kk, min(nr, ncols-jb), g.ldb, nr, g.transB)
+			}
+			for ic := 0; ic < mm; ic += bl.mc {
+				rows := min(bl.mc, mm-ic)
+				packA(ap, g.a, i0+ic, p0, rows, kk, g.lda, mr, g.transA)
+				for jb := 0; jb < ncols; jb += nr {
+					cols := min(nr, ncols-jb)
+					bpan := bp[(jb/nr)*kk*nr : (jb/nr+1)*kk*nr]
+					for ib := 0; ib < rows; ib += mr {
+						apan := ap[(ib/mr)*kk*mr : (ib/mr+1)*kk*mr]
+						ci, cj := i0+ic+ib, j0+jc+jb
+						if asm && cols == nr && rows-ib >= mr {
+							_ = g.c[(ci+mr-1)*g.ldc+cj+nr-1] // the whole tile is inside C
+							kern6x16acc(kk, (*float32)(unsafe.Pointer(&apan[0])), (*float32)(unsafe.Pointer(&bpan[0])), (*float32)(unsafe.Pointer(&g.c[ci*g.ldc+cj])), g.ldc)
+							continue
+						}
+						if asm {
+							kern6x16(kk, (*float32)(unsafe.Pointer(&apan[0])), (*float32)(unsafe.Pointer(&bpan[0])), (*float32)(unsafe.Pointer(&t[0])))
+						} else {
+							microKernel((*[12]T)(t[:12]), apan, bpan, kk)
+						}
+						addTile(g.c, t[:], ci, cj, min(mr, rows-ib), cols, nr, g.ldc)
+					}
 				}
-				if asm {
-					kern6x16(kk, (*float32)(unsafe.Pointer(&apan[0])), (*float32)(unsafe.Pointer(&bp[0])), (*float32)(unsafe.Pointer(&t[0])))
-				} else {
-					microKernel((*[12]T)(t[:12]), apan, bp[:kk*nr], kk)
-				}
-				addTile(g.c, t[:], i0+ib, j0+jb, min(mr, mm-ib), cols, nr, g.ldc)
 			}
 		}
 	}
@@ -203,9 +238,7 @@ func (g *gemm[T]) serial(bl blocking, asm bool, ap, bp []T) {
 	if g.m == 0 || g.n == 0 {
 		return
 	}
-	for i0 := 0; i0 < g.m; i0 += bl.mc {
-		g.tile(i0, min(bl.mc, g.m-i0), 0, g.n, bl, asm, ap, bp)
-	}
+	g.tile(0, g.m, 0, g.n, bl, asm, ap, bp)
 }
 
 // packA writes op(A)[i0:i0+mm, p0:p0+kk] as ceil(mm/mr) panels, each kk
@@ -285,6 +318,18 @@ func packB[T Float](dst, b []T, p0, j0, kk, cols, ldb, nr int, trans bool) {
 			for p, v := range src {
 				pan[p*nr+j] = v
 			}
+		}
+		return
+	}
+	if cols == 16 && nr == 16 {
+		// Four 4-element array copies compile to vector moves; copy() of
+		// 64 bytes is a call into memmove per step.
+		for p := range kk {
+			o, src := pan[p*16:p*16+16], b[(p0+p)*ldb+j0:(p0+p)*ldb+j0+16]
+			*(*[4]T)(o[0:]) = *(*[4]T)(src[0:])
+			*(*[4]T)(o[4:]) = *(*[4]T)(src[4:])
+			*(*[4]T)(o[8:]) = *(*[4]T)(src[8:])
+			*(*[4]T)(o[12:]) = *(*[4]T)(src[12:])
 		}
 		return
 	}
