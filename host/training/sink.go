@@ -55,13 +55,13 @@ type Sink struct {
 
 var _ runner.StepSink = (*Sink)(nil)
 
-// NewSink makes the sink; earlier is the metrics of steps already done (a
-// resumed run), for the plot.
-func NewSink(e *Engine, s *Settings, runID, outDir string, earlier []core.StepMetrics) *Sink {
+// NewSink makes the sink. A resumed run passes the step it resumes at
+// (its checkpoint's next step) and the metrics of the steps before it, for
+// the plot; a fresh run passes 0 and nil.
+func NewSink(e *Engine, s *Settings, runID, outDir string, resumeAt int, earlier []core.StepMetrics) *Sink {
 	k := &Sink{Engine: e, Settings: s, RunID: runID, OutDir: outDir, steps: earlier, lastSaved: -1}
-	if n := len(earlier); n > 0 {
-		k.nextStep = earlier[n-1].Step + 1
-		k.lastSaved = k.nextStep
+	if resumeAt > 0 {
+		k.nextStep, k.lastSaved = resumeAt, resumeAt
 	}
 	return k
 }

@@ -217,7 +217,7 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 				return 1
 			}
 		}
-		sink = training.NewSink(eng, train, runID, dir, rs.earlier)
+		sink = training.NewSink(eng, train, runID, dir, rs.state.NextStep, rs.earlier)
 		sink.Title, sink.Logger = f.Run.Name, r.Logger
 		r.Sinks = append(r.Sinks, sink)
 	}

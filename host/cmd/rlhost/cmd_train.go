@@ -106,7 +106,7 @@ func (a *app) cmdTrain(ctx context.Context, args []string) int {
 	}
 	defer out.Close()
 	fmt.Fprintf(a.stdout, "training %s offline on %d recorded steps from %s -> %s\n", pb.Name, len(steps), *trajPath, dir)
-	sink := training.NewSink(eng, settings, "offline", dir, nil)
+	sink := training.NewSink(eng, settings, "offline", dir, 0, nil)
 	sink.Title, sink.Logger = f.Run.Name+" (offline)", a.logger(cf.logLevel)
 	for i, trajs := range steps {
 		if ctx.Err() != nil {
