@@ -733,9 +733,13 @@ func TestEnvPluginPanic(t *testing.T) {
 	probe := buildPlugin(t, "./testdata/probeenv", "probeenv")
 	for _, tc := range []struct {
 		reply, err, block string
+		// A crash takes the episodes in flight with it, so the crashing
+		// case runs one episode at a time: the others pass, before the
+		// crash and after the restart.
+		concurrency int
 	}{
-		{"PANIC", "plugin panicked in rlhost.v1.Environment/Step: assignment to entry in nil map", "  stack=\n  | goroutine "},
-		{"GOPANIC", "plugin process exited", "plugin crashed:\n  output=\n  | panic: probeenv: goroutine panic\n"},
+		{"PANIC", "plugin panicked in rlhost.v1.Environment/Step: assignment to entry in nil map", "  stack=\n  | goroutine ", 4},
+		{"GOPANIC", "plugin process exited", "plugin crashed:\n  output=\n  | panic: probeenv: goroutine panic\n", 1},
 	} {
 		t.Run(tc.reply, func(t *testing.T) {
 			dir := t.TempDir()
@@ -747,7 +751,7 @@ func TestEnvPluginPanic(t *testing.T) {
 			write(t, dir, "job.hcl", fmt.Sprintf(`
 run {
   batch_size = 4
-  concurrency = 4
+  concurrency = %d
 }
 sandbox "s" { backend = "local" }
 env "probe" {
@@ -759,7 +763,7 @@ policy "p" {
   file = "replay.jsonl"
 }
 output { dir = "out" }
-`, probe))
+`, tc.concurrency, probe))
 			r := rlhost(t, dir, "run", "job.hcl")
 			if r.code != 0 {
 				t.Fatalf("run: %+v", r)
