@@ -6,7 +6,7 @@ PKGS := ./...
 GOFLAGS_TEST ?= -count=1
 export RLHOST_QWEN_TOKENIZER ?= $(CURDIR)/.cache/qwen-tokenizer
 
-.PHONY: all build build-cuda cuda-check test test-short fixtures run bench proto proto-aviato fmt vet clean
+.PHONY: all build build-cuda cuda-check cuda-compat test test-short fixtures run bench proto proto-aviato fmt vet clean
 
 all: build
 
@@ -34,14 +34,21 @@ test: fixtures cuda-check
 CUDA_HOME ?= /usr/local/cuda
 CUDA_STUB := $(CURDIR)/.cache/cuda-stub
 CUDA_PKGS := ./trainer/backend/cuda/... ./trainer/device/...
-cuda_env = CGO_CFLAGS="-I$(CURDIR)/scripts/cuda/compat -I$(1)/include" CGO_LDFLAGS="-L$(1)/lib64 -L$(1)/lib64/stubs -L$(1)/lib"
+CUDA_COMPAT := $(CURDIR)/.cache/cuda-compat
+cuda_env = CGO_CFLAGS="-I$(CUDA_COMPAT) -I$(1)/include" CGO_LDFLAGS="-L$(1)/lib64 -L$(1)/lib64/stubs -L$(1)/lib"
 
-build-cuda:
+# The compat header must be called cuda.h to wrap the SDK's; it is kept
+# as scripts/cuda/cuda_compat.h and copied there for the build.
+cuda-compat:
+	mkdir -p $(CUDA_COMPAT)
+	cp scripts/cuda/cuda_compat.h $(CUDA_COMPAT)/cuda.h
+
+build-cuda: cuda-compat
 	$(call cuda_env,$(CUDA_HOME)) $(GO) build -tags cuda -o bin/rlhost-cuda ./host/cmd/rlhost
 	$(call cuda_env,$(CUDA_HOME)) $(GO) test -c -tags cuda -o bin/cuda-parity.test ./trainer/backend/cuda
 	$(call cuda_env,$(CUDA_HOME)) $(GO) build -tags cuda -o bin/cuda-bench ./scripts/cuda/bench
 
-cuda-check:
+cuda-check: cuda-compat
 	bash scripts/cuda/stub-sdk.sh $(CUDA_STUB) >/dev/null
 	$(call cuda_env,$(CUDA_STUB)) $(GO) vet -tags cuda,cudastub $(CUDA_PKGS) ./scripts/cuda/...
 	$(call cuda_env,$(CUDA_STUB)) $(GO) test -c -tags cuda,cudastub -o $(CUDA_STUB)/stub.test ./trainer/backend/cuda

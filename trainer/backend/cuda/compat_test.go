@@ -1,23 +1,39 @@
 package cuda
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// scripts/cuda/compat/cuda.h must turn gorgonia's pre-CUDA-13 calls into
+// scripts/cuda/cuda_compat.h must turn gorgonia's pre-CUDA-13 calls into
 // CUDA 13's entry points with the old meaning, and make gorgonia's cuInit
-// a no-op. Checked with a C program against a header of CUDA 13's shape.
+// a no-op. Checked with a C program against a header of CUDA 13's shape;
+// both headers are installed as cuda.h in a temporary include tree, as the
+// build does.
 func TestCompatHeaderMapsCUDA13Calls(t *testing.T) {
 	cc, err := exec.LookPath("cc")
 	if err != nil {
 		t.Skip("no C compiler (cc) on this machine")
 	}
-	bin := filepath.Join(t.TempDir(), "calls")
-	build := exec.Command(cc, "-Wall", "-Werror", "-I", "../../../scripts/cuda/compat", "-I", "testdata/cuda13",
-		"-o", bin, "testdata/cuda13/calls.c")
+	tmp := t.TempDir()
+	compat, sdk := filepath.Join(tmp, "compat"), filepath.Join(tmp, "sdk")
+	for dir, src := range map[string]string{compat: "../../../scripts/cuda/cuda_compat.h", sdk: "testdata/cuda13_shape.h"} {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cuda.h"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(tmp, "calls")
+	build := exec.Command(cc, "-Wall", "-Werror", "-I", compat, "-I", sdk, "-o", bin, "testdata/cuda13_calls.c")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("compile: %v\n%s", err, out)
 	}

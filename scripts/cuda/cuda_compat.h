@@ -1,8 +1,8 @@
 /*
- * This cuda.h wraps the SDK's: `make build-cuda` and the stub compile
- * check put this directory first on the include path (CGO_CFLAGS), so
- * every `#include <cuda.h>` gets the SDK header via #include_next plus
- * the definitions below. It does two things, both without touching
+ * The build copies this file to .cache/cuda-compat/cuda.h (make
+ * cuda-compat) and puts that directory first on the include path
+ * (CGO_CFLAGS), so every `#include <cuda.h>` gets the SDK's header via
+ * #include_next plus the definitions below. It does two things, both without touching
  * gorgonia.org/cu's sources:
  *
  * 1. CUDA 13 renamed entry points gorgonia.org/cu v0.9.6 calls in their
