@@ -33,7 +33,7 @@ test: fixtures cuda-check
 # the CPU backend.
 CUDA_HOME ?= /usr/local/cuda
 CUDA_STUB := $(CURDIR)/.cache/cuda-stub
-CUDA_PKGS := ./trainer/backend/cuda/... ./trainer/device/...
+CUDA_PKGS := ./trainer/compute/cuda/... ./trainer/device/...
 CUDA_COMPAT := $(CURDIR)/.cache/cuda-compat
 cuda_env = CGO_CFLAGS="-I$(CUDA_COMPAT) -I$(1)/include" CGO_LDFLAGS="-L$(1)/lib64 -L$(1)/lib64/stubs -L$(1)/lib"
 
@@ -45,15 +45,15 @@ cuda-compat:
 
 build-cuda: cuda-compat
 	$(call cuda_env,$(CUDA_HOME)) $(GO) build -tags cuda -o bin/rlhost-cuda ./host/cmd/rlhost
-	$(call cuda_env,$(CUDA_HOME)) $(GO) test -c -tags cuda -o bin/cuda-parity.test ./trainer/backend/cuda
+	$(call cuda_env,$(CUDA_HOME)) $(GO) test -c -tags cuda -o bin/cuda-parity.test ./trainer/compute/cuda
 	$(call cuda_env,$(CUDA_HOME)) $(GO) build -tags cuda -o bin/cuda-bench ./scripts/cuda/bench
 
 cuda-check: cuda-compat
 	bash scripts/cuda/stub-sdk.sh $(CUDA_STUB) >/dev/null
 	$(call cuda_env,$(CUDA_STUB)) $(GO) vet -tags cuda,cudastub $(CUDA_PKGS) ./scripts/cuda/...
-	$(call cuda_env,$(CUDA_STUB)) $(GO) test -c -tags cuda,cudastub -o $(CUDA_STUB)/stub.test ./trainer/backend/cuda
+	$(call cuda_env,$(CUDA_STUB)) $(GO) test -c -tags cuda,cudastub -o $(CUDA_STUB)/stub.test ./trainer/compute/cuda
 	$(call cuda_env,$(CUDA_STUB)) $(GO) test -c -tags cuda,cudastub -o $(CUDA_STUB)/device.test ./trainer/device
-	cd trainer/backend/cuda && LD_LIBRARY_PATH=$(CUDA_STUB)/lib $(CUDA_STUB)/stub.test -test.count=1
+	cd trainer/compute/cuda && LD_LIBRARY_PATH=$(CUDA_STUB)/lib $(CUDA_STUB)/stub.test -test.count=1
 	cd trainer/device && LD_LIBRARY_PATH=$(CUDA_STUB)/lib $(CUDA_STUB)/device.test -test.count=1
 	$(GO) vet -tags cudaemu $(CUDA_PKGS)
 	$(GO) test $(GOFLAGS_TEST) -tags cudaemu $(CUDA_PKGS)

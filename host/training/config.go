@@ -14,7 +14,7 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/rlhost/rlhost/host/config"
-	"github.com/rlhost/rlhost/trainer/backend/cuda"
+	"github.com/rlhost/rlhost/trainer/compute/cuda"
 	"github.com/rlhost/rlhost/trainer/grpo"
 )
 

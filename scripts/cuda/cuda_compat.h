@@ -15,7 +15,7 @@
  * 2. gorgonia.org/cu calls cuInit in a package init and exits the process
  *    when it fails, so a CUDA build would die on a machine without a GPU
  *    before it could fall back to the CPU. Its init gets a no-op here;
- *    package trainer/backend/cuda calls the real cuInit in Open (it
+ *    package trainer/compute/cuda calls the real cuInit in Open (it
  *    #undefs cuInit) and reports failure as an error.
  */
 #ifndef RLHOST_CUDA_COMPAT_H

@@ -19,8 +19,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rlhost/rlhost/trainer/backend"
-	"github.com/rlhost/rlhost/trainer/backend/cpu"
+	"github.com/rlhost/rlhost/trainer/compute"
+	"github.com/rlhost/rlhost/trainer/compute/cpu"
 	"github.com/rlhost/rlhost/trainer/generate"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
 	"github.com/rlhost/rlhost/trainer/model"
@@ -297,13 +297,13 @@ func step(preset string, B, T int, adam bool, minTime time.Duration) (stepResult
 	st := secs(time.Since(start)) / float64(iters)
 	res := stepResult{tokS: float64(B*T) / st, stepS: st, gflops: 3 * m.FlopsPerToken(T) * float64(B*T) / st / 1e9, params: cfg.NumParams()}
 	if adam {
-		var mom, vel []backend.Tensor
+		var mom, vel []compute.Tensor
 		for _, p := range m.Params() {
 			mom, vel = append(mom, be.Alloc(p.Len())), append(vel, be.Alloc(p.Len()))
 		}
 		update := func(step int) {
 			for i, p := range m.Params() {
-				be.AdamW(p.W, p.G, mom[i], vel[i], backend.AdamWParams{LR: 1e-5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: step})
+				be.AdamW(p.W, p.G, mom[i], vel[i], compute.AdamWParams{LR: 1e-5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: step})
 			}
 		}
 		update(1) // the first touch of the moment buffers page-faults them in

@@ -1,19 +1,19 @@
-// Package device picks the compute backend the trainer runs on from the
+// Package device picks the compute device the trainer runs on from the
 // user's setting: "cpu", "cuda" or "auto" (CUDA when this binary has it
 // and a GPU answers, else the CPU). It reports what it chose and why, so
 // the host can log it.
 //
 // It does not configure the backends beyond opening them; the model and
-// the trainer take the backend.Backend it returns.
+// the trainer take the compute.Device it returns.
 package device
 
 import (
 	"errors"
 	"fmt"
 
-	"github.com/rlhost/rlhost/trainer/backend"
-	"github.com/rlhost/rlhost/trainer/backend/cpu"
-	"github.com/rlhost/rlhost/trainer/backend/cuda"
+	"github.com/rlhost/rlhost/trainer/compute"
+	"github.com/rlhost/rlhost/trainer/compute/cpu"
+	"github.com/rlhost/rlhost/trainer/compute/cuda"
 )
 
 // Names are the accepted settings.
@@ -21,7 +21,7 @@ var Names = []string{"auto", "cpu", "cuda"}
 
 // Open returns the backend for name and a sentence saying which device
 // was chosen and why. "" means "auto".
-func Open(name string) (backend.Backend, string, error) {
+func Open(name string) (compute.Device, string, error) {
 	switch name {
 	case "cpu":
 		b, err := cpu.New(cpu.Options{})

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rlhost/rlhost/trainer/backend/cuda"
+	"github.com/rlhost/rlhost/trainer/compute/cuda"
 )
 
 // In a binary linked against the stub SDK, "cuda" fails with ErrStubSDK

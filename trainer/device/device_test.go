@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rlhost/rlhost/trainer/backend/cuda"
+	"github.com/rlhost/rlhost/trainer/compute/cuda"
 )
 
 func TestOpen(t *testing.T) {

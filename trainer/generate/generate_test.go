@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/rlhost/rlhost/trainer/backend/cpu"
+	"github.com/rlhost/rlhost/trainer/compute/cpu"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
 	"github.com/rlhost/rlhost/trainer/model"
 )
@@ -47,7 +47,7 @@ func fullForward(t *testing.T, m *model.Model, seq []int, temp float64) ([]float
 	}
 	V := m.Cfg.VocabSize
 	all := make([]float32, len(seq)*V)
-	m.Backend().Download(all, r.Logits())
+	m.Device().Download(all, r.Logits())
 	z := all[(len(seq)-1)*V:]
 	mx := math.Inf(-1)
 	for _, v := range z {

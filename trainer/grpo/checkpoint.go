@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/rlhost/rlhost/trainer/backend"
+	"github.com/rlhost/rlhost/trainer/compute"
 	"github.com/rlhost/rlhost/trainer/model"
 	"github.com/rlhost/rlhost/trainer/safetensors"
 )
@@ -46,13 +46,13 @@ func (t *Trainer) Save(dir string) error {
 			return fmt.Errorf("grpo: save reference: %w", err)
 		}
 	}
-	be := t.m.Backend()
+	be := t.m.Device()
 	mom, vel := t.opt.Moments()
 	var ts []safetensors.Tensor
 	for i, p := range t.m.Params() {
 		for _, mv := range []struct {
 			prefix string
-			x      backend.Tensor
+			x      compute.Tensor
 		}{{"exp_avg.", mom[i]}, {"exp_avg_sq.", vel[i]}} {
 			data := make([]float32, p.Len())
 			be.Download(data, mv.x)
@@ -90,14 +90,14 @@ func LoadConfig(dir string) (Config, int, error) {
 
 // Resume restores a trainer saved by Save onto be, with the saved config;
 // the next Step continues exactly where the saved trainer stood.
-func Resume(be backend.Backend, dir string) (*Trainer, error) {
+func Resume(be compute.Device, dir string) (*Trainer, error) {
 	return ResumeWith(be, dir, nil)
 }
 
 // ResumeWith is Resume with a replacement config (for example more total
 // steps). Settings that change the state's shape or meaning must match the
 // saved ones: beta zero or not.
-func ResumeWith(be backend.Backend, dir string, cfg *Config) (*Trainer, error) {
+func ResumeWith(be compute.Device, dir string, cfg *Config) (*Trainer, error) {
 	saved, step, err := LoadConfig(dir)
 	if err != nil {
 		return nil, err
@@ -132,7 +132,7 @@ func ResumeWith(be backend.Backend, dir string, cfg *Config) (*Trainer, error) {
 		data := make([]float32, p.Len())
 		for _, mv := range []struct {
 			prefix string
-			x      backend.Tensor
+			x      compute.Tensor
 		}{{"exp_avg.", mom[i]}, {"exp_avg_sq.", vel[i]}} {
 			if err := f.ReadF32(mv.prefix+p.Name, data); err != nil {
 				return nil, fmt.Errorf("grpo: resume optimizer: %w", err)

@@ -107,7 +107,7 @@ func newTrainer(m, ref *model.Model, cfg Config) (*Trainer, error) {
 	if cfg.Beta != 0 {
 		t.ref = ref
 		if t.ref == nil {
-			if t.ref, err = model.New(m.Backend(), m.Cfg); err != nil {
+			if t.ref, err = model.New(m.Device(), m.Cfg); err != nil {
 				return nil, fmt.Errorf("grpo: reference model: %w", err)
 			}
 			copyWeights(t.ref, m)
@@ -132,7 +132,7 @@ func newTrainer(m, ref *model.Model, cfg Config) (*Trainer, error) {
 func copyWeights(dst, src *model.Model) {
 	sp := src.Params()
 	for i, p := range dst.Params() {
-		dst.Backend().Copy(p.W, sp[i].W)
+		dst.Device().Copy(p.W, sp[i].W)
 	}
 }
 

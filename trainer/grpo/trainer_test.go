@@ -9,13 +9,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rlhost/rlhost/trainer/backend"
-	"github.com/rlhost/rlhost/trainer/backend/cpu"
+	"github.com/rlhost/rlhost/trainer/compute"
+	"github.com/rlhost/rlhost/trainer/compute/cpu"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
 	"github.com/rlhost/rlhost/trainer/model"
 )
 
-func tinyModel(t *testing.T, be backend.Backend, vocab int, seed uint64) *model.Model {
+func tinyModel(t *testing.T, be compute.Device, vocab int, seed uint64) *model.Model {
 	t.Helper()
 	cfg, err := hfconfig.Preset("tiny")
 	if err != nil {
@@ -32,7 +32,7 @@ func tinyModel(t *testing.T, be backend.Backend, vocab int, seed uint64) *model.
 	return m
 }
 
-func backend64(t *testing.T) *cpu.Backend[float64] {
+func backend64(t *testing.T) *cpu.Device[float64] {
 	t.Helper()
 	b, err := cpu.New64(cpu.Options{Workers: 2})
 	if err != nil {
@@ -42,7 +42,7 @@ func backend64(t *testing.T) *cpu.Backend[float64] {
 	return b
 }
 
-func backend32(t *testing.T) *cpu.Backend[float32] {
+func backend32(t *testing.T) *cpu.Device[float32] {
 	t.Helper()
 	b, err := cpu.New(cpu.Options{Workers: 2})
 	if err != nil {
@@ -74,7 +74,7 @@ func randomGroups(r *rand.Rand, vocab, groups, size, maxLen int) [][]Sample {
 // logpF64 recomputes the log-probs of seqs' trained tokens in float64 from
 // the logits of the run's last forward (LogProbs rounds to float32).
 func logpF64(tr *Trainer, run *model.Run, seqs []*seq, mb []int) [][]float64 {
-	be := tr.m.Backend().(backend.Float64IO)
+	be := tr.m.Device().(compute.Float64IO)
 	V, T := tr.m.Cfg.VocabSize, run.T
 	logits := make([]float64, run.Logits().Len())
 	be.Download64(logits, run.Logits())
@@ -332,7 +332,7 @@ func weights(m *model.Model) [][]float32 {
 	var out [][]float32
 	for _, p := range m.Params() {
 		w := make([]float32, p.Len())
-		m.Backend().Download(w, p.W)
+		m.Device().Download(w, p.W)
 		out = append(out, w)
 	}
 	return out

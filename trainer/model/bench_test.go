@@ -4,8 +4,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/rlhost/rlhost/trainer/backend"
-	"github.com/rlhost/rlhost/trainer/backend/cpu"
+	"github.com/rlhost/rlhost/trainer/compute"
+	"github.com/rlhost/rlhost/trainer/compute/cpu"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
 )
 
@@ -27,7 +27,7 @@ func benchStep(b *testing.B, preset string, B, T int, adam bool) {
 	}
 	m.Init(1, 0.02)
 	m.AllocGrads()
-	var mom, vel []backend.Tensor
+	var mom, vel []compute.Tensor
 	if adam {
 		for _, p := range m.Params() {
 			mom, vel = append(mom, be.Alloc(p.Len())), append(vel, be.Alloc(p.Len()))
@@ -66,7 +66,7 @@ func benchStep(b *testing.B, preset string, B, T int, adam bool) {
 		if adam {
 			step++
 			for i, p := range m.Params() {
-				be.AdamW(p.W, p.G, mom[i], vel[i], backend.AdamWParams{LR: 1e-5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: step})
+				be.AdamW(p.W, p.G, mom[i], vel[i], compute.AdamWParams{LR: 1e-5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: step})
 			}
 		}
 	}

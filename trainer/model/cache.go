@@ -3,7 +3,7 @@ package model
 import (
 	"fmt"
 
-	"github.com/rlhost/rlhost/trainer/backend"
+	"github.com/rlhost/rlhost/trainer/compute"
 )
 
 // Cache is the KV cache and scratch for generating from B sequences (slots)
@@ -18,11 +18,11 @@ type Cache struct {
 	rows    int   // scratch capacity in rows: max(B, maxT)
 	n       []int // tokens held per sequence
 
-	k, v []backend.Tensor // per layer [B, maxT, kvHeads*headDim]
+	k, v []compute.Tensor // per layer [B, maxT, kvHeads*headDim]
 
-	x, ln, rstd, q, kk, vv, ao, mid, gate, up, h backend.Tensor
-	last, lnl, rstdl, logits                     backend.Tensor
-	ids, pos, start, lastRow                     backend.Ints
+	x, ln, rstd, q, kk, vv, ao, mid, gate, up, h compute.Tensor
+	last, lnl, rstdl, logits                     compute.Tensor
+	ids, pos, start, lastRow                     compute.Ints
 	hIDs, hPos, hStart, hLast                    []int32
 	busy                                         []bool // slot named in the current Forward
 }
@@ -186,7 +186,7 @@ func (k *Cache) Forward(chunks []Chunk, logits []float32) error {
 	be.UploadInts(posv, k.hPos[:rows])
 	be.UploadInts(stv, k.hStart[:nc])
 	be.UploadInts(lastv, k.hLast[:nc])
-	view := func(t backend.Tensor, w int) backend.Tensor { return be.View(t, 0, rows*w) }
+	view := func(t compute.Tensor, w int) compute.Tensor { return be.View(t, 0, rows*w) }
 	x, ln, rstd, mid := view(k.x, C), view(k.ln, C), view(k.rstd, 1), view(k.mid, C)
 	q, kk, vv, ao := view(k.q, qd), view(k.kk, kvd), view(k.vv, kvd), view(k.ao, qd)
 	gate, up, h := view(k.gate, I), view(k.up, I), view(k.h, I)

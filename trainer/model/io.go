@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/rlhost/rlhost/trainer/backend"
+	"github.com/rlhost/rlhost/trainer/compute"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
 	"github.com/rlhost/rlhost/trainer/safetensors"
 )
@@ -17,7 +17,7 @@ import (
 // Load reads a Hugging Face model directory (config.json and
 // model.safetensors or a sharded index) onto be. Weights in BF16, F16 or
 // F32 are converted to float32 exactly.
-func Load(be backend.Backend, dir string) (*Model, error) {
+func Load(be compute.Device, dir string) (*Model, error) {
 	cfg, err := hfconfig.Load(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return nil, fmt.Errorf("model: load %s: %w", dir, err)

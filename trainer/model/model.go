@@ -2,7 +2,7 @@
 // transformers' modeling_qwen2.py, written llm.c-style: every layer has an
 // explicit forward and backward next to each other, all parameters,
 // gradients and activations are allocated up front from the config and the
-// batch shape, and every op runs on a backend.Backend.
+// batch shape, and every op runs on a compute.Device.
 //
 // It provides the training forward (keeping activations), the full
 // backward, log-probs of given targets with temperature, and a KV-cached
@@ -16,7 +16,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/rlhost/rlhost/trainer/backend"
+	"github.com/rlhost/rlhost/trainer/compute"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
 )
 
@@ -25,7 +25,7 @@ import (
 type Param struct {
 	Name  string
 	Shape []int
-	W, G  backend.Tensor
+	W, G  compute.Tensor
 }
 
 // Len is the number of elements.
@@ -44,7 +44,7 @@ type layerParams struct {
 // Model holds a model's parameters on a backend.
 type Model struct {
 	Cfg    *hfconfig.Config
-	be     backend.Backend
+	be     compute.Device
 	params []*Param
 	byName map[string]*Param
 	embed  *Param
@@ -57,7 +57,7 @@ type Model struct {
 }
 
 // New allocates a zero-initialised model of cfg on be.
-func New(be backend.Backend, cfg *hfconfig.Config) (*Model, error) {
+func New(be compute.Device, cfg *hfconfig.Config) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
@@ -130,8 +130,8 @@ func isNorm(name string) bool {
 	return n > len("layernorm.weight") && name[n-len("layernorm.weight"):] == "layernorm.weight" || name == "model.norm.weight"
 }
 
-// Backend is the backend the model lives on.
-func (m *Model) Backend() backend.Backend { return m.be }
+// Device is the compute device the model lives on.
+func (m *Model) Device() compute.Device { return m.be }
 
 // Params lists all parameters in checkpoint order (tied lm_head once).
 func (m *Model) Params() []*Param { return m.params }
@@ -180,28 +180,28 @@ type Run struct {
 	B, T int
 	N    int // B*T rows
 
-	ids, pos, targets, lens backend.Ints
+	ids, pos, targets, lens compute.Ints
 	hIDs, hPos, hTgt, hLens []int32
 	hLensInt                []int
 	invTemp                 float32
 
-	res    []backend.Tensor // residual stream entering each layer, and after the last
+	res    []compute.Tensor // residual stream entering each layer, and after the last
 	acts   []layerActs
-	lnf    backend.Tensor
-	rstdf  backend.Tensor
-	logits backend.Tensor
-	lse    backend.Tensor
-	logp   backend.Tensor
+	lnf    compute.Tensor
+	rstdf  compute.Tensor
+	logits compute.Tensor
+	lse    compute.Tensor
+	logp   compute.Tensor
 
 	g *runGrads // allocated by the first Backward
 }
 
 type layerActs struct {
-	ln1, rstd1, q, k, v, att, ao, mid, ln2, rstd2, gate, up, h backend.Tensor
+	ln1, rstd1, q, k, v, att, ao, mid, ln2, rstd2, gate, up, h compute.Tensor
 }
 
 type runGrads struct {
-	dres, dln, dq, dk, dv, dao, dgate, dup, dh, dlogp backend.Tensor
+	dres, dln, dq, dk, dv, dao, dgate, dup, dh, dlogp compute.Tensor
 }
 
 // NewRun allocates activations for batches of B sequences of up to T tokens.
@@ -303,7 +303,7 @@ func (r *Run) Forward(ids []int32, lens []int) error {
 
 // Logits returns the [B*T, vocab] logits of the last Forward. Backward
 // overwrites them with their gradient.
-func (r *Run) Logits() backend.Tensor { return r.logits }
+func (r *Run) Logits() compute.Tensor { return r.logits }
 
 // LogProbs computes, after Forward, out[row] = log softmax(logits/T)[target]
 // for every row whose target is >= 0 and that is not padding; other rows

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rlhost/rlhost/trainer/backend"
-	"github.com/rlhost/rlhost/trainer/backend/cpu"
+	"github.com/rlhost/rlhost/trainer/compute"
+	"github.com/rlhost/rlhost/trainer/compute/cpu"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
 	"github.com/rlhost/rlhost/trainer/safetensors"
 )
@@ -28,7 +28,7 @@ func tinyConfig(t *testing.T, tied, bias bool) *hfconfig.Config {
 	return c
 }
 
-func newBackend64(t *testing.T) *cpu.Backend[float64] {
+func newBackend64(t *testing.T) *cpu.Device[float64] {
 	t.Helper()
 	b, err := cpu.New64(cpu.Options{Workers: 2})
 	if err != nil {
@@ -38,7 +38,7 @@ func newBackend64(t *testing.T) *cpu.Backend[float64] {
 	return b
 }
 
-func newBackend32(t *testing.T) *cpu.Backend[float32] {
+func newBackend32(t *testing.T) *cpu.Device[float32] {
 	t.Helper()
 	b, err := cpu.New(cpu.Options{Workers: 2})
 	if err != nil {
@@ -51,7 +51,7 @@ func newBackend32(t *testing.T) *cpu.Backend[float32] {
 // randomModel initialises m with random values in every parameter,
 // including biases and norm weights (which Init leaves at 0 and 1), so the
 // tests exercise every term of the formulas.
-func randomModel(t *testing.T, be backend.Backend, cfg *hfconfig.Config, seed uint64) *Model {
+func randomModel(t *testing.T, be compute.Device, cfg *hfconfig.Config, seed uint64) *Model {
 	t.Helper()
 	m, err := New(be, cfg)
 	if err != nil {
@@ -76,9 +76,9 @@ func randomModel(t *testing.T, be backend.Backend, cfg *hfconfig.Config, seed ui
 }
 
 // download reads t at full precision: float64 where the backend has it.
-func download(be backend.Backend, t backend.Tensor) []float64 {
+func download(be compute.Device, t compute.Tensor) []float64 {
 	out := make([]float64, t.Len())
-	if b, ok := be.(backend.Float64IO); ok {
+	if b, ok := be.(compute.Float64IO); ok {
 		b.Download64(out, t)
 		return out
 	}
@@ -272,7 +272,7 @@ func TestForwardMatchesReference(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tinyConfig(t, tc.tied, tc.bias)
-			var be backend.Backend = newBackend32(t)
+			var be compute.Device = newBackend32(t)
 			// float64 runs agree with the float64 reference to rounding
 			// (~1e-13); float32 runs carry ~1e-7 relative error per op
 			// through a dozen ops, so 1e-4 absolute on O(1) logits.
@@ -652,7 +652,7 @@ func TestLoadSharded(t *testing.T) {
 func TestCacheMatchesFullForward(t *testing.T) {
 	for _, f64 := range []bool{true, false} {
 		t.Run(fmt.Sprintf("f64=%v", f64), func(t *testing.T) {
-			var be backend.Backend = newBackend32(t)
+			var be compute.Device = newBackend32(t)
 			// Cache logits come back as float32 (relative rounding 6e-8), so
 			// float64 runs compare at 1e-6; float32 runs also differ in
 			// summation order between the two attention kernels.

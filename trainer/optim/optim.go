@@ -13,7 +13,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/rlhost/rlhost/trainer/backend"
+	"github.com/rlhost/rlhost/trainer/compute"
 	"github.com/rlhost/rlhost/trainer/model"
 )
 
@@ -89,8 +89,8 @@ func (c Config) LRAt(k int) float64 {
 type AdamW struct {
 	cfg   Config
 	m     *model.Model
-	mom   []backend.Tensor
-	vel   []backend.Tensor
+	mom   []compute.Tensor
+	vel   []compute.Tensor
 	decay []bool
 	step  int // updates applied so far
 }
@@ -101,7 +101,7 @@ func NewAdamW(m *model.Model, c Config) (*AdamW, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("optim: %w", err)
 	}
-	be := m.Backend()
+	be := m.Device()
 	a := &AdamW{cfg: c, m: m}
 	for _, p := range m.Params() {
 		a.mom = append(a.mom, be.Alloc(p.Len()))
@@ -127,7 +127,7 @@ func (a *AdamW) NextLR() float64 { return a.cfg.LRAt(a.step) }
 
 // Moments returns the first and second moment tensors, in the order of
 // m.Params().
-func (a *AdamW) Moments() (m, v []backend.Tensor) { return a.mom, a.vel }
+func (a *AdamW) Moments() (m, v []compute.Tensor) { return a.mom, a.vel }
 
 // ClipGradNorm scales every gradient by maxNorm/(norm+1e-6) when the
 // global L2 norm exceeds maxNorm (maxNorm <= 0 disables clipping), and
@@ -137,7 +137,7 @@ func ClipGradNorm(m *model.Model, maxNorm float64) float64 {
 	if maxNorm > 0 && !math.IsNaN(norm) && !math.IsInf(norm, 0) {
 		if c := maxNorm / (norm + 1e-6); c < 1 {
 			for _, p := range m.Params() {
-				m.Backend().Scale(p.G, float32(c))
+				m.Device().Scale(p.G, float32(c))
 			}
 		}
 	}
@@ -149,13 +149,13 @@ func ClipGradNorm(m *model.Model, maxNorm float64) float64 {
 func (a *AdamW) Update() float64 {
 	lr := a.cfg.LRAt(a.step)
 	a.step++
-	be := a.m.Backend()
+	be := a.m.Device()
 	for i, p := range a.m.Params() {
 		wd := 0.0
 		if a.decay[i] {
 			wd = a.cfg.WeightDecay
 		}
-		be.AdamW(p.W, p.G, a.mom[i], a.vel[i], backend.AdamWParams{
+		be.AdamW(p.W, p.G, a.mom[i], a.vel[i], compute.AdamWParams{
 			LR: float32(lr), Beta1: float32(a.cfg.Beta1), Beta2: float32(a.cfg.Beta2),
 			Eps: float32(a.cfg.Eps), WeightDecay: float32(wd), Step: a.step,
 		})

@@ -8,7 +8,7 @@ import (
 
 	"github.com/sashabaranov/go-openai"
 
-	"github.com/rlhost/rlhost/trainer/backend/cpu"
+	"github.com/rlhost/rlhost/trainer/compute/cpu"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
 	"github.com/rlhost/rlhost/trainer/model"
 	"github.com/rlhost/rlhost/trainer/tokenizer"
@@ -79,7 +79,7 @@ func plant(t *testing.T, m *model.Model, tok *tokenizer.Tokenizer, text string) 
 			t.Fatalf("plant: chain %v of %q must be distinct tokens without newline, fewer than %d", chain, text, C)
 		}
 	}
-	be := m.Backend()
+	be := m.Device()
 	for _, p := range m.Params() {
 		switch {
 		case p.Name == "model.embed_tokens.weight" || p.Name == "lm_head.weight":

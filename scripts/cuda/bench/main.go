@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rlhost/rlhost/trainer/backend"
+	"github.com/rlhost/rlhost/trainer/compute"
 	"github.com/rlhost/rlhost/trainer/device"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
 	"github.com/rlhost/rlhost/trainer/model"
@@ -81,7 +81,7 @@ type trainResult struct {
 	PeakBytes    int64   `json:"peak_bytes,omitempty"`
 }
 
-func train(be backend.Backend, preset string, B, T, steps int, peak float64) (*trainResult, error) {
+func train(be compute.Device, preset string, B, T, steps int, peak float64) (*trainResult, error) {
 	cfg, err := hfconfig.Preset(preset)
 	if err != nil {
 		return nil, err
@@ -157,7 +157,7 @@ type logitsResult struct {
 	Logits []float32 `json:"logits"` // [len(ids), vocab]
 }
 
-func logits(be backend.Backend, dir, idList string) (*logitsResult, error) {
+func logits(be compute.Device, dir, idList string) (*logitsResult, error) {
 	if dir == "" || idList == "" {
 		return nil, errors.New("-mode logits needs -dir and -ids")
 	}

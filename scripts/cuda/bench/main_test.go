@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/rlhost/rlhost/trainer/backend/cpu"
+	"github.com/rlhost/rlhost/trainer/compute/cpu"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
 	"github.com/rlhost/rlhost/trainer/model"
 	"github.com/rlhost/rlhost/trainer/safetensors"

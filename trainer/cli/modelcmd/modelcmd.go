@@ -21,7 +21,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rlhost/rlhost/core/cliflag"
-	"github.com/rlhost/rlhost/trainer/backend/cpu"
+	"github.com/rlhost/rlhost/trainer/compute/cpu"
 	"github.com/rlhost/rlhost/trainer/generate"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
 	"github.com/rlhost/rlhost/trainer/model"
@@ -196,7 +196,7 @@ func parseIDs(s string) ([]int, error) {
 }
 
 // loadModel loads dir onto a CPU backend the caller must Close.
-func loadModel(dir string, threads int) (*model.Model, *cpu.Backend[float32], error) {
+func loadModel(dir string, threads int) (*model.Model, *cpu.Device[float32], error) {
 	be, err := cpu.New(cpu.Options{Workers: threads})
 	if err != nil {
 		return nil, nil, err

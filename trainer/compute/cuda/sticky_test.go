@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rlhost/rlhost/trainer/backend/cuda"
+	"github.com/rlhost/rlhost/trainer/compute/cuda"
 )
 
 // A bad index must not reach a kernel: the op sets the sticky error,
@@ -14,21 +14,21 @@ import (
 func TestStickyError(t *testing.T) {
 	cases := []struct {
 		name, want string
-		bad        func(be *cuda.Backend)
+		bad        func(be *cuda.Device)
 	}{
-		{"cache write past the cache", "cache write at 7+2 past 8", func(be *cuda.Backend) {
+		{"cache write past the cache", "cache write at 7+2 past 8", func(be *cuda.Device) {
 			c, x := be.Alloc(2*8*4), be.Alloc(2*2*4)
 			be.WriteCache(c, x, intsT(be, 0, 7), 2, 2, 8, 4)
 		}},
-		{"embedding id outside the table", "id 5 outside [0,5)", func(be *cuda.Backend) {
+		{"embedding id outside the table", "id 5 outside [0,5)", func(be *cuda.Device) {
 			tb, out := be.Alloc(5*3), be.Alloc(2*3)
 			be.Embed(out, tb, intsT(be, 1, 5), 2, 3)
 		}},
-		{"target outside the vocabulary", "targets 10, vocabulary is 10", func(be *cuda.Backend) {
+		{"target outside the vocabulary", "targets 10, vocabulary is 10", func(be *cuda.Device) {
 			z, lp, ls := be.Alloc(10), be.Alloc(1), be.Alloc(1)
 			be.LogProbs(lp, ls, z, intsT(be, 10), 1, 10, 1)
 		}},
-		{"sequence longer than T", "length 4, outside [0,3]", func(be *cuda.Backend) {
+		{"sequence longer than T", "length 4, outside [0,3]", func(be *cuda.Device) {
 			q, att := be.Alloc(3*1*2), be.Alloc(3*3)
 			be.Attention(be.Alloc(3*1*2), att, q, q, q, intsT(be, 4), 1, 3, 1, 1, 2)
 		}},

@@ -1,13 +1,13 @@
-// Package backend defines the compute interface the trainer's model runs on:
+// Package compute defines the compute interface the trainer's model runs on:
 // every numerical op a Qwen2/Llama forward, backward and AdamW step needs,
 // over opaque tensor handles that may live in device memory.
 //
 // It deliberately holds no implementation and no model knowledge. Model
 // code never indexes a tensor's memory: data crosses the host/device line
 // only through Upload and Download, so a CUDA backend can sit behind the
-// same interface. Implementations live in sub-packages (backend/cpu,
-// backend/cuda).
-package backend
+// same interface. Implementations live in sub-packages (compute/cpu,
+// compute/cuda).
+package compute
 
 // Tensor is an opaque handle to a flat array of floats owned by a backend.
 // Shapes are not stored: every op takes its dimensions explicitly, as in
@@ -23,7 +23,7 @@ type Ints interface {
 	Len() int
 }
 
-// Backend is every op the model needs. Conventions, for all ops:
+// Device is a compute device (the CPU or a GPU): every op the model needs. Conventions, for all ops:
 //   - Matrices are row-major. A "row" of an activation is one token.
 //   - Forward ops overwrite their outputs.
 //   - Backward ops ACCUMULATE (+=) into gradient outputs (dx, dw, ...), as
@@ -31,7 +31,7 @@ type Ints interface {
 //     Exceptions are documented on the op.
 //   - A backend is used by one goroutine at a time; ops may run in
 //     parallel internally.
-type Backend interface {
+type Device interface {
 	// Name identifies the backend and its element type ("cpu-f32").
 	Name() string
 	// Close releases worker goroutines and device memory.

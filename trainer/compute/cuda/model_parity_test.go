@@ -6,7 +6,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/rlhost/rlhost/trainer/backend"
+	"github.com/rlhost/rlhost/trainer/compute"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
 	"github.com/rlhost/rlhost/trainer/model"
 )
@@ -24,7 +24,7 @@ type stepResult struct {
 // of a policy-gradient loss (dlogp = −advantage/tokens), gradient clipping
 // by global norm, AdamW, and a second forward; then KV-cache generation
 // logits. It is the loop the GRPO trainer runs, without rollouts.
-func grpoStep(t *testing.T, be backend.Backend) stepResult {
+func grpoStep(t *testing.T, be compute.Device) stepResult {
 	t.Helper()
 	cfg, err := hfconfig.Preset("tiny")
 	if err != nil {
@@ -86,7 +86,7 @@ func grpoStep(t *testing.T, be backend.Backend) stepResult {
 	res.params = map[string][]float32{}
 	for _, p := range m.Params() {
 		mom, vel := be.Alloc(p.Len()), be.Alloc(p.Len())
-		be.AdamW(p.W, p.G, mom, vel, backend.AdamWParams{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: 1})
+		be.AdamW(p.W, p.G, mom, vel, compute.AdamWParams{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: 1})
 		res.params[p.Name] = download(be, p.W)
 	}
 	res.logp2 = make([]float32, B*T)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rlhost/rlhost/trainer/backend"
+	"github.com/rlhost/rlhost/trainer/compute"
 )
 
 // Gradient checks run on the float64 instantiation of the same generic
@@ -19,7 +19,7 @@ const (
 	fdTol  = 1e-6
 )
 
-func newB64(t *testing.T, workers int) *Backend[float64] {
+func newB64(t *testing.T, workers int) *Device[float64] {
 	t.Helper()
 	b, err := New64(Options{Workers: workers})
 	if err != nil {
@@ -37,19 +37,19 @@ func randVec(r *rand.Rand, n int, scale float64) []float64 {
 	return v
 }
 
-func up(b *Backend[float64], v []float64) backend.Tensor {
+func up(b *Device[float64], v []float64) compute.Tensor {
 	t := b.Alloc(len(v))
 	b.Upload64(t, v)
 	return t
 }
 
-func down(b *Backend[float64], t backend.Tensor) []float64 {
+func down(b *Device[float64], t compute.Tensor) []float64 {
 	v := make([]float64, t.Len())
 	b.Download64(v, t)
 	return v
 }
 
-func upInts(b *Backend[float64], v []int32) backend.Ints {
+func upInts(b *Device[float64], v []int32) compute.Ints {
 	t := b.AllocInts(len(v))
 	b.UploadInts(t, v)
 	return t
@@ -207,7 +207,7 @@ func TestRMSNormGrad(t *testing.T) {
 	b := newB64(t, 2)
 	r := rand.New(rand.NewPCG(5, 6))
 	rows, dim := 3, 8
-	fwd := func(in [][]float64) (backend.Tensor, backend.Tensor) {
+	fwd := func(in [][]float64) (compute.Tensor, compute.Tensor) {
 		out, rstd := b.Alloc(rows*dim), b.Alloc(rows)
 		b.RMSNorm(out, rstd, up(b, in[0]), up(b, in[1]), rows, dim, 1e-6)
 		return out, rstd
@@ -276,7 +276,7 @@ func TestAttentionGrad(t *testing.T) {
 	B, T, hq, hkv, dd := 2, 4, 4, 2, 3
 	lens := upInts(b, []int32{4, 2})
 	q, k, v := randVec(r, B*T*hq*dd, 1), randVec(r, B*T*hkv*dd, 1), randVec(r, B*T*hkv*dd, 1)
-	run := func(in [][]float64) (backend.Tensor, backend.Tensor) {
+	run := func(in [][]float64) (compute.Tensor, compute.Tensor) {
 		out, att := b.Alloc(B*T*hq*dd), b.Alloc(B*hq*T*T)
 		b.Attention(out, att, up(b, in[0]), up(b, in[1]), up(b, in[2]), lens, B, T, hq, hkv, dd)
 		return out, att
@@ -323,8 +323,8 @@ func TestAttentionFloat32(t *testing.T) {
 	B, T, hq, hkv, dd := 2, 12, 4, 2, 40
 	lensV := []int32{12, 7}
 	q, k, v, g := randVec(r, B*T*hq*dd, 0.5), randVec(r, B*T*hkv*dd, 0.5), randVec(r, B*T*hkv*dd, 1), randVec(r, B*T*hq*dd, 1)
-	up32 := func(x []float64) backend.Tensor { t := f.Alloc(len(x)); f.Upload(t, f32(x)); return t }
-	down32 := func(x backend.Tensor) []float32 { o := make([]float32, x.Len()); f.Download(o, x); return o }
+	up32 := func(x []float64) compute.Tensor { t := f.Alloc(len(x)); f.Upload(t, f32(x)); return t }
+	down32 := func(x compute.Tensor) []float32 { o := make([]float32, x.Len()); f.Download(o, x); return o }
 	// float64 reference
 	out, att := b.Alloc(len(q)), b.Alloc(B*hq*T*T)
 	l64 := upInts(b, lensV)
@@ -341,8 +341,8 @@ func TestAttentionFloat32(t *testing.T) {
 	f.AttentionBackward(dq32, dk32, dv32, up32(g), q32, k32, v32, att32, l32, B, T, hq, hkv, dd)
 	for _, c := range []struct {
 		name string
-		want backend.Tensor
-		got  backend.Tensor
+		want compute.Tensor
+		got  compute.Tensor
 	}{{"out", out, out32}, {"att", att, att32}, {"dq", dq, dq32}, {"dk", dk, dk32}, {"dv", dv, dv32}} {
 		w, g := down(b, c.want), down32(c.got)
 		for i := range w {
@@ -440,7 +440,7 @@ func TestLogProbs(t *testing.T) {
 	for _, temp := range []float64{1, 0.7} {
 		it := float32(1 / temp)
 		z := randVec(r, rows*V, 3)
-		run := func(in [][]float64) (backend.Tensor, backend.Tensor) {
+		run := func(in [][]float64) (compute.Tensor, compute.Tensor) {
 			lp, lse := b.Alloc(rows), b.Alloc(rows)
 			b.LogProbs(lp, lse, up(b, in[0]), tg, rows, V, it)
 			return lp, lse
@@ -475,7 +475,7 @@ func TestAdamW(t *testing.T) {
 	r := rand.New(rand.NewPCG(22, 23))
 	n := 50
 	p, m, v := randVec(r, n, 1), make([]float64, n), make([]float64, n)
-	h := backend.AdamWParams{LR: 0.01, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}
+	h := compute.AdamWParams{LR: 0.01, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}
 	pt, mt, vt := up(b, p), b.Alloc(n), b.Alloc(n)
 	for step := 1; step <= 3; step++ {
 		g := randVec(r, n, 1)

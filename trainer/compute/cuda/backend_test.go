@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/rlhost/rlhost/trainer/backend/cuda/kernels"
+	"github.com/rlhost/rlhost/trainer/compute/cuda/kernels"
 )
 
 // Every kernel the backend launches must exist in the source (a typo

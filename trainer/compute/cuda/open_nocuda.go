@@ -6,4 +6,4 @@ package cuda
 const Built = false
 
 // Open fails: this build has no CUDA support.
-func Open(ordinal int) (*Backend, error) { return nil, ErrNotBuilt }
+func Open(ordinal int) (*Device, error) { return nil, ErrNotBuilt }

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/rlhost/rlhost/trainer/backend/cuda"
+	"github.com/rlhost/rlhost/trainer/compute/cuda"
 )
 
 // A binary linked against the stub SDK must refuse to open a device.

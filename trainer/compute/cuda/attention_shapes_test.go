@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/rlhost/rlhost/trainer/backend"
+	"github.com/rlhost/rlhost/trainer/compute"
 )
 
 // Attention forward and backward over seeded random shapes: batch sizes,
@@ -29,7 +29,7 @@ func TestAttentionRandomShapesMatchCPU(t *testing.T) {
 		}
 		name := fmt.Sprintf("B=%d T=%d hq=%d hkv=%d d=%d lens=%v", B, T, hkv*grp, hkv, d, lens)
 		t.Run(name, func(t *testing.T) {
-			run := func(be backend.Backend) []output {
+			run := func(be compute.Device) []output {
 				return attentionShape(be, rand.New(rand.NewPCG(uint64(c), 7)), B, T, hkv*grp, hkv, d, lens)
 			}
 			ref, gpu := newCPU(t), newCUDA(t)
@@ -44,7 +44,7 @@ func TestAttentionRandomShapesMatchCPU(t *testing.T) {
 	}
 }
 
-func attentionShape(be backend.Backend, r *rand.Rand, B, T, hq, hkv, d int, lens []int32) []output {
+func attentionShape(be compute.Device, r *rand.Rand, B, T, hq, hkv, d int, lens []int32) []output {
 	N := B * T
 	q, k, v := randT(be, r, N*hq*d, 1), randT(be, r, N*hkv*d, 1), randT(be, r, N*hkv*d, 1)
 	out, att := randT(be, r, N*hq*d, 1), randT(be, r, B*hq*T*T, 1)

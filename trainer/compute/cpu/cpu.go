@@ -1,4 +1,4 @@
-// Package cpu is the pure-Go (no cgo) implementation of backend.Backend.
+// Package cpu is the pure-Go (no cgo) implementation of compute.Device.
 // Ops run on a worker pool sized from runtime.GOMAXPROCS, parallel over
 // rows, heads or output tiles. The element type is a type parameter: the
 // trainer uses float32, gradient checks use float64 with the same code.
@@ -13,7 +13,7 @@ import (
 	"math"
 	"runtime"
 
-	"github.com/rlhost/rlhost/trainer/backend"
+	"github.com/rlhost/rlhost/trainer/compute"
 )
 
 // Float is the element type of a CPU backend.
@@ -27,8 +27,8 @@ type ints struct{ d []int32 }
 
 func (t *ints) Len() int { return len(t.d) }
 
-// Backend is the CPU backend with element type T.
-type Backend[T Float] struct {
+// Device is the CPU backend with element type T.
+type Device[T Float] struct {
 	pool     *pool
 	useGonum bool
 	noAsm    bool // tests force the portable kernel with it
@@ -51,18 +51,18 @@ type Options struct {
 }
 
 // New returns a float32 CPU backend.
-func New(o Options) (*Backend[float32], error) { return NewT[float32](o) }
+func New(o Options) (*Device[float32], error) { return NewT[float32](o) }
 
 // New64 returns a float64 CPU backend (for gradient checks).
-func New64(o Options) (*Backend[float64], error) { return NewT[float64](o) }
+func New64(o Options) (*Device[float64], error) { return NewT[float64](o) }
 
 // NewT returns a CPU backend with element type T.
-func NewT[T Float](o Options) (*Backend[T], error) {
+func NewT[T Float](o Options) (*Device[T], error) {
 	w := o.Workers
 	if w <= 0 {
 		w = runtime.GOMAXPROCS(0)
 	}
-	b := &Backend[T]{pool: newPool(w)}
+	b := &Device[T]{pool: newPool(w)}
 	switch o.Matmul {
 	case "":
 		// The measured winner (docs/trainer.md): the blocked kernel where
@@ -80,12 +80,12 @@ func NewT[T Float](o Options) (*Backend[T], error) {
 }
 
 var (
-	_ backend.Backend   = (*Backend[float32])(nil)
-	_ backend.Float64IO = (*Backend[float64])(nil)
+	_ compute.Device   = (*Device[float32])(nil)
+	_ compute.Float64IO = (*Device[float64])(nil)
 )
 
-// Name implements backend.Backend.
-func (b *Backend[T]) Name() string {
+// Name implements compute.Device.
+func (b *Device[T]) Name() string {
 	var z T
 	mm := "blocked"
 	if b.useGonum {
@@ -98,19 +98,19 @@ func (b *Backend[T]) Name() string {
 }
 
 // Workers is the pool size.
-func (b *Backend[T]) Workers() int { return b.pool.n }
+func (b *Device[T]) Workers() int { return b.pool.n }
 
 // Close stops the worker goroutines.
-func (b *Backend[T]) Close() { b.pool.close() }
+func (b *Device[T]) Close() { b.pool.close() }
 
-// Sync implements backend.Backend: CPU ops are synchronous and panic on
+// Sync implements compute.Device: CPU ops are synchronous and panic on
 // misuse, so there is never anything to wait for or report.
-func (b *Backend[T]) Sync() error { return nil }
+func (b *Device[T]) Sync() error { return nil }
 
-// Err implements backend.Backend; see Sync.
-func (b *Backend[T]) Err() error { return nil }
+// Err implements compute.Device; see Sync.
+func (b *Device[T]) Err() error { return nil }
 
-func (b *Backend[T]) ensurePack() {
+func (b *Device[T]) ensurePack() {
 	if b.packA != nil {
 		return
 	}
@@ -130,27 +130,27 @@ func grow[T any](s *[]T, n int) []T {
 	return *s
 }
 
-func d[T Float](t backend.Tensor) []T { return t.(*tensor[T]).d }
-func di(t backend.Ints) []int32       { return t.(*ints).d }
+func d[T Float](t compute.Tensor) []T { return t.(*tensor[T]).d }
+func di(t compute.Ints) []int32       { return t.(*ints).d }
 
-// Alloc implements backend.Backend.
-func (b *Backend[T]) Alloc(n int) backend.Tensor { return &tensor[T]{d: make([]T, n)} }
+// Alloc implements compute.Device.
+func (b *Device[T]) Alloc(n int) compute.Tensor { return &tensor[T]{d: make([]T, n)} }
 
-// View implements backend.Backend.
-func (b *Backend[T]) View(t backend.Tensor, off, n int) backend.Tensor {
+// View implements compute.Device.
+func (b *Device[T]) View(t compute.Tensor, off, n int) compute.Tensor {
 	return &tensor[T]{d: d[T](t)[off : off+n : off+n]}
 }
 
-// AllocInts implements backend.Backend.
-func (b *Backend[T]) AllocInts(n int) backend.Ints { return &ints{d: make([]int32, n)} }
+// AllocInts implements compute.Device.
+func (b *Device[T]) AllocInts(n int) compute.Ints { return &ints{d: make([]int32, n)} }
 
-// ViewInts implements backend.Backend.
-func (b *Backend[T]) ViewInts(t backend.Ints, off, n int) backend.Ints {
+// ViewInts implements compute.Device.
+func (b *Device[T]) ViewInts(t compute.Ints, off, n int) compute.Ints {
 	return &ints{d: di(t)[off : off+n : off+n]}
 }
 
-// Upload implements backend.Backend.
-func (b *Backend[T]) Upload(dst backend.Tensor, src []float32) {
+// Upload implements compute.Device.
+func (b *Device[T]) Upload(dst compute.Tensor, src []float32) {
 	x := d[T](dst)
 	if len(src) != len(x) {
 		panic(fmt.Sprintf("cpu: upload of %d floats into tensor of %d", len(src), len(x)))
@@ -160,8 +160,8 @@ func (b *Backend[T]) Upload(dst backend.Tensor, src []float32) {
 	}
 }
 
-// Download implements backend.Backend.
-func (b *Backend[T]) Download(dst []float32, src backend.Tensor) {
+// Download implements compute.Device.
+func (b *Device[T]) Download(dst []float32, src compute.Tensor) {
 	x := d[T](src)
 	if len(dst) != len(x) {
 		panic(fmt.Sprintf("cpu: download of tensor of %d into %d floats", len(x), len(dst)))
@@ -171,8 +171,8 @@ func (b *Backend[T]) Download(dst []float32, src backend.Tensor) {
 	}
 }
 
-// Upload64 implements backend.Float64IO.
-func (b *Backend[T]) Upload64(dst backend.Tensor, src []float64) {
+// Upload64 implements compute.Float64IO.
+func (b *Device[T]) Upload64(dst compute.Tensor, src []float64) {
 	x := d[T](dst)
 	if len(src) != len(x) {
 		panic(fmt.Sprintf("cpu: upload of %d floats into tensor of %d", len(src), len(x)))
@@ -182,8 +182,8 @@ func (b *Backend[T]) Upload64(dst backend.Tensor, src []float64) {
 	}
 }
 
-// Download64 implements backend.Float64IO.
-func (b *Backend[T]) Download64(dst []float64, src backend.Tensor) {
+// Download64 implements compute.Float64IO.
+func (b *Device[T]) Download64(dst []float64, src compute.Tensor) {
 	x := d[T](src)
 	if len(dst) != len(x) {
 		panic(fmt.Sprintf("cpu: download of tensor of %d into %d floats", len(x), len(dst)))
@@ -193,8 +193,8 @@ func (b *Backend[T]) Download64(dst []float64, src backend.Tensor) {
 	}
 }
 
-// UploadInts implements backend.Backend.
-func (b *Backend[T]) UploadInts(dst backend.Ints, src []int32) {
+// UploadInts implements compute.Device.
+func (b *Device[T]) UploadInts(dst compute.Ints, src []int32) {
 	x := di(dst)
 	if len(src) != len(x) {
 		panic(fmt.Sprintf("cpu: upload of %d ints into array of %d", len(src), len(x)))
@@ -203,18 +203,18 @@ func (b *Backend[T]) UploadInts(dst backend.Ints, src []int32) {
 }
 
 // elementwise runs fn over [0,n) in parallel chunks of at least 16k.
-func (b *Backend[T]) elementwise(n int, fn func(lo, hi int)) {
+func (b *Device[T]) elementwise(n int, fn func(lo, hi int)) {
 	b.pool.run(n, 1<<14, func(_, lo, hi int) { fn(lo, hi) })
 }
 
-// Zero implements backend.Backend.
-func (b *Backend[T]) Zero(t backend.Tensor) {
+// Zero implements compute.Device.
+func (b *Device[T]) Zero(t compute.Tensor) {
 	x := d[T](t)
 	b.elementwise(len(x), func(lo, hi int) { clear(x[lo:hi]) })
 }
 
-// Fill implements backend.Backend.
-func (b *Backend[T]) Fill(t backend.Tensor, v float32) {
+// Fill implements compute.Device.
+func (b *Device[T]) Fill(t compute.Tensor, v float32) {
 	x := d[T](t)
 	b.elementwise(len(x), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -223,8 +223,8 @@ func (b *Backend[T]) Fill(t backend.Tensor, v float32) {
 	})
 }
 
-// Copy implements backend.Backend.
-func (b *Backend[T]) Copy(dst, src backend.Tensor) {
+// Copy implements compute.Device.
+func (b *Device[T]) Copy(dst, src compute.Tensor) {
 	x, y := d[T](dst), d[T](src)
 	if len(x) != len(y) {
 		panic(fmt.Sprintf("cpu: copy of %d into %d", len(y), len(x)))
@@ -232,8 +232,8 @@ func (b *Backend[T]) Copy(dst, src backend.Tensor) {
 	b.elementwise(len(x), func(lo, hi int) { copy(x[lo:hi], y[lo:hi]) })
 }
 
-// Add implements backend.Backend.
-func (b *Backend[T]) Add(out, a, c backend.Tensor) {
+// Add implements compute.Device.
+func (b *Device[T]) Add(out, a, c compute.Tensor) {
 	o, x, y := d[T](out), d[T](a), d[T](c)
 	b.elementwise(len(o), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -242,8 +242,8 @@ func (b *Backend[T]) Add(out, a, c backend.Tensor) {
 	})
 }
 
-// Accumulate implements backend.Backend.
-func (b *Backend[T]) Accumulate(dst, src backend.Tensor) {
+// Accumulate implements compute.Device.
+func (b *Device[T]) Accumulate(dst, src compute.Tensor) {
 	o, x := d[T](dst), d[T](src)
 	b.elementwise(len(o), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -252,8 +252,8 @@ func (b *Backend[T]) Accumulate(dst, src backend.Tensor) {
 	})
 }
 
-// Scale implements backend.Backend.
-func (b *Backend[T]) Scale(t backend.Tensor, s float32) {
+// Scale implements compute.Device.
+func (b *Device[T]) Scale(t compute.Tensor, s float32) {
 	x := d[T](t)
 	b.elementwise(len(x), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -262,9 +262,9 @@ func (b *Backend[T]) Scale(t backend.Tensor, s float32) {
 	})
 }
 
-// SumSquares implements backend.Backend. Partial sums are kept per chunk
+// SumSquares implements compute.Device. Partial sums are kept per chunk
 // and added in a fixed order so the result does not depend on scheduling.
-func (b *Backend[T]) SumSquares(t backend.Tensor) float64 {
+func (b *Device[T]) SumSquares(t compute.Tensor) float64 {
 	x := d[T](t)
 	const chunk = 1 << 14
 	parts := (len(x) + chunk - 1) / chunk
@@ -285,8 +285,8 @@ func (b *Backend[T]) SumSquares(t backend.Tensor) float64 {
 	return s
 }
 
-// MatMul implements backend.Backend.
-func (b *Backend[T]) MatMul(c, a, bb backend.Tensor, m, n, k int, transA, transB, acc bool) {
+// MatMul implements compute.Device.
+func (b *Device[T]) MatMul(c, a, bb compute.Tensor, m, n, k int, transA, transB, acc bool) {
 	cd, ad, bd := d[T](c), d[T](a), d[T](bb)
 	if len(cd) < m*n || len(ad) < m*k || len(bd) < k*n {
 		panic(fmt.Sprintf("cpu: matmul %dx%dx%d on tensors of %d, %d, %d", m, n, k, len(cd), len(ad), len(bd)))
@@ -294,8 +294,8 @@ func (b *Backend[T]) MatMul(c, a, bb backend.Tensor, m, n, k int, transA, transB
 	b.matmul(cd[:m*n], ad[:m*k], bd[:k*n], m, n, k, transA, transB, acc)
 }
 
-// AddBias implements backend.Backend.
-func (b *Backend[T]) AddBias(x, bias backend.Tensor, rows, cols int) {
+// AddBias implements compute.Device.
+func (b *Device[T]) AddBias(x, bias compute.Tensor, rows, cols int) {
 	xd, bd := d[T](x), d[T](bias)
 	b.pool.run(rows, 16, func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
@@ -307,9 +307,9 @@ func (b *Backend[T]) AddBias(x, bias backend.Tensor, rows, cols int) {
 	})
 }
 
-// BiasBackward implements backend.Backend (parallel over columns, so
+// BiasBackward implements compute.Device (parallel over columns, so
 // workers never write the same element).
-func (b *Backend[T]) BiasBackward(dbias, dy backend.Tensor, rows, cols int) {
+func (b *Device[T]) BiasBackward(dbias, dy compute.Tensor, rows, cols int) {
 	db, g := d[T](dbias), d[T](dy)
 	b.pool.run(cols, 64, func(_, lo, hi int) {
 		for r := range rows {
@@ -321,9 +321,9 @@ func (b *Backend[T]) BiasBackward(dbias, dy backend.Tensor, rows, cols int) {
 	})
 }
 
-// RMSNorm implements backend.Backend. The mean square is accumulated in
+// RMSNorm implements compute.Device. The mean square is accumulated in
 // float64; transformers computes it in float32, which agrees to ~1e-7.
-func (b *Backend[T]) RMSNorm(out, rstd, x, w backend.Tensor, rows, dim int, eps float32) {
+func (b *Device[T]) RMSNorm(out, rstd, x, w compute.Tensor, rows, dim int, eps float32) {
 	o, rs, xd, wd := d[T](out), d[T](rstd), d[T](x), d[T](w)
 	b.pool.run(rows, 4, func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
@@ -342,10 +342,10 @@ func (b *Backend[T]) RMSNorm(out, rstd, x, w backend.Tensor, rows, dim int, eps 
 	})
 }
 
-// RMSNormBackward implements backend.Backend. With y_i = w_i x_i s and
+// RMSNormBackward implements compute.Device. With y_i = w_i x_i s and
 // s = (mean(x²)+eps)^-1/2:
 // dx_i = s w_i dy_i − s³/dim · x_i · Σ_j w_j dy_j x_j, dw_i = Σ_rows dy_i x_i s.
-func (b *Backend[T]) RMSNormBackward(dx, dw, dout, x, w, rstd backend.Tensor, rows, dim int) {
+func (b *Device[T]) RMSNormBackward(dx, dw, dout, x, w, rstd compute.Tensor, rows, dim int) {
 	dxd, dwd, g, xd, wd, rs := d[T](dx), d[T](dw), d[T](dout), d[T](x), d[T](w), d[T](rstd)
 	b.pool.run(rows, 4, func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
@@ -373,7 +373,7 @@ func (b *Backend[T]) RMSNormBackward(dx, dw, dout, x, w, rstd backend.Tensor, ro
 
 // ropeFreqs fills b.invFreq the way transformers computes inv_freq in
 // float32: 1 / theta^(2i/headDim), each step rounded to float32.
-func (b *Backend[T]) ropeFreqs(headDim int, theta float64) []float64 {
+func (b *Device[T]) ropeFreqs(headDim int, theta float64) []float64 {
 	half := headDim / 2
 	f := grow(&b.invFreq, half)
 	for i := range half {
@@ -384,7 +384,7 @@ func (b *Backend[T]) ropeFreqs(headDim int, theta float64) []float64 {
 	return f
 }
 
-func (b *Backend[T]) rope(x backend.Tensor, pos backend.Ints, rows, heads, headDim int, theta float64, sign T) {
+func (b *Device[T]) rope(x compute.Tensor, pos compute.Ints, rows, heads, headDim int, theta float64, sign T) {
 	xd, pd := d[T](x), di(pos)
 	half := headDim / 2
 	f := b.ropeFreqs(headDim, theta)
@@ -406,23 +406,23 @@ func (b *Backend[T]) rope(x backend.Tensor, pos backend.Ints, rows, heads, headD
 	})
 }
 
-// RoPE implements backend.Backend.
-func (b *Backend[T]) RoPE(x backend.Tensor, pos backend.Ints, rows, heads, headDim int, theta float64) {
+// RoPE implements compute.Device.
+func (b *Device[T]) RoPE(x compute.Tensor, pos compute.Ints, rows, heads, headDim int, theta float64) {
 	b.rope(x, pos, rows, heads, headDim, theta, 1)
 }
 
-// RoPEBackward implements backend.Backend: the rotation is orthogonal, so
+// RoPEBackward implements compute.Device: the rotation is orthogonal, so
 // its transpose is the rotation by the negative angle.
-func (b *Backend[T]) RoPEBackward(dx backend.Tensor, pos backend.Ints, rows, heads, headDim int, theta float64) {
+func (b *Device[T]) RoPEBackward(dx compute.Tensor, pos compute.Ints, rows, heads, headDim int, theta float64) {
 	b.rope(dx, pos, rows, heads, headDim, theta, -1)
 }
 
-// Attention implements backend.Backend, parallel over (sequence, head).
+// Attention implements compute.Device, parallel over (sequence, head).
 // Each task runs two matmuls on the blocked kernel over the strided head
 // views: S = Q·Kᵀ over the sequence's real rows, then the causal softmax
 // of S·scale in place (this is att), then O = P·V. Computing the full
 // square and masking wastes the upper triangle but runs at matmul speed.
-func (b *Backend[T]) Attention(out, att, q, k, v backend.Tensor, lens backend.Ints, B, T_, hq, hkv, dd int) {
+func (b *Device[T]) Attention(out, att, q, k, v compute.Tensor, lens compute.Ints, B, T_, hq, hkv, dd int) {
 	o, a, qd, kd, vd, ld := d[T](out), d[T](att), d[T](q), d[T](k), d[T](v), di(lens)
 	scale := 1 / math.Sqrt(float64(dd))
 	grp := hq / hkv
@@ -474,7 +474,7 @@ func (b *Backend[T]) Attention(out, att, q, k, v backend.Tensor, lens backend.In
 	})
 }
 
-// AttentionBackward implements backend.Backend with the matmul form of
+// AttentionBackward implements compute.Device with the matmul form of
 // the softmax backward, per (sequence, query head):
 //
 //	dP = dO·Vᵀ, dS = P ⊙ (dP − rowsum(P ⊙ dP)) · scale,
@@ -482,7 +482,7 @@ func (b *Backend[T]) Attention(out, att, q, k, v backend.Tensor, lens backend.In
 //
 // Query heads of one group would race on dK/dV, so each task writes its own
 // per-query-head slices, summed into dk/dv per group afterwards.
-func (b *Backend[T]) AttentionBackward(dq, dk, dv, dout, q, k, v, att backend.Tensor, lens backend.Ints, B, T_, hq, hkv, dd int) {
+func (b *Device[T]) AttentionBackward(dq, dk, dv, dout, q, k, v, att compute.Tensor, lens compute.Ints, B, T_, hq, hkv, dd int) {
 	dqd, dkd, dvd, gd := d[T](dq), d[T](dk), d[T](dv), d[T](dout)
 	qd, kd, vd, a, ld := d[T](q), d[T](k), d[T](v), d[T](att), di(lens)
 	scale := T(1 / math.Sqrt(float64(dd)))
@@ -545,8 +545,8 @@ func (b *Backend[T]) AttentionBackward(dq, dk, dv, dout, q, k, v, att backend.Te
 	})
 }
 
-// AttentionCached implements backend.Backend.
-func (b *Backend[T]) AttentionCached(out, q, kc, vc backend.Tensor, start backend.Ints, B, tq, maxT, hq, hkv, dd int) {
+// AttentionCached implements compute.Device.
+func (b *Device[T]) AttentionCached(out, q, kc, vc compute.Tensor, start compute.Ints, B, tq, maxT, hq, hkv, dd int) {
 	o, qd, kd, vd, sd := d[T](out), d[T](q), d[T](kc), d[T](vc), di(start)
 	scale := T(1 / math.Sqrt(float64(dd)))
 	grp := hq / hkv
@@ -591,8 +591,8 @@ func (b *Backend[T]) AttentionCached(out, q, kc, vc backend.Tensor, start backen
 	})
 }
 
-// WriteCache implements backend.Backend.
-func (b *Backend[T]) WriteCache(cache, x backend.Tensor, start backend.Ints, B, tq, maxT, width int) {
+// WriteCache implements compute.Device.
+func (b *Device[T]) WriteCache(cache, x compute.Tensor, start compute.Ints, B, tq, maxT, width int) {
 	cd, xd, sd := d[T](cache), d[T](x), di(start)
 	for bi := range B {
 		s := int(sd[bi])
@@ -605,8 +605,8 @@ func (b *Backend[T]) WriteCache(cache, x backend.Tensor, start backend.Ints, B, 
 
 func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
-// SwiGLU implements backend.Backend.
-func (b *Backend[T]) SwiGLU(out, gate, up backend.Tensor, n int) {
+// SwiGLU implements compute.Device.
+func (b *Device[T]) SwiGLU(out, gate, up compute.Tensor, n int) {
 	o, g, u := d[T](out), d[T](gate), d[T](up)
 	if b.vecExp() {
 		b.elementwise(n, func(lo, hi int) {
@@ -633,8 +633,8 @@ func (b *Backend[T]) SwiGLU(out, gate, up backend.Tensor, n int) {
 // the stack.
 const swigluChunk = 512
 
-// SwiGLUBackward implements backend.Backend. silu'(x) = σ(x)(1 + x(1−σ(x))).
-func (b *Backend[T]) SwiGLUBackward(dgate, dup, dout, gate, up backend.Tensor, n int) {
+// SwiGLUBackward implements compute.Device. silu'(x) = σ(x)(1 + x(1−σ(x))).
+func (b *Device[T]) SwiGLUBackward(dgate, dup, dout, gate, up compute.Tensor, n int) {
 	dg, du, g, gt, u := d[T](dgate), d[T](dup), d[T](dout), d[T](gate), d[T](up)
 	if b.vecExp() {
 		b.elementwise(n, func(lo, hi int) {
@@ -662,8 +662,8 @@ func (b *Backend[T]) SwiGLUBackward(dgate, dup, dout, gate, up backend.Tensor, n
 	})
 }
 
-// Embed implements backend.Backend.
-func (b *Backend[T]) Embed(out, table backend.Tensor, ids backend.Ints, rows, dim int) {
+// Embed implements compute.Device.
+func (b *Device[T]) Embed(out, table compute.Tensor, ids compute.Ints, rows, dim int) {
 	o, tb, id := d[T](out), d[T](table), di(ids)
 	b.pool.run(rows, 16, func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
@@ -673,9 +673,9 @@ func (b *Backend[T]) Embed(out, table backend.Tensor, ids backend.Ints, rows, di
 	})
 }
 
-// EmbedBackward implements backend.Backend, parallel over columns so that
+// EmbedBackward implements compute.Device, parallel over columns so that
 // repeated ids never race.
-func (b *Backend[T]) EmbedBackward(dtable, dout backend.Tensor, ids backend.Ints, rows, dim int) {
+func (b *Device[T]) EmbedBackward(dtable, dout compute.Tensor, ids compute.Ints, rows, dim int) {
 	dt, g, id := d[T](dtable), d[T](dout), di(ids)
 	b.pool.run(dim, 64, func(_, lo, hi int) {
 		for r := range rows {
@@ -688,9 +688,9 @@ func (b *Backend[T]) EmbedBackward(dtable, dout backend.Tensor, ids backend.Ints
 	})
 }
 
-// LogProbs implements backend.Backend. Sums run in float64: a vocabulary
+// LogProbs implements compute.Device. Sums run in float64: a vocabulary
 // of 150k terms loses ~3 digits in a float32 running sum.
-func (b *Backend[T]) LogProbs(logp, lse, logits backend.Tensor, targets backend.Ints, rows, vocab int, invTemp float32) {
+func (b *Device[T]) LogProbs(logp, lse, logits compute.Tensor, targets compute.Ints, rows, vocab int, invTemp float32) {
 	lp, ls, z, tg := d[T](logp), d[T](lse), d[T](logits), di(targets)
 	it := float64(invTemp)
 	vec := b.vecExp()
@@ -727,9 +727,9 @@ func (b *Backend[T]) LogProbs(logp, lse, logits backend.Tensor, targets backend.
 	})
 }
 
-// LogProbsBackward implements backend.Backend:
+// LogProbsBackward implements compute.Device:
 // dz_j = dlogp · invTemp · (1[j=t] − softmax(z·invTemp)_j).
-func (b *Backend[T]) LogProbsBackward(dlogits, dlogp, logits, lse backend.Tensor, targets backend.Ints, rows, vocab int, invTemp float32) {
+func (b *Device[T]) LogProbsBackward(dlogits, dlogp, logits, lse compute.Tensor, targets compute.Ints, rows, vocab int, invTemp float32) {
 	dz, g, z, ls, tg := d[T](dlogits), d[T](dlogp), d[T](logits), d[T](lse), di(targets)
 	it := float64(invTemp)
 	vec := b.vecExp()
@@ -754,10 +754,10 @@ func (b *Backend[T]) LogProbsBackward(dlogits, dlogp, logits, lse backend.Tensor
 	})
 }
 
-// AdamW implements backend.Backend with torch.optim.AdamW's update:
+// AdamW implements compute.Device with torch.optim.AdamW's update:
 // p -= lr·wd·p; m = β1 m + (1−β1) g; v = β2 v + (1−β2) g²;
 // p -= (lr/(1−β1^t)) · m / (sqrt(v)/sqrt(1−β2^t) + eps).
-func (b *Backend[T]) AdamW(param, grad, m, v backend.Tensor, h backend.AdamWParams) {
+func (b *Device[T]) AdamW(param, grad, m, v compute.Tensor, h compute.AdamWParams) {
 	p, g, md, vd := d[T](param), d[T](grad), d[T](m), d[T](v)
 	bc1 := 1 - math.Pow(float64(h.Beta1), float64(h.Step))
 	bc2 := 1 - math.Pow(float64(h.Beta2), float64(h.Step))

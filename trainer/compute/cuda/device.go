@@ -2,11 +2,11 @@ package cuda
 
 import "unsafe"
 
-// Device is what the backend needs from a GPU: raw memory, copies, kernel
+// Driver is what the backend needs from a GPU: raw memory, copies, kernel
 // launches by name and a column-major SGEMM with cuBLAS's semantics, all
 // queued on one stream. The cuda build tag provides the real one
 // (gorgonia.org/cu, NVRTC, cuBLAS); tests use kernels.Emulator.
-type Device interface {
+type Driver interface {
 	// Name describes the device for logs.
 	Name() string
 	// Alloc returns a device address of bytes zeroed bytes.

@@ -38,7 +38,7 @@ func packBLen(bl blocking, n, k int) int {
 }
 
 // growPackB makes every worker's B scratch at least n elements long.
-func (b *Backend[T]) growPackB(n int) {
+func (b *Device[T]) growPackB(n int) {
 	b.ensurePack()
 	for w := range b.packB {
 		if len(b.packB[w]) < n {
@@ -48,7 +48,7 @@ func (b *Backend[T]) growPackB(n int) {
 }
 
 // matmul dispatches to gonum's sgemm/dgemm or to the hand-written kernel.
-func (b *Backend[T]) matmul(c, a, bb []T, m, n, k int, transA, transB, acc bool) {
+func (b *Device[T]) matmul(c, a, bb []T, m, n, k int, transA, transB, acc bool) {
 	if k == 0 {
 		if !acc {
 			clear(c[:m*n])
@@ -74,7 +74,7 @@ const gemvRows = 8
 
 // gemvNT computes c[m,n] (+)= a[m,k]·bᵀ for b stored [n,k], parallel over
 // the rows of b; each row of b is read once, for all m rows of a.
-func (b *Backend[T]) gemvNT(c, a, w []T, m, n, k int, acc bool) {
+func (b *Device[T]) gemvNT(c, a, w []T, m, n, k int, acc bool) {
 	_, f32 := any(c).([]float32)
 	vec := f32 && haveFMA() && !b.noAsm
 	b.pool.run(n, 64, func(_, lo, hi int) {
@@ -101,7 +101,7 @@ func (b *Backend[T]) gemvNT(c, a, w []T, m, n, k int, acc bool) {
 	})
 }
 
-func (b *Backend[T]) gonumGemm(c, a, bb []T, m, n, k int, transA, transB, acc bool) {
+func (b *Device[T]) gonumGemm(c, a, bb []T, m, n, k int, transA, transB, acc bool) {
 	ta, tb := blas.NoTrans, blas.NoTrans
 	lda, ldb := k, n
 	if transA {
@@ -142,7 +142,7 @@ type gemm[T Float] struct {
 // worker: a (row block, column chunk) pair. Each split halves the longer
 // side, since a task packs each element of A once per column chunk it
 // covers and each element of B once per row block.
-func (b *Backend[T]) blockedGemm(c, a, bb []T, m, n, k int, transA, transB, acc bool) {
+func (b *Device[T]) blockedGemm(c, a, bb []T, m, n, k int, transA, transB, acc bool) {
 	g := gemm[T]{c: c, a: a, b: bb, m: m, n: n, k: k, lda: k, ldb: n, ldc: n, transA: transA, transB: transB, acc: acc}
 	if transA {
 		g.lda = m
@@ -175,7 +175,7 @@ split:
 	})
 }
 
-func (b *Backend[T]) blocking() (blocking, bool) {
+func (b *Device[T]) blocking() (blocking, bool) {
 	var z T
 	if _, f32 := any(z).(float32); f32 && haveFMA() && !b.noAsm {
 		return blocking{mr: 6, nr: 16, mc: 264, kc: 256}, true

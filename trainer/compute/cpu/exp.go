@@ -7,7 +7,7 @@ import (
 
 // vecExp reports whether the AVX2 exp kernel serves this backend: float32
 // only, so that float64 gradient checks keep math.Exp.
-func (b *Backend[T]) vecExp() bool {
+func (b *Device[T]) vecExp() bool {
 	var z T
 	_, f32 := any(z).(float32)
 	return f32 && haveFMA() && !b.noAsm

@@ -1,10 +1,10 @@
-// Package cuda is the GPU implementation of backend.Backend: FP32 tensors
+// Package cuda is the GPU implementation of compute.Device: FP32 tensors
 // in device memory, kernels from package kernels compiled with NVRTC,
 // GEMMs on cuBLAS, everything queued on one stream. Errors are sticky
-// (backend.Backend.Err) and surface at Sync and at every Download.
+// (compute.Device.Err) and surface at Sync and at every Download.
 //
 // The op logic (grid sizes, argument marshalling, the row-major GEMM
-// mapping) is plain Go over the Device interface, so the cudaemu test
+// mapping) is plain Go over the Driver interface, so the cudaemu test
 // build runs it against an emulator on the CPU. The real device needs the
 // cuda build tag; without it Open says so. It does not do BF16 (see
 // docs/cuda.md), autograd or shape tracking.
@@ -16,8 +16,8 @@ import (
 	"math"
 	"unsafe"
 
-	"github.com/rlhost/rlhost/trainer/backend"
-	"github.com/rlhost/rlhost/trainer/backend/cuda/kernels"
+	"github.com/rlhost/rlhost/trainer/compute"
+	"github.com/rlhost/rlhost/trainer/compute/cuda/kernels"
 )
 
 const nt = kernels.BlockThreads
@@ -40,9 +40,9 @@ type ints struct {
 
 func (t *ints) Len() int { return len(t.host) }
 
-// Backend implements backend.Backend on a Device.
-type Backend struct {
-	dev    Device
+// Device implements compute.Device on a Driver.
+type Device struct {
+	dev    Driver
 	err    error
 	allocs map[uint64]int // base address -> bytes
 	bytes  int64          // device bytes allocated now
@@ -57,26 +57,26 @@ type Backend struct {
 	freqKey   [2]float64
 }
 
-var _ backend.Backend = (*Backend)(nil)
+var _ compute.Device = (*Device)(nil)
 
 // New returns a backend on dev; Close closes dev.
-func New(dev Device) *Backend { return &Backend{dev: dev, allocs: map[uint64]int{}} }
+func New(dev Driver) *Device { return &Device{dev: dev, allocs: map[uint64]int{}} }
 
-// Name implements backend.Backend.
-func (b *Backend) Name() string { return "cuda-f32" }
+// Name implements compute.Device.
+func (b *Device) Name() string { return "cuda-f32" }
 
 // DeviceName describes the device.
-func (b *Backend) DeviceName() string { return b.dev.Name() }
+func (b *Device) DeviceName() string { return b.dev.Name() }
 
 // PeakBytes is the most device memory the backend has held at once.
-func (b *Backend) PeakBytes() int64 { return b.peak }
+func (b *Device) PeakBytes() int64 { return b.peak }
 
 // HeldBytes is the device memory the backend holds now.
-func (b *Backend) HeldBytes() int64 { return b.bytes }
+func (b *Device) HeldBytes() int64 { return b.bytes }
 
-// Close implements backend.Backend. It waits for queued work first, so
+// Close implements compute.Device. It waits for queued work first, so
 // no kernel is still using memory when it is freed.
-func (b *Backend) Close() {
+func (b *Device) Close() {
 	_ = b.dev.Sync()
 	for p := range b.allocs {
 		_ = b.dev.Free(p)
@@ -85,8 +85,8 @@ func (b *Backend) Close() {
 	_ = b.dev.Close()
 }
 
-// Sync implements backend.Backend.
-func (b *Backend) Sync() error {
+// Sync implements compute.Device.
+func (b *Device) Sync() error {
 	if b.err == nil {
 		if err := b.dev.Sync(); err != nil {
 			b.fail(fmt.Errorf("cuda: sync: %w", err))
@@ -95,19 +95,19 @@ func (b *Backend) Sync() error {
 	return b.err
 }
 
-// Err implements backend.Backend.
-func (b *Backend) Err() error { return b.err }
+// Err implements compute.Device.
+func (b *Device) Err() error { return b.err }
 
-func (b *Backend) fail(err error) {
+func (b *Device) fail(err error) {
 	if b.err == nil {
 		b.err = err
 	}
 }
 
 // ok reports whether ops should still run.
-func (b *Backend) ok() bool { return b.err == nil }
+func (b *Device) ok() bool { return b.err == nil }
 
-func (b *Backend) alloc(bytes int) uint64 {
+func (b *Device) alloc(bytes int) uint64 {
 	if !b.ok() {
 		return 0
 	}
@@ -122,14 +122,14 @@ func (b *Backend) alloc(bytes int) uint64 {
 	return p
 }
 
-func dt(t backend.Tensor) *tensor { return t.(*tensor) }
-func di(t backend.Ints) *ints     { return t.(*ints) }
+func dt(t compute.Tensor) *tensor { return t.(*tensor) }
+func di(t compute.Ints) *ints     { return t.(*ints) }
 
-// Alloc implements backend.Backend.
-func (b *Backend) Alloc(n int) backend.Tensor { return &tensor{ptr: b.alloc(4 * n), n: n} }
+// Alloc implements compute.Device.
+func (b *Device) Alloc(n int) compute.Tensor { return &tensor{ptr: b.alloc(4 * n), n: n} }
 
-// View implements backend.Backend.
-func (b *Backend) View(t backend.Tensor, off, n int) backend.Tensor {
+// View implements compute.Device.
+func (b *Device) View(t compute.Tensor, off, n int) compute.Tensor {
 	x := dt(t)
 	if off < 0 || n < 0 || off+n > x.n {
 		panic(fmt.Sprintf("cuda: view [%d:%d] of tensor of %d", off, off+n, x.n))
@@ -137,19 +137,19 @@ func (b *Backend) View(t backend.Tensor, off, n int) backend.Tensor {
 	return &tensor{ptr: x.ptr + uint64(4*off), n: n}
 }
 
-// AllocInts implements backend.Backend.
-func (b *Backend) AllocInts(n int) backend.Ints {
+// AllocInts implements compute.Device.
+func (b *Device) AllocInts(n int) compute.Ints {
 	return &ints{ptr: b.alloc(4 * n), host: make([]int32, n)}
 }
 
-// ViewInts implements backend.Backend.
-func (b *Backend) ViewInts(t backend.Ints, off, n int) backend.Ints {
+// ViewInts implements compute.Device.
+func (b *Device) ViewInts(t compute.Ints, off, n int) compute.Ints {
 	x := di(t)
 	return &ints{ptr: x.ptr + uint64(4*off), host: x.host[off : off+n : off+n]}
 }
 
-// Upload implements backend.Backend.
-func (b *Backend) Upload(dst backend.Tensor, src []float32) {
+// Upload implements compute.Device.
+func (b *Device) Upload(dst compute.Tensor, src []float32) {
 	x := dt(dst)
 	if len(src) != x.n {
 		panic(fmt.Sprintf("cuda: upload of %d floats into tensor of %d", len(src), x.n))
@@ -161,9 +161,9 @@ func (b *Backend) Upload(dst backend.Tensor, src []float32) {
 	}
 }
 
-// Download implements backend.Backend. It waits for queued ops; on a
+// Download implements compute.Device. It waits for queued ops; on a
 // sticky error dst is left unchanged (check Err or Sync).
-func (b *Backend) Download(dst []float32, src backend.Tensor) {
+func (b *Device) Download(dst []float32, src compute.Tensor) {
 	x := dt(src)
 	if len(dst) != x.n {
 		panic(fmt.Sprintf("cuda: download of tensor of %d into %d floats", x.n, len(dst)))
@@ -175,8 +175,8 @@ func (b *Backend) Download(dst []float32, src backend.Tensor) {
 	}
 }
 
-// UploadInts implements backend.Backend.
-func (b *Backend) UploadInts(dst backend.Ints, src []int32) {
+// UploadInts implements compute.Device.
+func (b *Device) UploadInts(dst compute.Ints, src []int32) {
 	x := di(dst)
 	if len(src) != len(x.host) {
 		panic(fmt.Sprintf("cuda: upload of %d ints into array of %d", len(src), len(x.host)))
@@ -190,13 +190,13 @@ func (b *Backend) UploadInts(dst backend.Ints, src []int32) {
 }
 
 // Argument packing: one uint64 per kernel parameter.
-func p(t backend.Tensor) uint64 { return dt(t).ptr }
-func pi(t backend.Ints) uint64  { return di(t).ptr }
+func p(t compute.Tensor) uint64 { return dt(t).ptr }
+func pi(t compute.Ints) uint64  { return di(t).ptr }
 func i32(v int) uint64          { return uint64(uint32(int32(v))) }
 func f32(v float32) uint64      { return uint64(math.Float32bits(v)) }
 
 // launch queues kernel over a 3-D grid of nt-thread blocks.
-func (b *Backend) launch(kernel string, grid [3]int, args ...uint64) {
+func (b *Device) launch(kernel string, grid [3]int, args ...uint64) {
 	if !b.ok() {
 		return
 	}
@@ -212,17 +212,17 @@ func (b *Backend) launch(kernel string, grid [3]int, args ...uint64) {
 // elementwise kernels stride over the rest.
 func blocks1(n int) [3]int { return [3]int{min((n+nt-1)/nt, 1<<16), 1, 1} }
 
-// Zero implements backend.Backend.
-func (b *Backend) Zero(t backend.Tensor) { b.Fill(t, 0) }
+// Zero implements compute.Device.
+func (b *Device) Zero(t compute.Tensor) { b.Fill(t, 0) }
 
-// Fill implements backend.Backend.
-func (b *Backend) Fill(t backend.Tensor, v float32) {
+// Fill implements compute.Device.
+func (b *Device) Fill(t compute.Tensor, v float32) {
 	n := t.Len()
 	b.launch("k_fill", blocks1(n), p(t), f32(v), i32(n))
 }
 
-// Copy implements backend.Backend.
-func (b *Backend) Copy(dst, src backend.Tensor) {
+// Copy implements compute.Device.
+func (b *Device) Copy(dst, src compute.Tensor) {
 	n := dst.Len()
 	if src.Len() != n {
 		panic(fmt.Sprintf("cuda: copy of %d into %d", src.Len(), n))
@@ -230,30 +230,30 @@ func (b *Backend) Copy(dst, src backend.Tensor) {
 	b.launch("k_copy", blocks1(n), p(dst), p(src), i32(n))
 }
 
-// Add implements backend.Backend.
-func (b *Backend) Add(out, a, c backend.Tensor) {
+// Add implements compute.Device.
+func (b *Device) Add(out, a, c compute.Tensor) {
 	n := out.Len()
 	b.launch("k_add", blocks1(n), p(out), p(a), p(c), i32(n))
 }
 
-// Accumulate implements backend.Backend.
-func (b *Backend) Accumulate(dst, src backend.Tensor) {
+// Accumulate implements compute.Device.
+func (b *Device) Accumulate(dst, src compute.Tensor) {
 	n := dst.Len()
 	b.launch("k_accumulate", blocks1(n), p(dst), p(src), i32(n))
 }
 
-// Scale implements backend.Backend.
-func (b *Backend) Scale(t backend.Tensor, s float32) {
+// Scale implements compute.Device.
+func (b *Device) Scale(t compute.Tensor, s float32) {
 	n := t.Len()
 	b.launch("k_scale", blocks1(n), p(t), f32(s), i32(n))
 }
 
 const sumsqBlocks = 256
 
-// SumSquares implements backend.Backend: per-block float64 partials on the
+// SumSquares implements compute.Device: per-block float64 partials on the
 // device, added on the host in block order (deterministic). It syncs; on
 // error it returns NaN and the error sticks.
-func (b *Backend) SumSquares(t backend.Tensor) float64 {
+func (b *Device) SumSquares(t compute.Tensor) float64 {
 	n := t.Len()
 	if b.part == nil {
 		b.part = dt(b.Alloc(2 * sumsqBlocks))
@@ -279,11 +279,11 @@ func (b *Backend) SumSquares(t backend.Tensor) float64 {
 	return s
 }
 
-// MatMul implements backend.Backend on cuBLAS. Row-major C = op(A)·op(B)
+// MatMul implements compute.Device on cuBLAS. Row-major C = op(A)·op(B)
 // is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ, and a row-major matrix is its
 // transpose in column-major, so cuBLAS gets B first, A second, with m and
 // n swapped and the same transpose flags.
-func (b *Backend) MatMul(c, a, bb backend.Tensor, m, n, k int, transA, transB, acc bool) {
+func (b *Device) MatMul(c, a, bb compute.Tensor, m, n, k int, transA, transB, acc bool) {
 	if c.Len() < m*n || a.Len() < m*k || bb.Len() < k*n {
 		panic(fmt.Sprintf("cuda: matmul %dx%dx%d on tensors of %d, %d, %d", m, n, k, c.Len(), a.Len(), bb.Len()))
 	}
@@ -306,21 +306,21 @@ func (b *Backend) MatMul(c, a, bb backend.Tensor, m, n, k int, transA, transB, a
 	}
 }
 
-// AddBias implements backend.Backend.
-func (b *Backend) AddBias(x, bias backend.Tensor, rows, cols int) {
+// AddBias implements compute.Device.
+func (b *Device) AddBias(x, bias compute.Tensor, rows, cols int) {
 	b.launch("k_add_bias", blocks1(rows*cols), p(x), p(bias), i32(rows), i32(cols))
 }
 
-// BiasBackward implements backend.Backend as a GEMV on cuBLAS:
+// BiasBackward implements compute.Device as a GEMV on cuBLAS:
 // dbias[1,cols] += ones[1,rows]·dy[rows,cols]. A column sum has too little
 // parallelism for a kernel with one thread per column, and atomics would
 // make the sum order (and so the result) vary from run to run.
-func (b *Backend) BiasBackward(dbias, dy backend.Tensor, rows, cols int) {
+func (b *Device) BiasBackward(dbias, dy compute.Tensor, rows, cols int) {
 	b.MatMul(dbias, b.ones(rows), dy, 1, cols, rows, false, false, true)
 }
 
 // ones returns a device vector of n ones (grown on first use).
-func (b *Backend) ones(n int) backend.Tensor {
+func (b *Device) ones(n int) compute.Tensor {
 	if b.one == nil || b.one.n < n {
 		b.scratch(&b.one, n)
 		b.Fill(b.one, 1)
@@ -328,13 +328,13 @@ func (b *Backend) ones(n int) backend.Tensor {
 	return b.View(b.one, 0, n)
 }
 
-// RMSNorm implements backend.Backend.
-func (b *Backend) RMSNorm(out, rstd, x, w backend.Tensor, rows, dim int, eps float32) {
+// RMSNorm implements compute.Device.
+func (b *Device) RMSNorm(out, rstd, x, w compute.Tensor, rows, dim int, eps float32) {
 	b.launch("k_rmsnorm", [3]int{rows, 1, 1}, p(out), p(rstd), p(x), p(w), i32(dim), f32(eps))
 }
 
-// RMSNormBackward implements backend.Backend.
-func (b *Backend) RMSNormBackward(dx, dw, dout, x, w, rstd backend.Tensor, rows, dim int) {
+// RMSNormBackward implements compute.Device.
+func (b *Device) RMSNormBackward(dx, dw, dout, x, w, rstd compute.Tensor, rows, dim int) {
 	b.launch("k_rmsnorm_bwd_dx", [3]int{rows, 1, 1}, p(dx), p(dout), p(x), p(w), p(rstd), i32(dim))
 	// dw[1,dim] += rstd[1,rows]·(dout⊙x)[rows,dim], a GEMV (see BiasBackward).
 	prod := b.View(b.scratch(&b.prod, rows*dim), 0, rows*dim)
@@ -344,7 +344,7 @@ func (b *Backend) RMSNormBackward(dx, dw, dout, x, w, rstd backend.Tensor, rows,
 
 // ropeFreqs uploads 1/theta^(2i/headDim) computed exactly as the CPU
 // backend does (float32 steps), once per (headDim, theta).
-func (b *Backend) ropeFreqs(headDim int, theta float64) uint64 {
+func (b *Device) ropeFreqs(headDim int, theta float64) uint64 {
 	key := [2]float64{float64(headDim), theta}
 	if b.invFreq != nil && b.freqKey == key {
 		return b.invFreq.ptr
@@ -361,24 +361,24 @@ func (b *Backend) ropeFreqs(headDim int, theta float64) uint64 {
 	return b.invFreq.ptr
 }
 
-func (b *Backend) rope(x backend.Tensor, pos backend.Ints, rows, heads, headDim int, theta float64, sign float32) {
+func (b *Device) rope(x compute.Tensor, pos compute.Ints, rows, heads, headDim int, theta float64, sign float32) {
 	f := b.ropeFreqs(headDim, theta)
 	b.launch("k_rope", blocks1(rows*headDim/2), p(x), pi(pos), f, i32(rows), i32(heads), i32(headDim), f32(sign))
 }
 
-// RoPE implements backend.Backend.
-func (b *Backend) RoPE(x backend.Tensor, pos backend.Ints, rows, heads, headDim int, theta float64) {
+// RoPE implements compute.Device.
+func (b *Device) RoPE(x compute.Tensor, pos compute.Ints, rows, heads, headDim int, theta float64) {
 	b.rope(x, pos, rows, heads, headDim, theta, 1)
 }
 
-// RoPEBackward implements backend.Backend.
-func (b *Backend) RoPEBackward(dx backend.Tensor, pos backend.Ints, rows, heads, headDim int, theta float64) {
+// RoPEBackward implements compute.Device.
+func (b *Device) RoPEBackward(dx compute.Tensor, pos compute.Ints, rows, heads, headDim int, theta float64) {
 	b.rope(dx, pos, rows, heads, headDim, theta, -1)
 }
 
 // scratch returns *s grown to at least n floats; a smaller old buffer is
 // freed once queued work is done with it.
-func (b *Backend) scratch(s **tensor, n int) *tensor {
+func (b *Device) scratch(s **tensor, n int) *tensor {
 	if *s == nil || (*s).n < n {
 		if *s != nil {
 			b.release(*s)
@@ -389,7 +389,7 @@ func (b *Backend) scratch(s **tensor, n int) *tensor {
 }
 
 // release frees t, which must be a whole allocation, after a Sync.
-func (b *Backend) release(t *tensor) {
+func (b *Device) release(t *tensor) {
 	size, ok := b.allocs[t.ptr]
 	if !ok || b.Sync() != nil {
 		return
@@ -407,9 +407,9 @@ const attTileRows, attTileMaxD = 16, 128
 
 func attnScale(d int) float32 { return float32(1 / math.Sqrt(float64(d))) }
 
-// Attention implements backend.Backend: one block per tile of 16 query
+// Attention implements compute.Device: one block per tile of 16 query
 // rows for head dims up to 128, else one block per query row.
-func (b *Backend) Attention(out, att, q, k, v backend.Tensor, lens backend.Ints, B, T, hq, hkv, d int) {
+func (b *Device) Attention(out, att, q, k, v compute.Tensor, lens compute.Ints, B, T, hq, hkv, d int) {
 	b.checkLens(lens, B, T)
 	if d <= attTileMaxD {
 		b.launch("k_attn_fwd_tiled", [3]int{(T + attTileRows - 1) / attTileRows, hq, B}, p(out), p(att), p(q), p(k), p(v), pi(lens),
@@ -420,10 +420,10 @@ func (b *Backend) Attention(out, att, q, k, v backend.Tensor, lens backend.Ints,
 		i32(T), i32(hq), i32(hkv), i32(d), f32(attnScale(d)))
 }
 
-// AttentionBackward implements backend.Backend: dS into scratch, then dQ
+// AttentionBackward implements compute.Device: dS into scratch, then dQ
 // by query rows and dK/dV by key rows (no atomics); tiled like Attention
 // for head dims up to 128.
-func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, att backend.Tensor, lens backend.Ints, B, T, hq, hkv, d int) {
+func (b *Device) AttentionBackward(dq, dk, dv, dout, q, k, v, att compute.Tensor, lens compute.Ints, B, T, hq, hkv, d int) {
 	b.checkLens(lens, B, T)
 	ds := b.scratch(&b.ds, B*hq*T*T)
 	if d <= attTileMaxD {
@@ -442,7 +442,7 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, att backend.Tenso
 		i32(T), i32(hq), i32(hkv), i32(d))
 }
 
-func (b *Backend) checkLens(lens backend.Ints, B, T int) {
+func (b *Device) checkLens(lens compute.Ints, B, T int) {
 	for i, n := range di(lens).host[:B] {
 		if n < 0 || int(n) > T {
 			b.fail(fmt.Errorf("cuda: attention: sequence %d has length %d, outside [0,%d]", i, n, T))
@@ -450,7 +450,7 @@ func (b *Backend) checkLens(lens backend.Ints, B, T int) {
 	}
 }
 
-func (b *Backend) checkStart(op string, start backend.Ints, B, tq, maxT int) {
+func (b *Device) checkStart(op string, start compute.Ints, B, tq, maxT int) {
 	for i, s := range di(start).host[:B] {
 		if s < 0 || int(s)+tq > maxT {
 			b.fail(fmt.Errorf("cuda: %s at %d+%d past %d (sequence %d)", op, s, tq, maxT, i))
@@ -458,31 +458,31 @@ func (b *Backend) checkStart(op string, start backend.Ints, B, tq, maxT int) {
 	}
 }
 
-// AttentionCached implements backend.Backend.
-func (b *Backend) AttentionCached(out, q, kc, vc backend.Tensor, start backend.Ints, B, tq, maxT, hq, hkv, d int) {
+// AttentionCached implements compute.Device.
+func (b *Device) AttentionCached(out, q, kc, vc compute.Tensor, start compute.Ints, B, tq, maxT, hq, hkv, d int) {
 	b.checkStart("cached attention", start, B, tq, maxT)
 	sc := b.scratch(&b.sc, B*hq*tq*maxT)
 	b.launch("k_attn_cached", [3]int{tq, hq, B}, p(out), sc.ptr, p(q), p(kc), p(vc), pi(start),
 		i32(tq), i32(maxT), i32(hq), i32(hkv), i32(d), f32(attnScale(d)))
 }
 
-// WriteCache implements backend.Backend.
-func (b *Backend) WriteCache(cache, x backend.Tensor, start backend.Ints, B, tq, maxT, width int) {
+// WriteCache implements compute.Device.
+func (b *Device) WriteCache(cache, x compute.Tensor, start compute.Ints, B, tq, maxT, width int) {
 	b.checkStart("cache write", start, B, tq, maxT)
 	b.launch("k_write_cache", blocks1(B*tq*width), p(cache), p(x), pi(start), i32(B), i32(tq), i32(maxT), i32(width))
 }
 
-// SwiGLU implements backend.Backend.
-func (b *Backend) SwiGLU(out, gate, up backend.Tensor, n int) {
+// SwiGLU implements compute.Device.
+func (b *Device) SwiGLU(out, gate, up compute.Tensor, n int) {
 	b.launch("k_swiglu", blocks1(n), p(out), p(gate), p(up), i32(n))
 }
 
-// SwiGLUBackward implements backend.Backend.
-func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up backend.Tensor, n int) {
+// SwiGLUBackward implements compute.Device.
+func (b *Device) SwiGLUBackward(dgate, dup, dout, gate, up compute.Tensor, n int) {
 	b.launch("k_swiglu_bwd", blocks1(n), p(dgate), p(dup), p(dout), p(gate), p(up), i32(n))
 }
 
-func (b *Backend) checkIDs(op string, ids backend.Ints, rows, tableRows int) {
+func (b *Device) checkIDs(op string, ids compute.Ints, rows, tableRows int) {
 	for r, id := range di(ids).host[:rows] {
 		if id < 0 || int(id) >= tableRows {
 			b.fail(fmt.Errorf("cuda: %s: row %d has id %d outside [0,%d)", op, r, id, tableRows))
@@ -491,31 +491,31 @@ func (b *Backend) checkIDs(op string, ids backend.Ints, rows, tableRows int) {
 	}
 }
 
-// Embed implements backend.Backend.
-func (b *Backend) Embed(out, table backend.Tensor, ids backend.Ints, rows, dim int) {
+// Embed implements compute.Device.
+func (b *Device) Embed(out, table compute.Tensor, ids compute.Ints, rows, dim int) {
 	b.checkIDs("embed", ids, rows, table.Len()/dim)
 	b.launch("k_embed", blocks1(rows*dim), p(out), p(table), pi(ids), i32(rows), i32(dim))
 }
 
-// EmbedBackward implements backend.Backend.
-func (b *Backend) EmbedBackward(dtable, dout backend.Tensor, ids backend.Ints, rows, dim int) {
+// EmbedBackward implements compute.Device.
+func (b *Device) EmbedBackward(dtable, dout compute.Tensor, ids compute.Ints, rows, dim int) {
 	b.checkIDs("embed backward", ids, rows, dtable.Len()/dim)
 	b.launch("k_embed_bwd", blocks1(dim), p(dtable), p(dout), pi(ids), i32(rows), i32(dim))
 }
 
-// LogProbs implements backend.Backend: one block per row.
-func (b *Backend) LogProbs(logp, lse, logits backend.Tensor, targets backend.Ints, rows, vocab int, invTemp float32) {
+// LogProbs implements compute.Device: one block per row.
+func (b *Device) LogProbs(logp, lse, logits compute.Tensor, targets compute.Ints, rows, vocab int, invTemp float32) {
 	b.checkTargets(targets, rows, vocab)
 	b.launch("k_logprobs", [3]int{rows, 1, 1}, p(logp), p(lse), p(logits), pi(targets), i32(vocab), f32(invTemp))
 }
 
-// LogProbsBackward implements backend.Backend.
-func (b *Backend) LogProbsBackward(dlogits, dlogp, logits, lse backend.Tensor, targets backend.Ints, rows, vocab int, invTemp float32) {
+// LogProbsBackward implements compute.Device.
+func (b *Device) LogProbsBackward(dlogits, dlogp, logits, lse compute.Tensor, targets compute.Ints, rows, vocab int, invTemp float32) {
 	b.checkTargets(targets, rows, vocab)
 	b.launch("k_logprobs_bwd", [3]int{rows, 1, 1}, p(dlogits), p(dlogp), p(logits), p(lse), pi(targets), i32(vocab), f32(invTemp))
 }
 
-func (b *Backend) checkTargets(targets backend.Ints, rows, vocab int) {
+func (b *Device) checkTargets(targets compute.Ints, rows, vocab int) {
 	for r, t := range di(targets).host[:rows] {
 		if int(t) >= vocab {
 			b.fail(fmt.Errorf("cuda: log-probs: row %d targets %d, vocabulary is %d", r, t, vocab))
@@ -524,9 +524,9 @@ func (b *Backend) checkTargets(targets backend.Ints, rows, vocab int) {
 	}
 }
 
-// AdamW implements backend.Backend; the scalars are computed as the CPU
+// AdamW implements compute.Device; the scalars are computed as the CPU
 // backend computes them.
-func (b *Backend) AdamW(param, grad, m, v backend.Tensor, h backend.AdamWParams) {
+func (b *Device) AdamW(param, grad, m, v compute.Tensor, h compute.AdamWParams) {
 	bc1 := 1 - math.Pow(float64(h.Beta1), float64(h.Step))
 	bc2 := 1 - math.Pow(float64(h.Beta2), float64(h.Step))
 	step := float32(float64(h.LR) / bc1)

@@ -8,8 +8,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/rlhost/rlhost/trainer/backend"
-	"github.com/rlhost/rlhost/trainer/backend/cpu"
+	"github.com/rlhost/rlhost/trainer/compute"
+	"github.com/rlhost/rlhost/trainer/compute/cpu"
 )
 
 // Tolerances. Both backends compute in float32 but sum in different
@@ -27,17 +27,17 @@ const (
 
 type output struct {
 	name string
-	t    backend.Tensor
+	t    compute.Tensor
 }
 
 // opCase builds inputs with r (same seed on both backends), runs one op
 // and returns the tensors to compare.
 type opCase struct {
 	name string
-	run  func(be backend.Backend, r *rand.Rand) []output
+	run  func(be compute.Device, r *rand.Rand) []output
 }
 
-func randT(be backend.Backend, r *rand.Rand, n int, scale float32) backend.Tensor {
+func randT(be compute.Device, r *rand.Rand, n int, scale float32) compute.Tensor {
 	v := make([]float32, n)
 	for i := range v {
 		v[i] = (r.Float32()*2 - 1) * scale
@@ -47,13 +47,13 @@ func randT(be backend.Backend, r *rand.Rand, n int, scale float32) backend.Tenso
 	return t
 }
 
-func intsT(be backend.Backend, v ...int32) backend.Ints {
+func intsT(be compute.Device, v ...int32) compute.Ints {
 	t := be.AllocInts(len(v))
 	be.UploadInts(t, v)
 	return t
 }
 
-func download(be backend.Backend, t backend.Tensor) []float32 {
+func download(be compute.Device, t compute.Tensor) []float32 {
 	v := make([]float32, t.Len())
 	be.Download(v, t)
 	return v
@@ -89,7 +89,7 @@ func compare(t *testing.T, what string, ref, got []float32, tol float64) {
 func opCases() []opCase {
 	const d = 8
 	return []opCase{
-		{"fill+add+accumulate+scale+copy", func(be backend.Backend, r *rand.Rand) []output {
+		{"fill+add+accumulate+scale+copy", func(be compute.Device, r *rand.Rand) []output {
 			n := 1000
 			a, c := randT(be, r, n, 1), randT(be, r, n, 1)
 			out, acc, cp, f := be.Alloc(n), randT(be, r, n, 1), be.Alloc(n), be.Alloc(n)
@@ -103,13 +103,13 @@ func opCases() []opCase {
 			be.Accumulate(z, f)
 			return []output{{"add", out}, {"acc", acc}, {"copy", cp}, {"fill+zero", z}}
 		}},
-		{"sumsquares", func(be backend.Backend, r *rand.Rand) []output {
+		{"sumsquares", func(be compute.Device, r *rand.Rand) []output {
 			x := randT(be, r, 100003, 1)
 			s := be.Alloc(1)
 			be.Upload(s, []float32{float32(be.SumSquares(x))})
 			return []output{{"sum", s}}
 		}},
-		{"matmul", func(be backend.Backend, r *rand.Rand) []output {
+		{"matmul", func(be compute.Device, r *rand.Rand) []output {
 			var outs []output
 			for _, tc := range []struct{ ta, tb, acc bool }{{false, false, false}, {false, true, true}, {true, false, true}, {true, true, false}} {
 				m, n, k := 13, 9, 21
@@ -120,14 +120,14 @@ func opCases() []opCase {
 			}
 			return outs
 		}},
-		{"bias", func(be backend.Backend, r *rand.Rand) []output {
+		{"bias", func(be compute.Device, r *rand.Rand) []output {
 			rows, cols := 37, 300
 			x, bias, db := randT(be, r, rows*cols, 1), randT(be, r, cols, 1), randT(be, r, cols, 1)
 			be.AddBias(x, bias, rows, cols)
 			be.BiasBackward(db, x, rows, cols)
 			return []output{{"x", x}, {"dbias", db}}
 		}},
-		{"rmsnorm", func(be backend.Backend, r *rand.Rand) []output {
+		{"rmsnorm", func(be compute.Device, r *rand.Rand) []output {
 			rows, dim := 5, 300
 			x, w := randT(be, r, rows*dim, 2), randT(be, r, dim, 1)
 			out, rstd := be.Alloc(rows*dim), be.Alloc(rows)
@@ -137,7 +137,7 @@ func opCases() []opCase {
 			be.RMSNormBackward(dx, dw, dout, x, w, rstd, rows, dim)
 			return []output{{"out", out}, {"rstd", rstd}, {"dx", dx}, {"dw", dw}}
 		}},
-		{"rope", func(be backend.Backend, r *rand.Rand) []output {
+		{"rope", func(be compute.Device, r *rand.Rand) []output {
 			rows, heads, hd := 6, 3, 16
 			x := randT(be, r, rows*heads*hd, 1)
 			pos := intsT(be, 0, 1, 5, 17, 300, 4095)
@@ -147,17 +147,17 @@ func opCases() []opCase {
 			be.RoPEBackward(y, pos, rows, heads, hd, 10000)
 			return []output{{"fwd", x}, {"bwd", y}}
 		}},
-		{"attention d=8", func(be backend.Backend, r *rand.Rand) []output { return attention(be, r, d) }},
+		{"attention d=8", func(be compute.Device, r *rand.Rand) []output { return attention(be, r, d) }},
 		// d=12 does not divide the block, so the kernels take their
 		// one-group path.
-		{"attention d=12", func(be backend.Backend, r *rand.Rand) []output { return attention(be, r, 12) }},
+		{"attention d=12", func(be compute.Device, r *rand.Rand) []output { return attention(be, r, 12) }},
 		// Head dims past the tiled kernel's limit take the per-row kernel.
-		{"attention d=130", func(be backend.Backend, r *rand.Rand) []output { return attention(be, r, 130) }},
+		{"attention d=130", func(be compute.Device, r *rand.Rand) []output { return attention(be, r, 130) }},
 		// More keys than threads per block: the strided loops.
-		{"attention T=300", func(be backend.Backend, r *rand.Rand) []output { return attentionT(be, r, d, 300, []int32{290}) }},
-		{"cached attention d=8", func(be backend.Backend, r *rand.Rand) []output { return cachedAttention(be, r, d) }},
-		{"cached attention d=12", func(be backend.Backend, r *rand.Rand) []output { return cachedAttention(be, r, 12) }},
-		{"swiglu", func(be backend.Backend, r *rand.Rand) []output {
+		{"attention T=300", func(be compute.Device, r *rand.Rand) []output { return attentionT(be, r, d, 300, []int32{290}) }},
+		{"cached attention d=8", func(be compute.Device, r *rand.Rand) []output { return cachedAttention(be, r, d) }},
+		{"cached attention d=12", func(be compute.Device, r *rand.Rand) []output { return cachedAttention(be, r, 12) }},
+		{"swiglu", func(be compute.Device, r *rand.Rand) []output {
 			n := 777
 			g, u := randT(be, r, n, 6), randT(be, r, n, 2)
 			out := be.Alloc(n)
@@ -166,7 +166,7 @@ func opCases() []opCase {
 			be.SwiGLUBackward(dg, du, dout, g, u, n)
 			return []output{{"out", out}, {"dgate", dg}, {"dup", du}}
 		}},
-		{"embed", func(be backend.Backend, r *rand.Rand) []output {
+		{"embed", func(be compute.Device, r *rand.Rand) []output {
 			V, dim := 11, 40
 			table, dtable := randT(be, r, V*dim, 1), randT(be, r, V*dim, 1)
 			ids := intsT(be, 3, 0, 10, 3, 3, 7)
@@ -176,7 +176,7 @@ func opCases() []opCase {
 			be.EmbedBackward(dtable, dout, ids, 6, dim)
 			return []output{{"out", out}, {"dtable", dtable}}
 		}},
-		{"logprobs", func(be backend.Backend, r *rand.Rand) []output {
+		{"logprobs", func(be compute.Device, r *rand.Rand) []output {
 			rows, V := 5, 1000
 			logits := randT(be, r, rows*V, 8)
 			tg := intsT(be, 3, -1, 999, 0, 500)
@@ -190,25 +190,25 @@ func opCases() []opCase {
 			be.LogProbsBackward(logits, dlogp, logits, lse, tg, rows, V, 1/0.7)
 			return []output{{"logp", logp}, {"lse", lse}, {"dlogits", dz}, {"in place", logits}}
 		}},
-		{"adamw", func(be backend.Backend, r *rand.Rand) []output {
+		{"adamw", func(be compute.Device, r *rand.Rand) []output {
 			n := 5000
 			p, m, v := randT(be, r, n, 1), randT(be, r, n, 0.1), be.Alloc(n)
 			for step := 1; step <= 3; step++ {
 				g := randT(be, r, n, 1)
-				be.AdamW(p, g, m, v, backend.AdamWParams{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1, Step: step})
+				be.AdamW(p, g, m, v, compute.AdamWParams{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1, Step: step})
 			}
 			return []output{{"param", p}, {"m", m}, {"v", v}}
 		}},
 	}
 }
 
-func attention(be backend.Backend, r *rand.Rand, d int) []output {
+func attention(be compute.Device, r *rand.Rand, d int) []output {
 	return attentionT(be, r, d, 7, []int32{7, 4})
 }
 
 // attentionT runs attention forward and backward over len(lens)
 // sequences padded to T.
-func attentionT(be backend.Backend, r *rand.Rand, d, T int, lens []int32) []output {
+func attentionT(be compute.Device, r *rand.Rand, d, T int, lens []int32) []output {
 	const hq, hkv = 4, 2
 	B := len(lens)
 	N := B * T
@@ -222,7 +222,7 @@ func attentionT(be backend.Backend, r *rand.Rand, d, T int, lens []int32) []outp
 	return []output{{"out", out}, {"att", att}, {"dq", dq}, {"dk", dk}, {"dv", dv}}
 }
 
-func cachedAttention(be backend.Backend, r *rand.Rand, d int) []output {
+func cachedAttention(be compute.Device, r *rand.Rand, d int) []output {
 	const B, hq, hkv, maxT, tq = 2, 4, 2, 9, 2
 	kc, vc := randT(be, r, B*maxT*hkv*d, 1), randT(be, r, B*maxT*hkv*d, 1)
 	xk := randT(be, r, B*tq*hkv*d, 1)
@@ -234,7 +234,7 @@ func cachedAttention(be backend.Backend, r *rand.Rand, d int) []output {
 	return []output{{"cache", kc}, {"out", out}}
 }
 
-func newCPU(t *testing.T) backend.Backend {
+func newCPU(t *testing.T) compute.Device {
 	t.Helper()
 	b, err := cpu.New(cpu.Options{Workers: 2})
 	if err != nil {

@@ -8,13 +8,13 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/rlhost/rlhost/trainer/backend"
+	"github.com/rlhost/rlhost/trainer/compute"
 	"github.com/rlhost/rlhost/trainer/generate"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
 	"github.com/rlhost/rlhost/trainer/model"
 )
 
-func generateOn(t *testing.T, be backend.Backend, o generate.Options) []generate.Result {
+func generateOn(t *testing.T, be compute.Device, o generate.Options) []generate.Result {
 	t.Helper()
 	cfg, err := hfconfig.Preset("tiny")
 	if err != nil {

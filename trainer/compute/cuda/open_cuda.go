@@ -45,7 +45,7 @@ import (
 	"gorgonia.org/cu"
 	"gorgonia.org/cu/nvrtc"
 
-	"github.com/rlhost/rlhost/trainer/backend/cuda/kernels"
+	"github.com/rlhost/rlhost/trainer/compute/cuda/kernels"
 )
 
 // Built reports whether this binary has the CUDA backend.
@@ -60,7 +60,7 @@ var ErrStubSDK = errors.New("this rlhost was compiled against the stub CUDA SDK 
 
 // Open initialises the driver, creates a context on GPU ordinal, compiles
 // the kernels with NVRTC and returns a backend on it.
-func Open(ordinal int) (*Backend, error) {
+func Open(ordinal int) (*Device, error) {
 	if stubSDK {
 		return nil, ErrStubSDK
 	}
