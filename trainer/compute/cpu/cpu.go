@@ -80,7 +80,7 @@ func NewT[T Float](o Options) (*Device[T], error) {
 }
 
 var (
-	_ compute.Device   = (*Device[float32])(nil)
+	_ compute.Device    = (*Device[float32])(nil)
 	_ compute.Float64IO = (*Device[float64])(nil)
 )
 
