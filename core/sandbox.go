@@ -8,17 +8,26 @@ import (
 // and the working directory of an exec unless the request names another.
 const DefaultWorkdir = "/workspace"
 
+// DefaultExecTimeout is the wall-clock limit of an exec when neither the
+// request nor the sandbox block's timeout names one. The host sends every
+// request with the block's timeout, so backends apply this only to callers
+// that bypass the host.
+const DefaultExecTimeout = 30 * time.Second
+
 // Limits bound what code in a sandbox may consume. Zero means "backend
 // default"; backends document their defaults and which limits they honour.
+// The JSON names, and the paths of diagnostics about a limit
+// (["limits", "memory"]), are the attribute names of the HCL limits block,
+// so users only ever see those; the Go fields say their unit.
 type Limits struct {
-	CPUTime       time.Duration `json:"cpu_time,omitempty"`        // per exec, RLIMIT_CPU-like
-	MemoryBytes   int64         `json:"memory_bytes,omitempty"`    // whole sandbox
-	Pids          int           `json:"pids,omitempty"`            // whole sandbox
-	FileSizeBytes int64         `json:"file_size_bytes,omitempty"` // largest single file
+	CPUTime       time.Duration `json:"cpu_time,omitempty"`  // per exec, RLIMIT_CPU-like
+	MemoryBytes   int64         `json:"memory,omitempty"`    // whole sandbox
+	Pids          int           `json:"pids,omitempty"`      // whole sandbox
+	FileSizeBytes int64         `json:"file_size,omitempty"` // largest single file
 	OpenFiles     int           `json:"open_files,omitempty"`
-	TmpBytes      int64         `json:"tmp_bytes,omitempty"`    // size of /tmp
-	OutputBytes   int64         `json:"output_bytes,omitempty"` // capture cap per stream per exec
-	DiskBytes     int64         `json:"disk_bytes,omitempty"`   // workspace size, where supported
+	TmpBytes      int64         `json:"tmp,omitempty"`    // size of /tmp
+	OutputBytes   int64         `json:"output,omitempty"` // capture cap per stream per exec
+	DiskBytes     int64         `json:"disk,omitempty"`   // workspace size, where supported
 	CPUs          float64       `json:"cpus,omitempty"`
 }
 

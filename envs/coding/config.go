@@ -4,8 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/zclconf/go-cty/cty"
-
+	"github.com/rlhost/rlhost/core/duration"
 	"github.com/rlhost/rlhost/core/schema"
 )
 
@@ -65,33 +64,26 @@ type settings struct {
 }
 
 func configSpec() schema.Spec {
-	str := func(name, def, desc string) schema.Attribute {
-		return schema.Attribute{Name: name, Type: cty.String, Default: schema.DefaultJSON(def), Description: desc}
-	}
 	return schema.Spec{
 		Attributes: []schema.Attribute{
-			str("tasks", "", `"builtin", a JSONL file (relative to the config file), or "" for the task blocks (builtin when there are none)`),
-			{Name: "extract", Type: cty.List(cty.String), Default: schema.DefaultJSON([]string{ExtractFenced, ExtractAnswer, ExtractRaw}),
-				Description: `code extraction methods in order: "fenced", "answer", "raw"`},
-			str("reward", RewardTests, `"tests" (fraction of tests passed) or "exec" (1 if the program exits 0)`),
-			str("timeout", "1s", "wall-clock limit for running one completion"),
-			str("reference_timeout", "10s", "wall-clock limit for computing a task's expected outputs"),
-			str("on_test_exception", OnExceptionPenalty, `"penalty": a test that raises gives -1; "fail": it only fails that test`),
-			str("system_prompt", "", "optional system message before each task prompt"),
-			str("python", "python3", "Python interpreter, looked up on path inside the sandbox"),
-			str("path", "/usr/local/bin:/usr/bin:/bin", "PATH for commands run in the sandbox"),
+			schema.String("tasks", `"builtin", a JSONL file (relative to the config file), or "" for the task blocks (builtin when there are none)`).WithDefault(""),
+			schema.StringList("extract", `code extraction methods in order: "fenced", "answer", "raw"`).WithDefault([]string{ExtractFenced, ExtractAnswer, ExtractRaw}),
+			schema.String("reward", `"tests" (fraction of tests passed) or "exec" (1 if the program exits 0)`).WithDefault(RewardTests),
+			schema.String("timeout", "wall-clock limit for running one completion").WithDefault("1s"),
+			schema.String("reference_timeout", "wall-clock limit for computing a task's expected outputs").WithDefault("10s"),
+			schema.String("on_test_exception", `"penalty": a test that raises gives -1; "fail": it only fails that test`).WithDefault(OnExceptionPenalty),
+			schema.String("system_prompt", "optional system message before each task prompt").WithDefault(""),
+			schema.String("python", "Python interpreter, looked up on path inside the sandbox").WithDefault("python3"),
+			schema.String("path", "PATH for commands run in the sandbox").WithDefault("/usr/local/bin:/usr/bin:/bin"),
 		},
-		Blocks: []schema.Block{{
-			Name: "task", Nesting: schema.NestingList, Description: "an inline task",
-			Spec: schema.Spec{Attributes: []schema.Attribute{
-				{Name: "id", Type: cty.String, Required: true},
-				{Name: "prompt", Type: cty.String, Required: true},
-				{Name: "func_name", Type: cty.String, Required: true},
-				{Name: "banned_patterns", Type: cty.List(cty.String), Default: schema.DefaultJSON([]string{})},
-				{Name: "tests", Type: cty.List(cty.String), Default: schema.DefaultJSON([]string{})},
-				{Name: "reference", Type: cty.String, Default: schema.DefaultJSON("")},
-			}},
-		}},
+		Blocks: []schema.Block{schema.ListBlock("task", "an inline task", schema.Spec{Attributes: []schema.Attribute{
+			schema.String("id", "").MarkRequired(),
+			schema.String("prompt", "").MarkRequired(),
+			schema.String("func_name", "").MarkRequired(),
+			schema.StringList("banned_patterns", "").WithDefault([]string{}),
+			schema.StringList("tests", "").WithDefault([]string{}),
+			schema.String("reference", "").WithDefault(""),
+		}})},
 	}
 }
 
@@ -140,13 +132,9 @@ func (c config) validate() (settings, schema.Diagnostics) {
 }
 
 func parseDuration(attr, v string, def time.Duration) (time.Duration, schema.Diagnostics) {
-	if v == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return def, schema.Diagnostics{schema.Errorf([]string{attr}, "invalid duration",
-			"%q is not a positive duration such as \"1s\" or \"500ms\"", v)}
+	d, err := duration.PositiveOr(v, def)
+	if err != nil {
+		return def, schema.Diagnostics{schema.Errorf([]string{attr}, "invalid duration", "%v", err)}
 	}
 	return d, nil
 }

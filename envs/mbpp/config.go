@@ -8,9 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zclconf/go-cty/cty"
-
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/duration"
 	"github.com/rlhost/rlhost/core/schema"
 )
 
@@ -61,33 +60,26 @@ func defaultConfig() config {
 // spec is the HCL schema; its defaults mirror defaultConfig.
 func spec() schema.Spec {
 	d := defaultConfig()
-	a := func(name string, t cty.Type, def any, desc string) schema.Attribute {
-		at := schema.Attribute{Name: name, Type: t, Description: desc}
-		if def != nil {
-			at.Default = schema.DefaultJSON(def)
-		}
-		return at
-	}
 	return schema.Spec{Attributes: []schema.Attribute{
-		{Name: "dataset", Type: cty.String, Required: true, Description: "MBPP file (.jsonl, .json, .parquet) or directory of split files, relative to the config file"},
-		a("format", cty.String, d.Format, "auto | jsonl | json | parquet"),
-		a("split", cty.String, "", "train | test | validation | prompt | all; a file is filtered by MBPP task_id ranges, a directory selects <split>-*.parquet etc."),
-		a("limit", cty.Number, 0, "use at most this many problems (0: all)"),
-		a("shuffle", cty.Bool, false, "shuffle problems with seed before limit"),
-		a("seed", cty.Number, 0, "shuffle seed"),
-		a("tools", cty.List(cty.String), d.Tools, "tools offered: bash, read_file, write_file"),
-		a("max_attempts", cty.Number, d.MaxAttempts, "test runs before the episode ends unsolved"),
-		a("attempt_discount", cty.Number, d.AttemptDiscount, "reward = attempt_discount^(attempt-1) when solved"),
-		a("include_challenge_tests", cty.Bool, false, "also run challenge_test_list (hidden from the prompt)"),
-		a("show_tests", cty.Bool, d.ShowTests, "show test_list in the first user message"),
-		a("tool_output_cap", cty.Number, d.ToolOutputCap, "bytes of tool output shown to the model"),
-		a("feedback_cap", cty.Number, d.FeedbackCap, "bytes of test-failure feedback"),
-		a("bash_timeout", cty.String, d.BashTimeout, "wall-clock limit of one bash call"),
-		a("test_timeout", cty.String, d.TestTimeout, "wall-clock limit of one test"),
-		a("solution_path", cty.String, d.SolutionPath, "file the agent must write, inside workspace"),
-		a("workspace", cty.String, d.Workspace, "the sandbox workspace as the agent sees it"),
-		a("python", cty.String, d.Python, "interpreter for tests; resolved to an absolute path at episode start"),
-		a("system_prompt", cty.String, "", "override; {solution_path}, {max_attempts} and {tools} are replaced"),
+		schema.String("dataset", "MBPP file (.jsonl, .json, .parquet) or directory of split files, relative to the config file").MarkRequired(),
+		schema.String("format", "auto | jsonl | json | parquet").WithDefault(d.Format),
+		schema.String("split", "train | test | validation | prompt | all; a file is filtered by MBPP task_id ranges, a directory selects <split>-*.parquet etc.").WithDefault(""),
+		schema.Number("limit", "use at most this many problems (0: all)").WithDefault(0),
+		schema.Bool("shuffle", "shuffle problems with seed before limit").WithDefault(false),
+		schema.Number("seed", "shuffle seed").WithDefault(0),
+		schema.StringList("tools", "tools offered: bash, read_file, write_file").WithDefault(d.Tools),
+		schema.Number("max_attempts", "test runs before the episode ends unsolved").WithDefault(d.MaxAttempts),
+		schema.Number("attempt_discount", "reward = attempt_discount^(attempt-1) when solved").WithDefault(d.AttemptDiscount),
+		schema.Bool("include_challenge_tests", "also run challenge_test_list (hidden from the prompt)").WithDefault(false),
+		schema.Bool("show_tests", "show test_list in the first user message").WithDefault(d.ShowTests),
+		schema.Number("tool_output_cap", "bytes of tool output shown to the model").WithDefault(d.ToolOutputCap),
+		schema.Number("feedback_cap", "bytes of test-failure feedback").WithDefault(d.FeedbackCap),
+		schema.String("bash_timeout", "wall-clock limit of one bash call").WithDefault(d.BashTimeout),
+		schema.String("test_timeout", "wall-clock limit of one test").WithDefault(d.TestTimeout),
+		schema.String("solution_path", "file the agent must write, inside workspace").WithDefault(d.SolutionPath),
+		schema.String("workspace", "the sandbox workspace as the agent sees it").WithDefault(d.Workspace),
+		schema.String("python", "interpreter for tests; resolved to an absolute path at episode start").WithDefault(d.Python),
+		schema.String("system_prompt", "override; {solution_path}, {max_attempts} and {tools} are replaced").WithDefault(""),
 	}}
 }
 
@@ -136,9 +128,9 @@ func (c *config) check() schema.Diagnostics {
 		s    string
 		dst  *time.Duration
 	}{{"bash_timeout", c.BashTimeout, &c.bashTimeout}, {"test_timeout", c.TestTimeout, &c.testTimeout}} {
-		v, err := time.ParseDuration(d.s)
-		if err != nil || v <= 0 {
-			bad(d.attr, "invalid duration", "%q: want a positive duration such as \"30s\"", d.s)
+		v, err := duration.Positive(d.s)
+		if err != nil {
+			bad(d.attr, "invalid duration", "%v", err)
 			continue
 		}
 		*d.dst = v

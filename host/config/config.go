@@ -46,9 +46,9 @@ type Run struct {
 // host decodes; Body holds the rest, decoded against the backend's schema.
 type Sandbox struct {
 	Name        string
-	Backend     string // built-in backend name
-	Plugin      string // or an external plugin (path or name)
-	ExecTimeout time.Duration
+	Backend     string        // built-in backend name
+	Plugin      string        // or an external plugin (path or name)
+	ExecTimeout time.Duration // the block's timeout: each exec's limit unless the env names its own
 	Spec        core.SandboxSpec
 	Body        hcl.Body
 	DefRange    hcl.Range
@@ -103,5 +103,5 @@ const (
 	DefaultConcurrency    = 4
 	DefaultMaxTurns       = 1
 	DefaultEpisodeTimeout = 10 * time.Minute
-	DefaultExecTimeout    = 30 * time.Second
+	DefaultExecTimeout    = core.DefaultExecTimeout // the sandbox block's timeout
 )

@@ -16,6 +16,7 @@ import (
 	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/duration"
 )
 
 var topSchema = &hcl.BodySchema{
@@ -255,9 +256,9 @@ func (d *decoder) run() hcl.Diagnostics {
 		r.Seed = *h.Seed
 	}
 	if h.EpisodeTimeout != nil {
-		dur, err := ParseDuration(*h.EpisodeTimeout)
-		if err != nil || dur == 0 {
-			diags = append(diags, attrErr(b.Body, b.DefRange, "episode_timeout", "Invalid duration", fmt.Sprintf("%v", orPositive(err))))
+		dur, err := duration.Positive(*h.EpisodeTimeout)
+		if err != nil {
+			diags = append(diags, attrErr(b.Body, b.DefRange, "episode_timeout", "Invalid duration", err.Error()))
 		} else {
 			r.EpisodeTimeout = dur
 		}
@@ -270,13 +271,6 @@ func (d *decoder) run() hcl.Diagnostics {
 	}
 	d.addRunVar()
 	return diags
-}
-
-func orPositive(err error) error {
-	if err == nil {
-		return fmt.Errorf("the duration must be positive")
-	}
-	return err
 }
 
 func (d *decoder) addRunVar() {
@@ -320,6 +314,7 @@ var sandboxSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "backend"}, {Name: "plugin"}, {Name: "timeout"}, {Name: "image"}, {Name: "rootfs"},
 		{Name: "env"}, {Name: "labels"}, {Name: "ttl"}, {Name: "network"}, {Name: "workdir"},
+		{Name: "exec_timeout"}, // removed; claimed here only to say what replaced it
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "limits"}},
 }
@@ -367,9 +362,13 @@ func (d *decoder) sandboxes() hcl.Diagnostics {
 			case "labels":
 				diags = append(diags, gohcl.DecodeExpression(a.Expr, ctx, &s.Spec.Labels)...)
 			case "timeout":
-				diags = append(diags, durationAttr(a, ctx, &s.ExecTimeout)...)
+				diags = append(diags, durationAttr(a, ctx, duration.Positive, &s.ExecTimeout)...)
 			case "ttl":
-				diags = append(diags, durationAttr(a, ctx, &s.Spec.TTL)...)
+				diags = append(diags, durationAttr(a, ctx, duration.Parse, &s.Spec.TTL)...)
+			case "exec_timeout":
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "exec_timeout was removed",
+					Detail:  "The sandbox block's timeout is the one exec timeout, for every backend: write timeout = \"60s\" (default 30s). An env may still set a shorter or longer limit for one command.",
+					Subject: a.NameRange.Ptr()})
 			}
 		}
 		for k := range s.Spec.Labels {
@@ -389,8 +388,8 @@ func (d *decoder) sandboxes() hcl.Diagnostics {
 			s.AttrRanges["limits"] = lb.DefRange
 			if body, ok := lb.Body.(*hclsyntax.Body); ok {
 				for name, a := range body.Attributes {
-					// Backends name limits by core.Limits' JSON fields.
-					s.AttrRanges["limits."+limitJSONName(name)] = a.Expr.Range()
+					// Plugin diagnostics name limits as the job file does.
+					s.AttrRanges["limits."+name] = a.Expr.Range()
 				}
 			}
 		}
@@ -432,7 +431,7 @@ func decodeLimits(b *hcl.Block, ctx *hcl.EvalContext, l *core.Limits) hcl.Diagno
 	count("pids", h.Pids, &l.Pids)
 	count("open_files", h.OpenFiles, &l.OpenFiles)
 	if h.CPUTime != nil {
-		v, err := ParseDuration(*h.CPUTime)
+		v, err := duration.Parse(*h.CPUTime)
 		if err != nil {
 			diags = append(diags, attrErr(b.Body, b.DefRange, "cpu_time", "Invalid duration", err.Error()))
 		} else {
@@ -604,13 +603,13 @@ func (d *decoder) path(p string) string {
 	return filepath.Join(d.f.Dir, p)
 }
 
-func durationAttr(a *hcl.Attribute, ctx *hcl.EvalContext, dst *time.Duration) hcl.Diagnostics {
+func durationAttr(a *hcl.Attribute, ctx *hcl.EvalContext, parse func(string) (time.Duration, error), dst *time.Duration) hcl.Diagnostics {
 	var s string
 	diags := gohcl.DecodeExpression(a.Expr, ctx, &s)
 	if diags.HasErrors() {
 		return diags
 	}
-	v, err := ParseDuration(s)
+	v, err := parse(s)
 	if err != nil {
 		return append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid duration", Detail: err.Error(), Subject: a.Expr.Range().Ptr()})
 	}
@@ -673,16 +672,6 @@ func nameFromFile(path string) string {
 		return "run"
 	}
 	return string(out)
-}
-
-// limitJSONName maps an HCL limits attribute to the core.Limits JSON field
-// a backend uses in its diagnostics.
-func limitJSONName(hclName string) string {
-	switch hclName {
-	case "memory", "file_size", "tmp", "output", "disk":
-		return hclName + "_bytes"
-	}
-	return hclName
 }
 
 // SandboxFor returns the sandbox block env e's episodes run in. needsSandbox

@@ -119,7 +119,7 @@ func PluginDiagnostics(ds schema.Diagnostics, spec schema.Spec, pluginName strin
 // Setting names the host decodes itself in each kind of block; a plugin
 // schema may not declare them, or its setting would never be reached.
 var (
-	ReservedSandboxSettings = []string{"backend", "plugin", "timeout", "image", "rootfs", "env", "labels", "ttl", "network", "workdir", "limits"}
+	ReservedSandboxSettings = []string{"backend", "plugin", "timeout", "image", "rootfs", "env", "labels", "ttl", "network", "workdir", "limits", "exec_timeout"}
 	ReservedEnvSettings     = []string{"plugin", "sandbox", "pass_env"}
 )
 

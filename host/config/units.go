@@ -5,7 +5,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // ParseSize reads a byte size: a plain integer, or a number with a unit
@@ -42,34 +41,3 @@ func ParseSize(s string) (int64, error) {
 	}
 	return int64(v), nil
 }
-
-// ParseDuration reads a Go duration ("1s", "1m30s"); a bare number is seconds.
-func ParseDuration(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		switch {
-		case math.IsNaN(f) || math.IsInf(f, 0):
-			return 0, fmt.Errorf("invalid duration %q: want e.g. 500ms, 30s or 5m", s)
-		case f < 0:
-			return 0, fmt.Errorf("negative duration %q", s)
-		case f*float64(time.Second) > float64(maxDuration):
-			return 0, fmt.Errorf("duration %q is too long", s)
-		}
-		return time.Duration(f * float64(time.Second)), nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q: want e.g. 500ms, 30s or 5m", s)
-	}
-	if d < 0 {
-		return 0, fmt.Errorf("negative duration %q", s)
-	}
-	if d > maxDuration {
-		return 0, fmt.Errorf("duration %q is too long", s)
-	}
-	return d, nil
-}
-
-// maxDuration keeps every accepted duration far from overflow when callers
-// add to it (a deadline, a TTL plus a margin).
-const maxDuration = 100 * 365 * 24 * time.Hour

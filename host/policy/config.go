@@ -6,11 +6,13 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rlhost/rlhost/core/duration"
 )
 
 // Config is one `policy "name" { ... }` block, decodable with gohcl.
 // Optional attributes are pointers (nil when absent); durations are strings
-// in Go's time.ParseDuration syntax. Each provider rejects attributes it
+// read by core/duration. Each provider rejects attributes it
 // does not use, so a typo in the provider name does not silently drop them.
 type Config struct {
 	Name     string `hcl:"name,label"`
@@ -105,12 +107,9 @@ func (c Config) duration(attr string, v *string, def time.Duration) (time.Durati
 	if v == nil {
 		return def, nil
 	}
-	d, err := time.ParseDuration(*v)
+	d, err := duration.Positive(*v)
 	if err != nil {
 		return 0, c.attrErr(attr, "%w", err)
-	}
-	if d <= 0 {
-		return 0, c.attrErr(attr, "%s is not positive", *v)
 	}
 	return d, nil
 }

@@ -9,9 +9,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/zclconf/go-cty/cty"
-
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/duration"
 	"github.com/rlhost/rlhost/core/schema"
 )
 
@@ -21,7 +20,6 @@ const (
 	defaultImage        = "python:3.11"                // the client's DEFAULT_CONTAINER_IMAGE
 	defaultAPITimeout   = 30 * time.Second
 	defaultStartTimeout = 5 * time.Minute
-	defaultExecTimeout  = 5 * time.Minute
 	defaultLifetime     = time.Hour // max lifetime when the block sets no ttl
 	defaultOutputBytes  = 1 << 20
 	defaultReadBytes    = 16 << 20
@@ -48,29 +46,22 @@ type Config struct {
 	CreateRate   float64 `json:"create_rate"`
 	APITimeout   string  `json:"api_timeout"`
 	StartTimeout string  `json:"start_timeout"`
-	ExecTimeout  string  `json:"exec_timeout"`
 	MaxRetries   int     `json:"max_retries"`
 	StateDir     string  `json:"state_dir"`
 }
 
-func attr(name string, t cty.Type, def any, desc string) schema.Attribute {
-	return schema.Attribute{Name: name, Type: t, Default: schema.DefaultJSON(def), Description: desc}
-}
-
 func configSpec() schema.Spec {
-	key := attr("api_key", cty.String, "", "API key; empty reads $"+apiKeyEnv+", then $"+legacyAPIKeyEnv+", then W&B credentials. Never logged.")
-	key.Sensitive = true
+	key := schema.String("api_key", "API key; empty reads $"+apiKeyEnv+", then $"+legacyAPIKeyEnv+", then W&B credentials. Never logged.").WithDefault("").MarkSensitive()
 	return schema.Spec{Attributes: []schema.Attribute{
 		key,
-		attr("api_url", cty.String, "", "service URL (http:// or https://, no path); empty reads $"+baseURLEnv+", else "+defaultBaseURL),
-		attr("wandb_entity", cty.String, "", "W&B entity for W&B credentials; empty reads $"+wandbEntityEnv),
-		attr("max_starting", cty.Number, defaultMaxStarting, "most sandboxes being started at once"),
-		attr("create_rate", cty.Number, defaultCreateRate, "most Start calls per second"),
-		attr("api_timeout", cty.String, "30s", "timeout of each API call attempt (not of exec)"),
-		attr("start_timeout", cty.String, "5m", "how long Create waits for a sandbox to be RUNNING"),
-		attr("exec_timeout", cty.String, "5m", "exec timeout when a request gives none"),
-		attr("max_retries", cty.Number, defaultMaxRetries, "retries of a call the service answered UNAVAILABLE or RESOURCE_EXHAUSTED"),
-		attr("state_dir", cty.String, "", "where the per-user record of owners is kept; empty = $XDG_STATE_HOME/rlhost/aviato"),
+		schema.String("api_url", "service URL (http:// or https://, no path); empty reads $"+baseURLEnv+", else "+defaultBaseURL).WithDefault(""),
+		schema.String("wandb_entity", "W&B entity for W&B credentials; empty reads $"+wandbEntityEnv).WithDefault(""),
+		schema.Number("max_starting", "most sandboxes being started at once").WithDefault(defaultMaxStarting),
+		schema.Number("create_rate", "most Start calls per second").WithDefault(defaultCreateRate),
+		schema.String("api_timeout", "timeout of each API call attempt (not of exec)").WithDefault("30s"),
+		schema.String("start_timeout", "how long Create waits for a sandbox to be RUNNING").WithDefault("5m"),
+		schema.Number("max_retries", "retries of a call the service answered UNAVAILABLE or RESOURCE_EXHAUSTED").WithDefault(defaultMaxRetries),
+		schema.String("state_dir", "where the per-user record of owners is kept; empty = $XDG_STATE_HOME/rlhost/aviato").WithDefault(""),
 	}}
 }
 
@@ -150,19 +141,18 @@ func validate(c Config, spec core.SandboxSpec, runID string, getenv func(string)
 	s.target, s.secure = target, secure
 
 	dur := func(name, v string, def time.Duration) time.Duration {
-		if v == "" {
-			return def
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			x.errf([]string{name}, "invalid duration", "%q: want a positive Go duration such as 30s or 5m", v)
+		d, err := duration.PositiveOr(v, def)
+		if err != nil {
+			x.errf([]string{name}, "invalid duration", "%v", err)
 			return def
 		}
 		return d
 	}
 	s.apiTimeout = dur("api_timeout", c.APITimeout, defaultAPITimeout)
 	s.startTimeout = dur("start_timeout", c.StartTimeout, defaultStartTimeout)
-	s.execTimeout = dur("exec_timeout", c.ExecTimeout, defaultExecTimeout)
+	// The host always sends the sandbox block's timeout; this is for
+	// callers of the backend that name none.
+	s.execTimeout = core.DefaultExecTimeout
 	if s.maxStarting == 0 {
 		s.maxStarting = defaultMaxStarting
 	}

@@ -39,7 +39,7 @@ func settingsJSON(t testing.TB, srv *fakedaytona.Server, over map[string]any) []
 	t.Helper()
 	m := map[string]any{
 		"api_key": srv.APIKey, "api_url": srv.URL, "create_rate": 1000, "max_retries": 4,
-		"api_timeout": "10s", "start_timeout": "20s", "exec_timeout": "20s",
+		"api_timeout": "10s", "start_timeout": "20s",
 	}
 	for k, v := range over {
 		m[k] = v

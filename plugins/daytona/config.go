@@ -9,9 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zclconf/go-cty/cty"
-
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/duration"
 	"github.com/rlhost/rlhost/core/schema"
 )
 
@@ -20,7 +19,6 @@ const (
 	defaultAPIURL        = "https://app.daytona.io/api"
 	defaultAPITimeout    = 30 * time.Second
 	defaultStartTimeout  = 5 * time.Minute
-	defaultExecTimeout   = 5 * time.Minute
 	defaultOutputBytes   = 1 << 20  // per stream per exec, as the local backend
 	defaultReadBytes     = 16 << 20 // ReadFile cap when the caller gives none
 	defaultAutoStop      = 60       // minutes, when neither auto_stop_interval nor ttl is set
@@ -44,7 +42,7 @@ const (
 )
 
 // Config is the daytona-specific part of a `sandbox` block. Durations are
-// Go duration strings ("90s", "45m").
+// read by core/duration ("90s", "45m").
 type Config struct {
 	APIKey             string  `json:"api_key"`
 	APIURL             string  `json:"api_url"`
@@ -60,41 +58,30 @@ type Config struct {
 	CreateRate         float64 `json:"create_rate"`
 	APITimeout         string  `json:"api_timeout"`
 	StartTimeout       string  `json:"start_timeout"`
-	ExecTimeout        string  `json:"exec_timeout"`
 	MaxRetries         int     `json:"max_retries"`
 	StateDir           string  `json:"state_dir"`
 }
 
-func attr(name string, t cty.Type, def any, desc string) schema.Attribute {
-	a := schema.Attribute{Name: name, Type: t, Description: desc}
-	if def != nil {
-		a.Default = schema.DefaultJSON(def)
-	}
-	return a
-}
-
 // configSpec is the schema the host decodes the block against.
 func configSpec() schema.Spec {
-	key := attr("api_key", cty.String, "", "Daytona API key; empty reads $"+apiKeyEnv+". Never logged.")
-	key.Sensitive = true
+	key := schema.String("api_key", "Daytona API key; empty reads $"+apiKeyEnv+". Never logged.").WithDefault("").MarkSensitive()
 	return schema.Spec{Attributes: []schema.Attribute{
 		key,
-		attr("api_url", cty.String, "", "API URL; empty reads $"+apiURLEnv+", else "+defaultAPIURL),
-		attr("target", cty.String, "", "region to create sandboxes in; empty reads $"+targetEnv+", else the account default"),
-		attr("snapshot", cty.String, "", "Daytona snapshot to start from, instead of the block's image"),
-		attr("auto_stop_interval", cty.String, "", "Daytona stops a sandbox idle this long (dead-man's switch); empty derives it from ttl, else 60m"),
-		attr("auto_delete_interval", cty.String, "0s", `how long after stopping Daytona deletes a sandbox; "0s" at once, "never" keeps it`),
-		attr("ephemeral", cty.Bool, false, "delete sandboxes as soon as they stop (forces auto_delete_interval = 0s)"),
-		attr("network_block_all", cty.Bool, false, "block all network access; what network = false already does, and an error with network = true"),
-		attr("network_allow_list", cty.String, "", "comma-separated CIDRs reachable from the sandbox; needs network = true"),
-		attr("max_sandboxes", cty.Number, 0, "most sandboxes alive at once from this block; Create waits for a slot. 0 = no cap"),
-		attr("max_starting", cty.Number, defaultMaxStarting, "most sandboxes being created and started at once"),
-		attr("create_rate", cty.Number, defaultCreateRate, "most create calls per second"),
-		attr("api_timeout", cty.String, "30s", "timeout of each API call attempt (not of exec)"),
-		attr("start_timeout", cty.String, "5m", "how long Create waits for a sandbox to reach STARTED"),
-		attr("exec_timeout", cty.String, "5m", "exec timeout when a request gives none"),
-		attr("max_retries", cty.Number, defaultMaxRetries, "retries of a call that got 429 or 5xx"),
-		attr("state_dir", cty.String, "", "where the per-user record of live sandboxes is kept; empty = $XDG_STATE_HOME/rlhost/daytona"),
+		schema.String("api_url", "API URL; empty reads $"+apiURLEnv+", else "+defaultAPIURL).WithDefault(""),
+		schema.String("target", "region to create sandboxes in; empty reads $"+targetEnv+", else the account default").WithDefault(""),
+		schema.String("snapshot", "Daytona snapshot to start from, instead of the block's image").WithDefault(""),
+		schema.String("auto_stop_interval", "Daytona stops a sandbox idle this long (dead-man's switch); empty derives it from ttl, else 60m").WithDefault(""),
+		schema.String("auto_delete_interval", `how long after stopping Daytona deletes a sandbox; "0s" at once, "never" keeps it`).WithDefault("0s"),
+		schema.Bool("ephemeral", "delete sandboxes as soon as they stop (forces auto_delete_interval = 0s)").WithDefault(false),
+		schema.Bool("network_block_all", "block all network access; what network = false already does, and an error with network = true").WithDefault(false),
+		schema.String("network_allow_list", "comma-separated CIDRs reachable from the sandbox; needs network = true").WithDefault(""),
+		schema.Number("max_sandboxes", "most sandboxes alive at once from this block; Create waits for a slot. 0 = no cap").WithDefault(0),
+		schema.Number("max_starting", "most sandboxes being created and started at once").WithDefault(defaultMaxStarting),
+		schema.Number("create_rate", "most create calls per second").WithDefault(defaultCreateRate),
+		schema.String("api_timeout", "timeout of each API call attempt (not of exec)").WithDefault("30s"),
+		schema.String("start_timeout", "how long Create waits for a sandbox to reach STARTED").WithDefault("5m"),
+		schema.Number("max_retries", "retries of a call that got 429 or 5xx").WithDefault(defaultMaxRetries),
+		schema.String("state_dir", "where the per-user record of live sandboxes is kept; empty = $XDG_STATE_HOME/rlhost/daytona").WithDefault(""),
 	}}
 }
 
@@ -179,19 +166,18 @@ func validateConfig(c Config, runID string, getenv func(string) string) (setting
 	}
 
 	dur := func(name, v string, def time.Duration) time.Duration {
-		if v == "" {
-			return def
-		}
-		x, err := time.ParseDuration(v)
-		if err != nil || x <= 0 {
-			errf([]string{name}, "invalid duration", "%q: want a positive Go duration such as 30s or 5m", v)
+		x, err := duration.PositiveOr(v, def)
+		if err != nil {
+			errf([]string{name}, "invalid duration", "%v", err)
 			return def
 		}
 		return x
 	}
 	s.apiTimeout = dur("api_timeout", c.APITimeout, defaultAPITimeout)
 	s.startTimeout = dur("start_timeout", c.StartTimeout, defaultStartTimeout)
-	s.execTimeout = dur("exec_timeout", c.ExecTimeout, defaultExecTimeout)
+	// The host always sends the sandbox block's timeout; this is for
+	// callers of the backend that name none.
+	s.execTimeout = core.DefaultExecTimeout
 
 	// Dead-man's switch: Daytona stops a sandbox after auto_stop minutes
 	// without activity and deletes it auto_delete minutes later. When rlhost

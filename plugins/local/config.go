@@ -4,10 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
-
-	"github.com/zclconf/go-cty/cty"
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/schema"
@@ -25,7 +22,6 @@ type Config struct {
 	PoolSize     int     `json:"pool_size"`     // pre-warmed sandboxes
 	MaxSandboxes int     `json:"max_sandboxes"` // hard cap; 0 = unlimited
 	CreateRate   float64 `json:"create_rate"`   // creates per second; 0 = unlimited
-	ExecTimeout  string  `json:"exec_timeout"`  // default per-exec wall clock
 	Helper       string  `json:"helper"`        // re-exec binary; "" = os.Executable()
 	UIDBase      int64   `json:"uid_base"`      // host uid range for sandbox root (when run as root)
 	RootView     string  `json:"root_view"`     // "runtime" | "host"
@@ -52,44 +48,35 @@ const (
 	defaultReadMax     = 64 << 20
 	maxOutputBytes     = 128 << 20
 	defaultUIDBase     = 0x70000000
-	defaultExecTimeout = 60 * time.Second
 	uidRange           = 1 << 20
 )
 
 func configSpec() schema.Spec {
-	str := func(name, def, desc string) schema.Attribute {
-		return schema.Attribute{Name: name, Type: cty.String, Default: schema.DefaultJSON(def), Description: desc}
-	}
-	num := func(name string, def any, desc string) schema.Attribute {
-		return schema.Attribute{Name: name, Type: cty.Number, Default: schema.DefaultJSON(def), Description: desc}
-	}
+	d := defaultConfig()
 	return schema.Spec{Attributes: []schema.Attribute{
-		str("isolation", "namespaces", `"namespaces" (user, mount, PID, network, IPC, UTS namespaces + cgroup limits) or "none" (trusted code only: no isolation at all)`),
-		str("cgroup", "auto", `"auto", "v2", "v1" or "off" (memory then falls back to per-process RLIMIT_AS and pids to RLIMIT_NPROC)`),
-		str("workspace", "tmpfs", `"tmpfs" (size-capped by limits.disk, charged to the sandbox's memory) or "host" (a directory in state_dir, no size cap)`),
-		str("state_dir", "", "where sandboxes are recorded; default /var/lib/rlhost/local for root, else $XDG_STATE_HOME/rlhost/local"),
-		num("pool_size", 0, "sandboxes kept pre-warmed"),
-		num("max_sandboxes", 256, "hard cap on sandboxes alive at once in this process, counted from creation start; 0 = no cap"),
-		num("create_rate", 0, "maximum sandbox creations per second; 0 = unlimited"),
-		str("exec_timeout", "60s", "default wall-clock timeout of one exec"),
-		str("helper", "", "binary run as the sandbox init (must call local.Reexec or sandboxinit.Reexec first); default: rlhost-sandbox-init beside this executable if present, else this executable"),
-		num("uid_base", defaultUIDBase, "when rlhost runs as root, sandbox root maps to a host uid in [uid_base, uid_base+2^20)"),
-		str("root_view", "runtime", `"runtime": the sandbox sees the host's /usr, /bin, /sbin, /lib* and a curated /etc, nothing else of the host; "host": every top-level entry of the host root, read-only (UNSAFE for untrusted code: shows every world-readable file on the machine)`),
-		str("seccomp", "default", `"default": a seccomp filter denies (EPERM) keyrings, bpf, perf, userfaultfd, io_uring, mounts, namespaces, module loading, ptrace and more; "off": no filter (debugging only; every exec result says so)`),
-	}, Blocks: []schema.Block{{
-		Name: "mount", Nesting: schema.NestingList,
-		Description: "a host path shown in the sandbox, read-only unless writable = true; repeat the block for more",
-		Spec: schema.Spec{Attributes: []schema.Attribute{
-			{Name: "source", Type: cty.String, Required: true, Description: "host path (file or directory); relative paths are relative to the config file"},
-			{Name: "target", Type: cty.String, Default: schema.DefaultJSON(""), Description: "absolute path in the sandbox; default: the source's absolute path"},
-			{Name: "writable", Type: cty.Bool, Default: schema.DefaultJSON(false), Description: "bind read-write (changes reach the host)"},
-		}},
-	}}}
+		schema.String("isolation", `"namespaces" (user, mount, PID, network, IPC, UTS namespaces + cgroup limits) or "none" (trusted code only: no isolation at all)`).WithDefault(d.Isolation),
+		schema.String("cgroup", `"auto", "v2", "v1" or "off" (memory then falls back to per-process RLIMIT_AS and pids to RLIMIT_NPROC)`).WithDefault(d.Cgroup),
+		schema.String("workspace", `"tmpfs" (size-capped by limits.disk, charged to the sandbox's memory) or "host" (a directory in state_dir, no size cap)`).WithDefault(d.Workspace),
+		schema.String("state_dir", "where sandboxes are recorded; default /var/lib/rlhost/local for root, else $XDG_STATE_HOME/rlhost/local").WithDefault(""),
+		schema.Number("pool_size", "sandboxes kept pre-warmed").WithDefault(0),
+		schema.Number("max_sandboxes", "hard cap on sandboxes alive at once in this process, counted from creation start; 0 = no cap").WithDefault(d.MaxSandboxes),
+		schema.Number("create_rate", "maximum sandbox creations per second; 0 = unlimited").WithDefault(0),
+		schema.String("helper", "binary run as the sandbox init (must call local.Reexec or sandboxinit.Reexec first); default: rlhost-sandbox-init beside this executable if present, else this executable").WithDefault(""),
+		schema.Number("uid_base", "when rlhost runs as root, sandbox root maps to a host uid in [uid_base, uid_base+2^20)").WithDefault(d.UIDBase),
+		schema.String("root_view", `"runtime": the sandbox sees the host's /usr, /bin, /sbin, /lib* and a curated /etc, nothing else of the host; "host": every top-level entry of the host root, read-only (UNSAFE for untrusted code: shows every world-readable file on the machine)`).WithDefault(d.RootView),
+		schema.String("seccomp", `"default": a seccomp filter denies (EPERM) keyrings, bpf, perf, userfaultfd, io_uring, mounts, namespaces, module loading, ptrace and more; "off": no filter (debugging only; every exec result says so)`).WithDefault(d.Seccomp),
+	}, Blocks: []schema.Block{
+		schema.ListBlock("mount", "a host path shown in the sandbox, read-only unless writable = true; repeat the block for more", schema.Spec{Attributes: []schema.Attribute{
+			schema.String("source", "host path (file or directory); relative paths are relative to the config file").MarkRequired(),
+			schema.String("target", "absolute path in the sandbox; default: the source's absolute path").WithDefault(""),
+			schema.Bool("writable", "bind read-write (changes reach the host)").WithDefault(false),
+		}}),
+	}}
 }
 
 func defaultConfig() Config {
 	return Config{Isolation: "namespaces", Cgroup: "auto", Workspace: "tmpfs", MaxSandboxes: 256,
-		ExecTimeout: "60s", UIDBase: defaultUIDBase, RootView: "runtime", Seccomp: "default"}
+		UIDBase: defaultUIDBase, RootView: "runtime", Seccomp: "default"}
 }
 
 // settings is Config after validation, plus the values derived from it.
@@ -198,15 +185,9 @@ func (c Config) validate(cfgBase schema.Config) (settings, schema.Diagnostics) {
 	if c.CreateRate < 0 {
 		diags = append(diags, schema.Errorf([]string{"create_rate"}, "create_rate must be >= 0", "got %g", c.CreateRate))
 	}
-	s.execTimeout = defaultExecTimeout
-	if c.ExecTimeout != "" {
-		d, err := time.ParseDuration(c.ExecTimeout)
-		if err != nil || d <= 0 {
-			diags = append(diags, schema.Errorf([]string{"exec_timeout"}, "invalid duration", "%q: want e.g. \"30s\"", c.ExecTimeout))
-		} else {
-			s.execTimeout = d
-		}
-	}
+	// The host always sends the sandbox block's timeout; this is for
+	// callers of the backend that name none.
+	s.execTimeout = core.DefaultExecTimeout
 	if c.UIDBase < 1 || c.UIDBase+uidRange > 1<<32-2 {
 		diags = append(diags, schema.Errorf([]string{"uid_base"}, "uid_base out of range", "%d", c.UIDBase))
 	}
@@ -259,26 +240,25 @@ func (s *settings) checkSpec(spec core.SandboxSpec, cg cgroupKind) schema.Diagno
 		diags = append(diags, schema.Errorf([]string{"workdir"}, "workdir must be absolute", "%q", spec.Workdir))
 	}
 	l := spec.Limits
-	// Paths name core.Limits' JSON fields, which the host maps back to the
-	// HCL attributes; the text says what the user wrote (limits.disk).
+	// Paths and text name limits as the job file does (limits.disk).
 	neg := func(name string, v int64) {
 		if v < 0 {
-			diags = append(diags, schema.Errorf(lim(name), "limit must be >= 0", "limits.%s = %d", strings.TrimSuffix(name, "_bytes"), v))
+			diags = append(diags, schema.Errorf(lim(name), "limit must be >= 0", "limits.%s = %d", name, v))
 		}
 	}
-	neg("memory_bytes", l.MemoryBytes)
+	neg("memory", l.MemoryBytes)
 	neg("pids", int64(l.Pids))
-	neg("file_size_bytes", l.FileSizeBytes)
+	neg("file_size", l.FileSizeBytes)
 	neg("open_files", int64(l.OpenFiles))
-	neg("tmp_bytes", l.TmpBytes)
-	neg("output_bytes", l.OutputBytes)
-	neg("disk_bytes", l.DiskBytes)
+	neg("tmp", l.TmpBytes)
+	neg("output", l.OutputBytes)
+	neg("disk", l.DiskBytes)
 	if l.OutputBytes > maxOutputBytes {
-		diags = append(diags, schema.Errorf(lim("output_bytes"), "limits.output is too large", "%d > %d bytes: outputs travel in one message", l.OutputBytes, int64(maxOutputBytes)))
+		diags = append(diags, schema.Errorf(lim("output"), "limits.output is too large", "%d > %d bytes: outputs travel in one message", l.OutputBytes, int64(maxOutputBytes)))
 	}
 	if s.Isolation == "none" {
-		for name, set := range map[string]bool{"memory_bytes": l.MemoryBytes != 0, "pids": l.Pids != 0,
-			"tmp_bytes": l.TmpBytes != 0, "disk_bytes": l.DiskBytes != 0, "cpus": l.CPUs != 0} {
+		for name, set := range map[string]bool{"memory": l.MemoryBytes != 0, "pids": l.Pids != 0,
+			"tmp": l.TmpBytes != 0, "disk": l.DiskBytes != 0, "cpus": l.CPUs != 0} {
 			if set {
 				diags = append(diags, schema.Errorf(lim(name), "limit needs isolation = \"namespaces\"",
 					"isolation = \"none\" only enforces the exec timeout and limits.cpu_time, file_size, open_files and output"))
@@ -287,7 +267,7 @@ func (s *settings) checkSpec(spec core.SandboxSpec, cg cgroupKind) schema.Diagno
 		return diags
 	}
 	if l.DiskBytes != 0 && s.Workspace != "tmpfs" {
-		diags = append(diags, schema.Errorf(lim("disk_bytes"), "limits.disk needs workspace = \"tmpfs\"",
+		diags = append(diags, schema.Errorf(lim("disk"), "limits.disk needs workspace = \"tmpfs\"",
 			"a host-directory workspace has no size cap"))
 	}
 	if l.CPUs < 0 {

@@ -306,17 +306,16 @@ func TestConfigureRejects(t *testing.T) {
 	}{
 		{nil, core.SandboxSpec{Image: "python:3.12"}, "image"},
 		{map[string]any{"isolation": "gvisor"}, core.SandboxSpec{}, "isolation"},
-		{map[string]any{"isolation": "none"}, core.SandboxSpec{Limits: core.Limits{MemoryBytes: 1 << 20}}, "limits.memory_bytes"},
+		{map[string]any{"isolation": "none"}, core.SandboxSpec{Limits: core.Limits{MemoryBytes: 1 << 20}}, "limits.memory"},
 		{map[string]any{"isolation": "none"}, core.SandboxSpec{Rootfs: "/"}, "rootfs"},
-		{nil, core.SandboxSpec{Limits: core.Limits{DiskBytes: -1}}, "limits.disk_bytes"},
+		{nil, core.SandboxSpec{Limits: core.Limits{DiskBytes: -1}}, "limits.disk"},
 		{nil, core.SandboxSpec{Rootfs: "/does/not/exist"}, "rootfs"},
-		{map[string]any{"workspace": "host"}, core.SandboxSpec{Limits: core.Limits{DiskBytes: 1 << 20}}, "limits.disk_bytes"},
+		{map[string]any{"workspace": "host"}, core.SandboxSpec{Limits: core.Limits{DiskBytes: 1 << 20}}, "limits.disk"},
 		{map[string]any{"cgroup": "off"}, core.SandboxSpec{Limits: core.Limits{CPUs: 1}}, "limits.cpus"},
-		{map[string]any{"exec_timeout": "soon"}, core.SandboxSpec{}, "exec_timeout"},
 		{map[string]any{"pool_size": 5, "max_sandboxes": 2}, core.SandboxSpec{}, "pool_size"},
 		{map[string]any{"cgroup": "v3"}, core.SandboxSpec{}, "cgroup"},
 		{map[string]any{"helper": "/bin/true"}, core.SandboxSpec{}, "isolation"}, // not an init: the probe fails
-		{nil, core.SandboxSpec{Limits: core.Limits{OutputBytes: 1 << 30}}, "limits.output_bytes"},
+		{nil, core.SandboxSpec{Limits: core.Limits{OutputBytes: 1 << 30}}, "limits.output"},
 		{map[string]any{"root_view": "everything"}, core.SandboxSpec{}, "root_view"},
 		{map[string]any{"seccomp": "strict"}, core.SandboxSpec{}, "seccomp"},
 	}
