@@ -2,6 +2,8 @@ package schema
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -90,4 +92,33 @@ func FuzzComplete(f *testing.F) {
 			t.Fatalf("not idempotent: %s -> %s (%v)", out, again, err)
 		}
 	})
+}
+
+// Diagnostics folded into an error come back out of it, paths intact,
+// through any wrapping; a wrapped cause stays reachable.
+func TestDiagnosticsThroughErrors(t *testing.T) {
+	cause := errors.New("no such file")
+	ds := Diagnostics{
+		Errorf([]string{"limits", "memory"}, "too small", "%d bytes", 5),
+		Errorf([]string{"file"}, "", "open x: %w", cause),
+		Warnf(nil, "just so you know", "a warning"),
+	}
+	err := fmt.Errorf("policy %q: %w", "p", ds.Err())
+	if want := `policy "p": limits.memory: too small: 5 bytes; file: open x: no such file`; err.Error() != want {
+		t.Errorf("text = %q\nwant   %q", err, want)
+	}
+	if !errors.Is(err, cause) {
+		t.Error("the %w cause is lost")
+	}
+	back := FromError(err)
+	if len(back) != 3 || strings.Join(back[0].Path, ".") != "limits.memory" || back[2].Severity != Warning {
+		t.Errorf("FromError = %+v", back)
+	}
+	plain := FromError(cause)
+	if len(plain) != 1 || plain[0].Path != nil || plain[0].Detail != "no such file" || !plain.HasErrors() {
+		t.Errorf("FromError(plain) = %+v", plain)
+	}
+	if (Diagnostics{Warnf(nil, "w", "")}).Err() != nil || FromError(nil) != nil {
+		t.Error("warnings alone, or no error, must give nil")
+	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/duration"
+	"github.com/rlhost/rlhost/core/schema"
 )
 
 var topSchema = &hcl.BodySchema{
@@ -637,13 +638,12 @@ func noRemain(body hcl.Body, v any) hcl.Diagnostics {
 // attrErr makes an error pointing at attribute name of body when it can be
 // found, else at fallback.
 func attrErr(body hcl.Body, fallback hcl.Range, name, summary, detail string) *hcl.Diagnostic {
-	rng := fallback
-	if sb, ok := body.(*hclsyntax.Body); ok && name != "" {
-		if a, ok := sb.Attributes[name]; ok {
-			rng = a.Expr.Range()
-		}
+	var path []string
+	if name != "" {
+		path = []string{name}
 	}
-	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: rng.Ptr()}
+	d := schema.Diagnostic{Severity: schema.Error, Summary: summary, Detail: detail, Path: path}
+	return InConfigBody(schema.Diagnostics{d}, Origin{Body: body, Block: fallback})[0]
 }
 
 func validName(s string) bool {

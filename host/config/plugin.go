@@ -74,14 +74,27 @@ func DecodePluginBody(body hcl.Body, s schema.Spec, ctx *hcl.EvalContext, plugin
 	return b, diags
 }
 
-// PluginDiagnostics maps a plugin's diagnostics back onto the source: a
-// Path is looked up first in the plugin-owned body, then among the host's
-// own attributes of the block, else the whole block is blamed. A diagnostic
-// about a sensitive attribute names its location in the text but carries no
-// Subject, so renderers never echo the line (an API key written inline).
-func PluginDiagnostics(ds schema.Diagnostics, spec schema.Spec, pluginName string, body hcl.Body, hostAttrs map[string]hcl.Range, block hcl.Range) hcl.Diagnostics {
+// Origin is where diagnostics with a setting path are placed: a block of
+// the job file, and who judged it.
+type Origin struct {
+	What      string               // who found the problems, e.g. "plugin coding" or `policy "p"`; "" for the host's own
+	Body      hcl.Body             // the block's body (for a plugin block, the part the plugin owns)
+	HostAttrs map[string]hcl.Range // settings the host decoded out of Body, by path ("limits.memory")
+	Block     hcl.Range            // blamed when no setting matches
+	Spec      schema.Spec          // the block's schema: settings marked sensitive are never echoed
+}
+
+// InConfigBody places diagnostics in the job file, like Terraform's
+// InConfigBody: a Path is looked up first in Body, then among HostAttrs,
+// then by its first element among HostAttrs, else the whole block is
+// blamed. It is the one mapping from setting paths to source ranges, used
+// for plugins, the policy and trainer blocks and the host's own checks.
+// A diagnostic about a sensitive setting names its location in the text but
+// carries no Subject, so renderers never echo the line (an API key written
+// inline).
+func InConfigBody(ds schema.Diagnostics, o Origin) hcl.Diagnostics {
 	sensitive := map[string]bool{}
-	for _, a := range spec.Attributes {
+	for _, a := range o.Spec.Attributes {
 		if a.Sensitive {
 			sensitive[a.Name] = true
 		}
@@ -92,21 +105,30 @@ func PluginDiagnostics(ds schema.Diagnostics, spec schema.Spec, pluginName strin
 		if d.Severity == schema.Warning {
 			sev = hcl.DiagWarning
 		}
-		rng := block
-		if r, ok := findPath(body, d.Path); ok {
+		rng := o.Block
+		if r, ok := findPath(o.Body, d.Path); ok {
 			rng = r
-		} else if r, ok := hostAttrs[strings.Join(d.Path, ".")]; ok && len(d.Path) > 0 {
+		} else if r, ok := o.HostAttrs[strings.Join(d.Path, ".")]; ok && len(d.Path) > 0 {
 			rng = r
 		} else if len(d.Path) > 0 {
-			if r, ok := hostAttrs[d.Path[0]]; ok {
+			if r, ok := o.HostAttrs[d.Path[0]]; ok {
 				rng = r
 			}
 		}
-		detail := d.Detail
-		if len(d.Path) > 0 {
-			detail = strings.TrimSpace(fmt.Sprintf("%s (setting %s)", detail, strings.Join(d.Path, ".")))
+		summary, detail := d.Summary, d.Detail
+		if summary == "" {
+			summary, detail = detail, ""
 		}
-		diag := &hcl.Diagnostic{Severity: sev, Summary: fmt.Sprintf("%s (plugin %s)", d.Summary, pluginName), Detail: detail, Subject: rng.Ptr()}
+		if o.What != "" {
+			summary = fmt.Sprintf("%s (%s)", summary, o.What)
+			if len(d.Path) > 0 {
+				detail = strings.TrimSpace(fmt.Sprintf("%s (setting %s)", detail, strings.Join(d.Path, ".")))
+			}
+		}
+		diag := &hcl.Diagnostic{Severity: sev, Summary: summary, Detail: detail}
+		if rng.Filename != "" {
+			diag.Subject = rng.Ptr()
+		}
 		if len(d.Path) > 0 && sensitive[d.Path[0]] {
 			diag.Subject = nil
 			diag.Detail = fmt.Sprintf("%s:%d:%d: %s (the value is sensitive and not shown)", rng.Filename, rng.Start.Line, rng.Start.Column, detail)
@@ -114,6 +136,11 @@ func PluginDiagnostics(ds schema.Diagnostics, spec schema.Spec, pluginName strin
 		out = append(out, diag)
 	}
 	return out
+}
+
+// PluginDiagnostics places a plugin's diagnostics about its block.
+func PluginDiagnostics(ds schema.Diagnostics, spec schema.Spec, pluginName string, body hcl.Body, hostAttrs map[string]hcl.Range, block hcl.Range) hcl.Diagnostics {
+	return InConfigBody(ds, Origin{What: "plugin " + pluginName, Body: body, HostAttrs: hostAttrs, Block: block, Spec: spec})
 }
 
 // Setting names the host decodes itself in each kind of block; a plugin

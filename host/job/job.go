@@ -7,14 +7,13 @@ package job
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/rlhost/rlhost/core/envplugin"
 	"github.com/rlhost/rlhost/core/pluginbase"
@@ -246,16 +245,27 @@ func NewPolicy(f *config.File, opts []policy.Option) (policy.Policy, hcl.Diagnos
 	cfg.Name = pb.Name
 	p, err := policy.New(cfg, f.Dir, opts...)
 	if err != nil {
-		rng := pb.DefRange
-		var ce *policy.ConfigError
-		if errors.As(err, &ce) {
-			if sb, ok := pb.Body.(*hclsyntax.Body); ok {
-				if a, ok := sb.Attributes[ce.Attribute]; ok {
-					rng = a.Expr.Range()
-				}
+		// Each diagnostic carries the path of the setting that caused it:
+		// one of the policy block's, or of the trainer block's (the
+		// embedded provider sizes its training from it).
+		for _, d := range schema.FromError(err) {
+			o := config.Origin{Body: pb.Body, Block: pb.DefRange}
+			summary, detail := "Invalid policy", fmt.Sprintf("policy %q: ", pb.Name)
+			if len(d.Path) > 0 && d.Path[0] == "trainer" && f.Trainer != nil {
+				o = config.Origin{Body: f.Trainer.Body, Block: f.Trainer.DefRange}
+				summary, detail = "Invalid trainer setting", ""
+				d.Path = d.Path[1:]
 			}
+			if len(d.Path) > 0 {
+				detail += strings.Join(d.Path, ".") + ": "
+			}
+			if d.Summary != "" {
+				detail += d.Summary + ": "
+			}
+			d.Summary, d.Detail = summary, detail+d.Detail
+			diags = append(diags, config.InConfigBody(schema.Diagnostics{d}, o)...)
 		}
-		return nil, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid policy", Detail: err.Error(), Subject: rng.Ptr()})
+		return nil, diags
 	}
 	return p, diags
 }

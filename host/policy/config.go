@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/core/duration"
+	"github.com/rlhost/rlhost/core/schema"
 )
 
 // Config is one `policy "name" { ... }` block, decodable with gohcl.
@@ -51,27 +52,22 @@ func (c Config) label() string {
 	return fmt.Sprintf("policy %q", c.Name)
 }
 
-// ConfigError is a policy block that New refuses. Attribute names the
-// offending attribute ("" when the block as a whole is wrong), so a caller
-// holding the HCL body can point the diagnostic at that attribute's range.
-type ConfigError struct {
-	Policy    string
-	Attribute string
-	Err       error
-}
-
-func (e *ConfigError) Error() string {
-	if e.Attribute == "" {
-		return fmt.Sprintf("policy %q: %v", e.Policy, e.Err)
-	}
-	return fmt.Sprintf("policy %q: attribute %q: %v", e.Policy, e.Attribute, e.Err)
-}
-
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-// attrErr builds a ConfigError for attribute attr of c.
+// attrErr is New refusing attribute attr of c. The error carries a
+// schema.Diagnostic with the attribute's path (schema.FromError recovers
+// it), so a caller holding the HCL body points at that attribute's range;
+// attr "" blames the block as a whole.
 func (c Config) attrErr(attr, format string, args ...any) error {
-	return &ConfigError{Policy: c.Name, Attribute: attr, Err: fmt.Errorf(format, args...)}
+	var path []string
+	if attr != "" {
+		path = []string{attr}
+	}
+	return fmt.Errorf("policy %q: %w", c.Name, schema.Diagnostics{schema.Errorf(path, "", format, args...)}.Err())
+}
+
+// AttributeError is attrErr for providers registered from outside this
+// package (WithProvider), so their errors are placed the same way.
+func (c Config) AttributeError(attr, format string, args ...any) error {
+	return c.attrErr(attr, format, args...)
 }
 
 // setAttributes names the optional attributes present in c, from its hcl tags.

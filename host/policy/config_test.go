@@ -3,7 +3,6 @@ package policy
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclparse"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/schema"
 )
 
 func TestConfigDecodesFromHCL(t *testing.T) {
@@ -81,22 +81,22 @@ func TestNewValidation(t *testing.T) {
 		{"replay ok, file relative to base dir", Config{Name: "p", Provider: "replay", File: ptr("ok.jsonl")}, ""},
 		{"openai ok", openai(nil), ""},
 		{"openai with empty key variable", openai(func(c *Config) { c.APIKeyEnv = ptr("RLHOST_SET_KEY") }), ""},
-		{"no provider", Config{Name: "p"}, `policy "p": attribute "provider": required`},
-		{"unknown provider", Config{Name: "p", Provider: "anthropic"}, `attribute "provider": unknown provider "anthropic" (known: openai, replay, rules)`},
-		{"replay without file", Config{Name: "p", Provider: "replay"}, `attribute "file": required`},
-		{"replay file missing", Config{Name: "p", Provider: "replay", File: ptr("nope.jsonl")}, `attribute "file": open ` + filepath.Join(dir, "nope.jsonl")},
-		{"replay with openai attribute", Config{Name: "p", Provider: "replay", File: ptr("ok.jsonl"), Model: ptr("m")}, `attribute "model": not used by provider "replay"`},
-		{"openai with file", openai(func(c *Config) { c.File = ptr("x") }), `attribute "file": not used by provider "openai"`},
-		{"openai without model", Config{Name: "p", Provider: "openai"}, `attribute "model": required`},
-		{"empty base_url", openai(func(c *Config) { c.BaseURL = ptr("") }), `attribute "base_url": empty`},
+		{"no provider", Config{Name: "p"}, `policy "p": provider: required`},
+		{"unknown provider", Config{Name: "p", Provider: "anthropic"}, `provider: unknown provider "anthropic" (known: openai, replay, rules)`},
+		{"replay without file", Config{Name: "p", Provider: "replay"}, `file: required`},
+		{"replay file missing", Config{Name: "p", Provider: "replay", File: ptr("nope.jsonl")}, `file: open ` + filepath.Join(dir, "nope.jsonl")},
+		{"replay with openai attribute", Config{Name: "p", Provider: "replay", File: ptr("ok.jsonl"), Model: ptr("m")}, `model: not used by provider "replay"`},
+		{"openai with file", openai(func(c *Config) { c.File = ptr("x") }), `file: not used by provider "openai"`},
+		{"openai without model", Config{Name: "p", Provider: "openai"}, `model: required`},
+		{"empty base_url", openai(func(c *Config) { c.BaseURL = ptr("") }), `base_url: empty`},
 		{"key variable unset: keyless servers need none", openai(func(c *Config) { c.APIKeyEnv = ptr("RLHOST_SURELY_UNSET_VAR") }), ""},
-		{"bad timeout", openai(func(c *Config) { c.Timeout = ptr("soon") }), `attribute "timeout": invalid duration "soon" (not a duration)`},
-		{"zero timeout", openai(func(c *Config) { c.Timeout = ptr("0s") }), `attribute "timeout": invalid duration "0s" (must be more than zero)`},
-		{"negative retries", openai(func(c *Config) { c.MaxRetries = ptr(-1) }), `attribute "max_retries": -1`},
-		{"temperature too high", openai(func(c *Config) { c.Temperature = ptr(2.5) }), `attribute "temperature": 2.5 is outside [0, 2]`},
-		{"top_p zero", openai(func(c *Config) { c.TopP = ptr(0.0) }), `attribute "top_p": 0 is outside (0, 1]`},
-		{"max_tokens zero", openai(func(c *Config) { c.MaxTokens = ptr(0) }), `attribute "max_tokens": 0, want >= 1`},
-		{"backoff max below base", openai(func(c *Config) { c.BackoffBase, c.BackoffMax = ptr("2s"), ptr("1s") }), `attribute "backoff_max": 1s is below backoff_base (2s)`},
+		{"bad timeout", openai(func(c *Config) { c.Timeout = ptr("soon") }), `timeout: invalid duration "soon" (not a duration)`},
+		{"zero timeout", openai(func(c *Config) { c.Timeout = ptr("0s") }), `timeout: invalid duration "0s" (must be more than zero)`},
+		{"negative retries", openai(func(c *Config) { c.MaxRetries = ptr(-1) }), `max_retries: -1`},
+		{"temperature too high", openai(func(c *Config) { c.Temperature = ptr(2.5) }), `temperature: 2.5 is outside [0, 2]`},
+		{"top_p zero", openai(func(c *Config) { c.TopP = ptr(0.0) }), `top_p: 0 is outside (0, 1]`},
+		{"max_tokens zero", openai(func(c *Config) { c.MaxTokens = ptr(0) }), `max_tokens: 0, want >= 1`},
+		{"backoff max below base", openai(func(c *Config) { c.BackoffBase, c.BackoffMax = ptr("2s"), ptr("1s") }), `backoff_max: 1s is below backoff_base (2s)`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,9 +112,9 @@ func TestNewValidation(t *testing.T) {
 				t.Fatalf("error %v, want it to contain %q", err, tc.wantErr)
 			}
 			// The attribute is machine-readable too, for diagnostics with ranges.
-			var ce *ConfigError
-			if !errors.As(err, &ce) || ce.Policy != "p" || !strings.Contains(tc.wantErr, fmt.Sprintf("attribute %q", ce.Attribute)) {
-				t.Fatalf("error %#v does not name the attribute in %q", err, tc.wantErr)
+			ds := schema.FromError(err)
+			if len(ds) != 1 || len(ds[0].Path) != 1 || !strings.Contains(tc.wantErr, ds[0].Path[0]+": ") {
+				t.Fatalf("error %#v does not carry the attribute in %q", err, tc.wantErr)
 			}
 		})
 	}

@@ -10,9 +10,9 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
+	"github.com/rlhost/rlhost/core/schema"
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/trainer/compute/cuda"
 	"github.com/rlhost/rlhost/trainer/grpo"
@@ -226,11 +226,6 @@ func typeError(err error) string {
 
 // attrDiag points at attribute name of the trainer block, or at the block.
 func attrDiag(tb *config.Trainer, name, summary, detail string) *hcl.Diagnostic {
-	rng := tb.DefRange
-	if sb, ok := tb.Body.(*hclsyntax.Body); ok {
-		if a, ok := sb.Attributes[name]; ok {
-			rng = a.Expr.Range()
-		}
-	}
-	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: rng.Ptr()}
+	d := schema.Diagnostic{Severity: schema.Error, Summary: summary, Detail: detail, Path: []string{name}}
+	return config.InConfigBody(schema.Diagnostics{d}, config.Origin{Body: tb.Body, Block: tb.DefRange})[0]
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/rlhost/rlhost/core/schema"
 	"github.com/rlhost/rlhost/trainer/device"
 	"github.com/rlhost/rlhost/trainer/grpo"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
@@ -72,7 +73,9 @@ func Open(ctx context.Context, o EngineOptions) (e *Engine, err error) {
 			return nil, err
 		}
 		if _, err := grpo.CheckMemory(hf, o.Train.GRPO); err != nil {
-			return nil, err
+			// The trainer block's sizes caused it, not the policy block
+			// that opens the engine: the path says so.
+			return nil, schema.Diagnostics{schema.Errorf([]string{"trainer", "micro_batch"}, "", "%w", err)}.Err()
 		}
 	}
 	dev := "auto"

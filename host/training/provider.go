@@ -46,13 +46,14 @@ func Provider(ctx context.Context, slot **Engine, o ProviderOptions) policy.Opti
 		maxBatch := 16
 		if cfg.MaxBatch != nil {
 			if *cfg.MaxBatch < 1 {
-				return nil, &policy.ConfigError{Policy: cfg.Name, Attribute: "max_batch", Err: fmt.Errorf("%d, want >= 1", *cfg.MaxBatch)}
+				return nil, cfg.AttributeError("max_batch", "%d, want >= 1", *cfg.MaxBatch)
 			}
 			maxBatch = *cfg.MaxBatch
 		}
 		e, err := Open(ctx, EngineOptions{Source: src, ModelName: name, Train: o.Train, MaxBatch: maxBatch, Logger: o.Logger})
 		if err != nil {
-			return nil, &policy.ConfigError{Policy: cfg.Name, Err: err}
+			// Diagnostics inside err (the trainer block's) keep their paths.
+			return nil, fmt.Errorf("policy %q: %w", cfg.Name, err)
 		}
 		oc := cfg
 		oc.Provider = "openai"
@@ -81,9 +82,7 @@ func SourceOf(cfg policy.Config, baseDir string) (Source, error) { return source
 // (with tokenizer), paths relative to the job file, and no setting the
 // embedded server does not use.
 func source(cfg policy.Config, baseDir string) (Source, error) {
-	attrErr := func(attr, format string, args ...any) error {
-		return &policy.ConfigError{Policy: cfg.Name, Attribute: attr, Err: fmt.Errorf(format, args...)}
-	}
+	attrErr := cfg.AttributeError
 	for _, bad := range []struct {
 		set  bool
 		name string

@@ -130,9 +130,7 @@ func (x *diagnoser) errf(p []string, summary, detail string, args ...any) {
 }
 
 func (x *diagnoser) warnf(p []string, summary, detail string, args ...any) {
-	w := schema.Errorf(p, summary, detail, args...)
-	w.Severity = schema.Warning
-	x.d = append(x.d, w)
+	x.d = append(x.d, schema.Warnf(p, summary, detail, args...))
 }
 
 // validateConfig checks the daytona-specific settings alone.
