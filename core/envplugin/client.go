@@ -66,7 +66,7 @@ func (c *Client) Tasks(ctx context.Context) ([]core.Task, error) {
 	}
 	out := make([]core.Task, 0, len(r.GetTasks()))
 	for _, t := range r.GetTasks() {
-		out = append(out, rlhostpb.ToTask(t))
+		out = append(out, toTask(t))
 	}
 	return out, nil
 }
@@ -74,7 +74,7 @@ func (c *Client) Tasks(ctx context.Context) ([]core.Task, error) {
 // NewEpisode lends ep.Sandbox to the plugin and starts the episode.
 func (c *Client) NewEpisode(ctx context.Context, ep Episode) (Session, Observation, error) {
 	req := &rlhostpb.NewEpisodeRequest{
-		EpisodeId: ep.ID, Task: rlhostpb.FromTask(ep.Task), Seed: ep.Seed,
+		EpisodeId: ep.ID, Task: fromTask(ep.Task), Seed: ep.Seed,
 		Group: int32(ep.Group), Index: int32(ep.Index),
 	}
 	lend := &lentServer{}
@@ -88,7 +88,7 @@ func (c *Client) NewEpisode(ctx context.Context, ep Episode) (Session, Observati
 		lend.stop()
 		return nil, Observation{}, fmt.Errorf("start episode %s: %w", ep.ID, rlhostpb.FromStatus(err))
 	}
-	return &clientSession{c: c, id: ep.ID, lend: lend}, Observation(rlhostpb.ToObservation(r)), nil
+	return &clientSession{c: c, id: ep.ID, lend: lend}, toObservation(r), nil
 }
 
 // lentServer runs the brokered Sandbox server for one episode. AcceptAndServe
@@ -131,11 +131,11 @@ type clientSession struct {
 }
 
 func (s *clientSession) Step(ctx context.Context, reply core.Message) (Observation, error) {
-	r, err := s.c.rpc.Step(ctx, &rlhostpb.StepRequest{EpisodeId: s.id, Reply: rlhostpb.FromMessage(reply)})
+	r, err := s.c.rpc.Step(ctx, &rlhostpb.StepRequest{EpisodeId: s.id, Reply: fromMessage(reply)})
 	if err != nil {
 		return Observation{}, fmt.Errorf("step episode %s: %w", s.id, rlhostpb.FromStatus(err))
 	}
-	return Observation(rlhostpb.ToObservation(r)), nil
+	return toObservation(r), nil
 }
 
 func (s *clientSession) End(ctx context.Context, reason string) (Observation, error) {
@@ -144,7 +144,7 @@ func (s *clientSession) End(ctx context.Context, reason string) (Observation, er
 	if err != nil {
 		return Observation{}, fmt.Errorf("end episode %s: %w", s.id, rlhostpb.FromStatus(err))
 	}
-	return Observation(rlhostpb.ToObservation(r)), nil
+	return toObservation(r), nil
 }
 
 // Shutdown asks the plugin to end all sessions before it is killed.

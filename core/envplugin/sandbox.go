@@ -6,6 +6,7 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	rlhostpb "github.com/rlhost/rlhost/core/proto"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
 )
 
 // sandboxClient is the environment's view of a lent Sandbox: a gRPC client on
@@ -18,11 +19,11 @@ type sandboxClient struct {
 func (c *sandboxClient) ID() string { return c.id }
 
 func (c *sandboxClient) Exec(ctx context.Context, req core.ExecRequest) (core.ExecResult, error) {
-	r, err := c.rpc.Exec(ctx, rlhostpb.FromExecRequest("", req))
+	r, err := c.rpc.Exec(ctx, sandboxplugin.FromExecRequest("", req))
 	if err != nil {
 		return core.ExecResult{}, fmt.Errorf("exec in lent sandbox: %w", rlhostpb.FromStatus(err))
 	}
-	return rlhostpb.ToExecResult(r), nil
+	return sandboxplugin.ToExecResult(r), nil
 }
 
 func (c *sandboxClient) ReadFile(ctx context.Context, path string, maxBytes int64) ([]byte, error) {
@@ -45,7 +46,7 @@ func (c *sandboxClient) ListFiles(ctx context.Context, path string) ([]core.File
 	if err != nil {
 		return nil, fmt.Errorf("list %s in lent sandbox: %w", path, rlhostpb.FromStatus(err))
 	}
-	return rlhostpb.ToFiles(r), nil
+	return sandboxplugin.ToFiles(r), nil
 }
 
 // sandboxServer is the host side of a lent Sandbox: it serves one Sandbox
@@ -61,11 +62,11 @@ func (s *sandboxServer) Info(context.Context, *rlhostpb.Empty) (*rlhostpb.Sandbo
 }
 
 func (s *sandboxServer) Exec(ctx context.Context, r *rlhostpb.ExecRequest) (*rlhostpb.ExecResult, error) {
-	res, err := s.impl.Exec(ctx, rlhostpb.ToExecRequest(r))
+	res, err := s.impl.Exec(ctx, sandboxplugin.ToExecRequest(r))
 	if err != nil {
 		return nil, rlhostpb.ToStatus(err)
 	}
-	return rlhostpb.FromExecResult(res), nil
+	return sandboxplugin.FromExecResult(res), nil
 }
 
 func (s *sandboxServer) ReadFile(ctx context.Context, r *rlhostpb.ReadFileRequest) (*rlhostpb.ReadFileResponse, error) {
@@ -85,5 +86,5 @@ func (s *sandboxServer) ListFiles(ctx context.Context, r *rlhostpb.ListFilesRequ
 	if err != nil {
 		return nil, rlhostpb.ToStatus(err)
 	}
-	return rlhostpb.FromFiles(fs), nil
+	return sandboxplugin.FromFiles(fs), nil
 }

@@ -49,7 +49,7 @@ func (s *server) Tasks(ctx context.Context, _ *rlhostpb.Empty) (*rlhostpb.TasksR
 	}
 	out := &rlhostpb.TasksResponse{}
 	for _, t := range ts {
-		out.Tasks = append(out.Tasks, rlhostpb.FromTask(t))
+		out.Tasks = append(out.Tasks, fromTask(t))
 	}
 	return out, nil
 }
@@ -82,7 +82,7 @@ func (s *server) NewEpisode(ctx context.Context, r *rlhostpb.NewEpisodeRequest) 
 		sb = &sandboxClient{rpc: rlhostpb.NewSandboxClient(c), id: r.GetSandboxId()}
 	}
 	ep := Episode{
-		ID: id, Task: rlhostpb.ToTask(r.GetTask()), Sandbox: sb,
+		ID: id, Task: toTask(r.GetTask()), Sandbox: sb,
 		Seed: r.GetSeed(), Group: int(r.GetGroup()), Index: int(r.GetIndex()),
 	}
 	sess, obs, err := s.impl.NewEpisode(ctx, ep)
@@ -104,7 +104,7 @@ func (s *server) NewEpisode(ctx context.Context, r *rlhostpb.NewEpisodeRequest) 
 	s.mu.Lock()
 	s.sessions[id] = &liveSession{sess: sess, conn: conn}
 	s.mu.Unlock()
-	return rlhostpb.FromObservation(rlhostpb.ObservationFields(obs)), nil
+	return fromObservation(obs), nil
 }
 
 // endTimeout bounds the End the server itself calls for an abandoned session.
@@ -125,11 +125,11 @@ func (s *server) Step(ctx context.Context, r *rlhostpb.StepRequest) (*rlhostpb.O
 	if err != nil {
 		return nil, rlhostpb.ToStatus(err)
 	}
-	obs, err := ls.sess.Step(ctx, rlhostpb.ToMessage(r.GetReply()))
+	obs, err := ls.sess.Step(ctx, toMessage(r.GetReply()))
 	if err != nil {
 		return nil, rlhostpb.ToStatus(err)
 	}
-	return rlhostpb.FromObservation(rlhostpb.ObservationFields(obs)), nil
+	return fromObservation(obs), nil
 }
 
 func (s *server) End(ctx context.Context, r *rlhostpb.EndRequest) (*rlhostpb.Observation, error) {
@@ -151,7 +151,7 @@ func (s *server) End(ctx context.Context, r *rlhostpb.EndRequest) (*rlhostpb.Obs
 	if err != nil {
 		return nil, rlhostpb.ToStatus(err)
 	}
-	return rlhostpb.FromObservation(rlhostpb.ObservationFields(obs)), nil
+	return fromObservation(obs), nil
 }
 
 // Shutdown ends every live session so environments can release resources;

@@ -8,8 +8,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/rlhost/rlhost/core"
 )
@@ -38,32 +36,4 @@ func TestSentinelsRoundTrip(t *testing.T) {
 	if back := FromStatus(ToStatus(plain)); back.Error() != "boom" || errors.Is(back, core.ErrNotFound) {
 		t.Errorf("plain error: %v", back)
 	}
-}
-
-func TestInvalidUTF8Survives(t *testing.T) {
-	fs := FromFiles([]core.FileInfo{{Path: "a\xff.txt"}})
-	if _, err := marshal(fs); err != nil {
-		t.Fatalf("a file name with invalid UTF-8 breaks the listing: %v", err)
-	}
-	info := FromSandboxInfo(core.SandboxInfo{ID: "x", Labels: map[string]string{"k": "v\xfe"}})
-	if _, err := marshal(info); err != nil {
-		t.Fatalf("labels with invalid UTF-8: %v", err)
-	}
-	in := core.ExecRequest{Command: []string{"echo", "\xff"}, Env: map[string]string{"A": "\xff"}, Dir: "/w\xff"}
-	b, err := marshal(FromExecRequest("id", in))
-	if err != nil {
-		t.Fatalf("exec request with invalid UTF-8: %v", err)
-	}
-	var back ExecRequest
-	if err := proto.Unmarshal(b, &back); err != nil {
-		t.Fatal(err)
-	}
-	got := ToExecRequest(&back)
-	if got.Command[1] != "\xff" || got.Env["A"] != "\xff" || got.Dir != "/w\xff" {
-		t.Errorf("argv, env or dir bytes changed: %+v", got)
-	}
-}
-
-func marshal(m interface{ ProtoReflect() protoreflect.Message }) ([]byte, error) {
-	return proto.Marshal(m)
 }

@@ -47,7 +47,7 @@ func (c *Client) Info() pluginbase.Info { return c.info }
 // Configure sends the decoded config and the block's sandbox spec.
 func (c *Client) Configure(ctx context.Context, cfg schema.Config, spec core.SandboxSpec) schema.Diagnostics {
 	req := rlhostpb.FromConfig(cfg)
-	req.SandboxSpec = rlhostpb.FromSpec(spec)
+	req.SandboxSpec = fromSpec(spec)
 	resp, err := c.rpc.Configure(ctx, req)
 	if err != nil {
 		return schema.Diagnostics{{Severity: schema.Error, Summary: "plugin failed to configure", Detail: rlhostpb.FromStatus(err).Error()}}
@@ -57,20 +57,20 @@ func (c *Client) Configure(ctx context.Context, cfg schema.Config, spec core.San
 
 // Create makes a sandbox.
 func (c *Client) Create(ctx context.Context, spec core.SandboxSpec) (core.SandboxInfo, error) {
-	r, err := c.rpc.Create(ctx, &rlhostpb.CreateRequest{Spec: rlhostpb.FromSpec(spec)})
+	r, err := c.rpc.Create(ctx, &rlhostpb.CreateRequest{Spec: fromSpec(spec)})
 	if err != nil {
 		return core.SandboxInfo{}, fmt.Errorf("create sandbox: %w", rlhostpb.FromStatus(err))
 	}
-	return rlhostpb.ToSandboxInfo(r), nil
+	return toSandboxInfo(r), nil
 }
 
 // Exec runs a command in sandbox id.
 func (c *Client) Exec(ctx context.Context, id string, req core.ExecRequest) (core.ExecResult, error) {
-	r, err := c.rpc.Exec(ctx, rlhostpb.FromExecRequest(id, req))
+	r, err := c.rpc.Exec(ctx, FromExecRequest(id, req))
 	if err != nil {
 		return core.ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", id, rlhostpb.FromStatus(err))
 	}
-	return rlhostpb.ToExecResult(r), nil
+	return ToExecResult(r), nil
 }
 
 // ReadFile reads a file from sandbox id.
@@ -97,7 +97,7 @@ func (c *Client) ListFiles(ctx context.Context, id, path string) ([]core.FileInf
 	if err != nil {
 		return nil, fmt.Errorf("list %s in sandbox %s: %w", path, id, rlhostpb.FromStatus(err))
 	}
-	return rlhostpb.ToFiles(r), nil
+	return ToFiles(r), nil
 }
 
 // Destroy removes sandbox id.
@@ -114,7 +114,7 @@ func (c *Client) List(ctx context.Context, labels map[string]string) ([]core.San
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", rlhostpb.FromStatus(err))
 	}
-	return rlhostpb.ToSandboxInfos(r), nil
+	return toSandboxInfos(r), nil
 }
 
 // ReapOrphans removes sandboxes whose owner is gone.
@@ -123,7 +123,7 @@ func (c *Client) ReapOrphans(ctx context.Context) ([]core.SandboxInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reap orphan sandboxes: %w", rlhostpb.FromStatus(err))
 	}
-	return rlhostpb.ToSandboxInfos(r), nil
+	return toSandboxInfos(r), nil
 }
 
 // Shutdown asks the plugin to destroy its sandboxes before it is killed.

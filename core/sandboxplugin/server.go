@@ -22,29 +22,29 @@ func (s *server) Describe(context.Context, *rlhostpb.Empty) (*rlhostpb.PluginInf
 func (s *server) Configure(ctx context.Context, r *rlhostpb.ConfigureRequest) (*rlhostpb.ConfigureResponse, error) {
 	spec := core.SandboxSpec{}
 	if r.GetSandboxSpec() != nil {
-		spec = rlhostpb.ToSpec(r.GetSandboxSpec())
+		spec = toSpec(r.GetSandboxSpec())
 	}
 	return rlhostpb.FromDiagnostics(s.impl.Configure(ctx, rlhostpb.ToConfig(r), spec)), nil
 }
 
 func (s *server) Create(ctx context.Context, r *rlhostpb.CreateRequest) (*rlhostpb.SandboxInfo, error) {
-	info, err := s.impl.Create(ctx, rlhostpb.ToSpec(r.GetSpec()))
+	info, err := s.impl.Create(ctx, toSpec(r.GetSpec()))
 	if err != nil {
 		return nil, rlhostpb.ToStatus(err)
 	}
-	return rlhostpb.FromSandboxInfo(info), nil
+	return fromSandboxInfo(info), nil
 }
 
 func (s *server) Exec(ctx context.Context, r *rlhostpb.ExecRequest) (*rlhostpb.ExecResult, error) {
 	start := time.Now()
-	res, err := s.impl.Exec(ctx, r.GetSandboxId(), rlhostpb.ToExecRequest(r))
+	res, err := s.impl.Exec(ctx, r.GetSandboxId(), ToExecRequest(r))
 	if err != nil {
 		return nil, rlhostpb.ToStatus(err)
 	}
 	if res.Duration == 0 {
 		res.Duration = time.Since(start)
 	}
-	return rlhostpb.FromExecResult(res), nil
+	return FromExecResult(res), nil
 }
 
 func (s *server) ReadFile(ctx context.Context, r *rlhostpb.ReadFileRequest) (*rlhostpb.ReadFileResponse, error) {
@@ -64,7 +64,7 @@ func (s *server) ListFiles(ctx context.Context, r *rlhostpb.ListFilesRequest) (*
 	if err != nil {
 		return nil, rlhostpb.ToStatus(err)
 	}
-	return rlhostpb.FromFiles(fs), nil
+	return FromFiles(fs), nil
 }
 
 func (s *server) Destroy(ctx context.Context, r *rlhostpb.SandboxID) (*rlhostpb.Empty, error) {
@@ -76,7 +76,7 @@ func (s *server) List(ctx context.Context, r *rlhostpb.ListRequest) (*rlhostpb.L
 	if err != nil {
 		return nil, rlhostpb.ToStatus(err)
 	}
-	return rlhostpb.FromSandboxInfos(infos), nil
+	return fromSandboxInfos(infos), nil
 }
 
 func (s *server) ReapOrphans(ctx context.Context, _ *rlhostpb.Empty) (*rlhostpb.ListResponse, error) {
@@ -84,7 +84,7 @@ func (s *server) ReapOrphans(ctx context.Context, _ *rlhostpb.Empty) (*rlhostpb.
 	if err != nil {
 		return nil, rlhostpb.ToStatus(err)
 	}
-	return rlhostpb.FromSandboxInfos(infos), nil
+	return fromSandboxInfos(infos), nil
 }
 
 func (s *server) Shutdown(ctx context.Context, _ *rlhostpb.Empty) (*rlhostpb.Empty, error) {

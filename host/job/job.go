@@ -137,94 +137,100 @@ func (j *Job) Close(ctx context.Context) {
 
 // StartBackend starts and configures the backend plugin of sandbox block sb.
 func StartBackend(ctx context.Context, f *config.File, sb *config.Sandbox, mgr *pluginmgr.Manager, runID string) (*pluginmgr.Instance, hcl.Diagnostics) {
-	src, err := mgr.Resolve(pluginbase.KindSandbox, sb.PluginRef(), f.Dir)
-	if err != nil {
-		rng := sb.DefRange
-		if r, ok := sb.AttrRanges["plugin"]; ok {
-			rng = r
-		} else if r, ok := sb.AttrRanges["backend"]; ok {
-			rng = r
-		}
-		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot find sandbox backend", Detail: err.Error(), Subject: rng.Ptr()}}
-	}
-	var diags hcl.Diagnostics
-	var mu sync.Mutex // setup runs again, on another goroutine, after each restart
-	setup := func(ctx context.Context, raw any) error {
-		mu.Lock()
-		defer mu.Unlock()
-		c, ok := raw.(*sandboxplugin.Client)
-		if !ok {
-			return fmt.Errorf("%s is not a sandbox backend", src)
-		}
-		info := c.Info()
-		if err := config.CheckReserved(info.Config, config.ReservedSandboxSettings, info.Name); err != nil {
-			return err
-		}
-		js, d := config.DecodePluginBody(sb.Body, info.Config, f.EvalContext, info.Name)
-		diags = append(diags, d...)
-		if d.HasErrors() {
-			return fmt.Errorf("sandbox %q: invalid config", sb.Name)
-		}
-		pd := c.Configure(ctx, schema.Config{Name: sb.Name, JSON: js, BaseDir: f.Dir, RunID: runID}, sb.Spec)
-		diags = append(diags, config.PluginDiagnostics(pd, info.Config, info.Name, sb.Body, sb.AttrRanges, sb.DefRange)...)
-		if pd.HasErrors() {
-			return fmt.Errorf("sandbox %q: rejected by plugin %s", sb.Name, info.Name)
-		}
-		return nil
-	}
-	in, err := mgr.Start(ctx, src, setup)
-	mu.Lock()
-	defer mu.Unlock()
-	if err != nil {
-		if !diags.HasErrors() {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Sandbox backend failed to start", Detail: err.Error(), Subject: sb.DefRange.Ptr()})
-		}
-		return nil, diags
-	}
-	return in, diags
+	return start(ctx, f, mgr, runID, pluginBlock{
+		kind: pluginbase.KindSandbox, noun: "sandbox backend", article: "a", ref: sb.PluginRef(),
+		block: "sandbox", name: sb.Name, body: sb.Body, attrs: sb.AttrRanges, def: sb.DefRange,
+		refAttrs: []string{"plugin", "backend"}, reserved: config.ReservedSandboxSettings,
+		client: func(raw any) (describer, bool) { c, ok := raw.(*sandboxplugin.Client); return c, ok },
+		configure: func(ctx context.Context, raw any, cfg schema.Config) schema.Diagnostics {
+			return raw.(*sandboxplugin.Client).Configure(ctx, cfg, sb.Spec)
+		},
+	})
 }
 
 // StartEnv starts and configures the plugin of env block e.
 func StartEnv(ctx context.Context, f *config.File, e *config.Env, mgr *pluginmgr.Manager, runID string) (*pluginmgr.Instance, hcl.Diagnostics) {
-	src, err := mgr.Resolve(pluginbase.KindEnv, e.Plugin, f.Dir)
+	return start(ctx, f, mgr, runID, pluginBlock{
+		kind: pluginbase.KindEnv, noun: "env plugin", article: "an", ref: e.Plugin,
+		block: "env", name: e.Name, body: e.Body, attrs: e.AttrRanges, def: e.DefRange,
+		refAttrs: []string{"plugin"}, reserved: config.ReservedEnvSettings, passEnv: e.PassEnv,
+		client: func(raw any) (describer, bool) { c, ok := raw.(*envplugin.Client); return c, ok },
+		configure: func(ctx context.Context, raw any, cfg schema.Config) schema.Diagnostics {
+			return raw.(*envplugin.Client).Configure(ctx, cfg)
+		},
+	})
+}
+
+// pluginBlock is what start needs to know of a sandbox or env block.
+type pluginBlock struct {
+	kind     string // pluginbase.KindSandbox or KindEnv
+	noun     string // "sandbox backend", for messages
+	article  string // "a" or "an", before noun
+	ref      string // what to resolve: a built-in name or a path
+	block    string // "sandbox" or "env"
+	name     string // the block's label
+	body     hcl.Body
+	attrs    map[string]hcl.Range
+	def      hcl.Range
+	refAttrs []string // the attributes that named the plugin, blamed when it cannot be found
+	reserved []string
+	passEnv  []string
+	// client reports whether raw is this kind's client; configure calls its
+	// Configure (raw has passed client).
+	client    func(raw any) (describer, bool)
+	configure func(ctx context.Context, raw any, cfg schema.Config) schema.Diagnostics
+}
+
+// describer is what every kind's client offers: the plugin's Describe.
+type describer interface{ Info() pluginbase.Info }
+
+// start resolves, launches and configures a plugin: decode the block
+// against the schema the plugin declares, then hand it the result. The
+// setup runs again after every restart of the plugin.
+func start(ctx context.Context, f *config.File, mgr *pluginmgr.Manager, runID string, b pluginBlock) (*pluginmgr.Instance, hcl.Diagnostics) {
+	src, err := mgr.Resolve(b.kind, b.ref, f.Dir)
 	if err != nil {
-		rng := e.DefRange
-		if r, ok := e.AttrRanges["plugin"]; ok {
-			rng = r
+		rng := b.def
+		for _, a := range b.refAttrs {
+			if r, ok := b.attrs[a]; ok {
+				rng = r
+				break
+			}
 		}
-		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot find env plugin", Detail: err.Error(), Subject: rng.Ptr()}}
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot find " + b.noun, Detail: err.Error(), Subject: rng.Ptr()}}
 	}
 	var diags hcl.Diagnostics
 	var mu sync.Mutex // setup runs again, on another goroutine, after each restart
 	setup := func(ctx context.Context, raw any) error {
 		mu.Lock()
 		defer mu.Unlock()
-		c, ok := raw.(*envplugin.Client)
+		c, ok := b.client(raw)
 		if !ok {
-			return fmt.Errorf("%s is not an environment", src)
+			return fmt.Errorf("%s is not %s %s", src, b.article, b.noun)
 		}
 		info := c.Info()
-		if err := config.CheckReserved(info.Config, config.ReservedEnvSettings, info.Name); err != nil {
+		if err := config.CheckReserved(info.Config, b.reserved, info.Name); err != nil {
 			return err
 		}
-		js, d := config.DecodePluginBody(e.Body, info.Config, f.EvalContext, info.Name)
+		js, d := config.DecodePluginBody(b.body, info.Config, f.EvalContext, info.Name)
 		diags = append(diags, d...)
 		if d.HasErrors() {
-			return fmt.Errorf("env %q: invalid config", e.Name)
+			return fmt.Errorf("%s %q: invalid config", b.block, b.name)
 		}
-		pd := c.Configure(ctx, schema.Config{Name: e.Name, JSON: js, BaseDir: f.Dir, RunID: runID})
-		diags = append(diags, config.PluginDiagnostics(pd, info.Config, info.Name, e.Body, e.AttrRanges, e.DefRange)...)
+		pd := b.configure(ctx, raw, schema.Config{Name: b.name, JSON: js, BaseDir: f.Dir, RunID: runID})
+		diags = append(diags, config.PluginDiagnostics(pd, info.Config, info.Name, b.body, b.attrs, b.def)...)
 		if pd.HasErrors() {
-			return fmt.Errorf("env %q: rejected by plugin %s", e.Name, info.Name)
+			return fmt.Errorf("%s %q: rejected by plugin %s", b.block, b.name, info.Name)
 		}
 		return nil
 	}
-	in, err := mgr.Start(ctx, src, setup, pluginmgr.StartOptions{PassEnv: e.PassEnv})
+	in, err := mgr.Start(ctx, src, setup, pluginmgr.StartOptions{PassEnv: b.passEnv})
 	mu.Lock()
 	defer mu.Unlock()
 	if err != nil {
 		if !diags.HasErrors() {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Env plugin failed to start", Detail: err.Error(), Subject: e.DefRange.Ptr()})
+			noun := strings.ToUpper(b.noun[:1]) + b.noun[1:]
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: noun + " failed to start", Detail: err.Error(), Subject: b.def.Ptr()})
 		}
 		return nil, diags
 	}
