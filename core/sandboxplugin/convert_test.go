@@ -32,4 +32,3 @@ func TestInvalidUTF8Survives(t *testing.T) {
 		t.Errorf("argv, env or dir bytes changed: %+v", got)
 	}
 }
-
