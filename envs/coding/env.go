@@ -3,7 +3,6 @@ package coding
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -93,10 +92,9 @@ func loadTasks(cfg schema.Config, c config, reward string) ([]taskConfig, schema
 		tasks = fromFile
 	}
 	for i, t := range c.Task {
-		// The host can point at a block but not at the i-th of a list, so
-		// the detail names the block.
+		// The path picks the i-th task block, so the host points at it.
 		if err := t.check(reward); err != nil {
-			diags = append(diags, schema.Errorf([]string{"task"}, "invalid task block",
+			diags = append(diags, schema.Errorf([]string{"task", strconv.Itoa(i)}, "invalid task block",
 				"task block %d (%q): %v", i, t.ID, err))
 		}
 		tasks = append(tasks, t)
@@ -114,18 +112,15 @@ func loadTasks(cfg schema.Config, c config, reward string) ([]taskConfig, schema
 	return tasks, diags
 }
 
-// Tasks lists the configured tasks in config order; Data carries the whole
-// task so an episode can be started from it alone.
+// Tasks lists the configured tasks in config order. An episode names its
+// task by id, which NewEpisode looks up among the tasks Configure loaded
+// (as the mbpp env does), so nothing is encoded into Data and parsed back.
 func (e *Env) Tasks(context.Context) ([]core.Task, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	out := make([]core.Task, 0, len(e.tasks))
 	for _, t := range e.tasks {
-		data, err := json.Marshal(t)
-		if err != nil {
-			return nil, fmt.Errorf("encode task %s: %w", t.ID, err)
-		}
-		out = append(out, core.Task{ID: t.ID, Prompt: t.Prompt, Data: data})
+		out = append(out, core.Task{ID: t.ID, Prompt: t.Prompt})
 	}
 	return out, nil
 }
@@ -140,16 +135,7 @@ func (e *Env) NewEpisode(_ context.Context, ep envplugin.Episode) (envplugin.Ses
 	if !configured {
 		return nil, envplugin.Observation{}, errors.New("coding env: not configured")
 	}
-	if len(ep.Task.Data) > 0 {
-		// The host hands back what Tasks returned, so Data is the task.
-		t = taskConfig{}
-		if err := json.Unmarshal(ep.Task.Data, &t); err != nil {
-			return nil, envplugin.Observation{}, fmt.Errorf("episode %s: decode task %q: %w", ep.ID, ep.Task.ID, err)
-		}
-		if err := t.check(s.reward); err != nil {
-			return nil, envplugin.Observation{}, fmt.Errorf("episode %s: task %q: %w", ep.ID, ep.Task.ID, err)
-		}
-	} else if !ok {
+	if !ok {
 		return nil, envplugin.Observation{}, fmt.Errorf("episode %s: task %q: %w", ep.ID, ep.Task.ID, core.ErrNotFound)
 	}
 	if ep.Sandbox == nil {

@@ -70,10 +70,19 @@ func TestExampleTasksFile(t *testing.T) {
 	if len(h.tasks) < 3 {
 		t.Fatalf("only %d example tasks", len(h.tasks))
 	}
-	for id, task := range h.tasks {
-		var tc taskConfig
-		if err := json.Unmarshal(task.Data, &tc); err != nil {
-			t.Fatal(err)
+	f, err := os.Open("../../examples/coding/tasks.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tasks, err := parseTasks(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range tasks {
+		id := tc.ID
+		if _, ok := h.tasks[id]; !ok {
+			t.Fatalf("task %s not offered by the env", id)
 		}
 		obs := h.run(t, id, fenced(tc.Reference))
 		if obs.Reward != 1 {

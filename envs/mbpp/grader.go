@@ -206,7 +206,7 @@ func grade(ctx context.Context, sb envplugin.Sandbox, rt runtimeInfo, cfg *confi
 	if err != nil {
 		return GradeResult{}, err
 	}
-	if rt.isolation == "namespaces" {
+	if ownPIDNamespace(rt.isolation) {
 		// A process the agent left running could race the grader for its
 		// stdin (and so its nonce) through /proc. In a sandbox with its own
 		// PID namespace, kill(-1) reaches exactly the sandbox's processes
@@ -221,6 +221,15 @@ func grade(ctx context.Context, sb envplugin.Sandbox, rt runtimeInfo, cfg *confi
 		return GradeResult{}, fmt.Errorf("run grader in sandbox %s: %w", sb.ID(), err)
 	}
 	return parseGrade(res, nonce, len(tests)), nil
+}
+
+// ownPIDNamespace reports whether a sandbox of this isolation has a PID
+// namespace of its own in which rlhost's init is PID 1: the local backend's
+// "namespaces", also when it reports "namespaces (seccomp off)" (the
+// filter is not what confines kill(-1)). Cloud sandboxes may run their
+// provider's daemon beside the agent's processes, so they do not qualify.
+func ownPIDNamespace(isolation string) bool {
+	return isolation == "namespaces" || strings.HasPrefix(isolation, "namespaces (")
 }
 
 // tailString keeps the last n bytes of s, cut at a rune boundary.

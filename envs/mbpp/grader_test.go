@@ -197,3 +197,16 @@ func TestParseGrade(t *testing.T) {
 		})
 	}
 }
+
+// The leftover-process kill runs wherever the sandbox has its own PID
+// namespace, whatever else the backend reports about its isolation.
+func TestOwnPIDNamespace(t *testing.T) {
+	for iso, want := range map[string]bool{
+		"namespaces": true, "namespaces (seccomp off)": true,
+		"none": false, "cloud": false, "": false, "namespacesX": false,
+	} {
+		if got := ownPIDNamespace(iso); got != want {
+			t.Errorf("ownPIDNamespace(%q) = %v, want %v", iso, got, want)
+		}
+	}
+}

@@ -58,6 +58,10 @@ class Env:
     name: str = "python-env"
     version: str = "0.0.0"
     description: str = ""
+    # True when episodes run no commands (a judge, a pure-text game): the
+    # job then needs no sandbox block and episode.sandbox is None. The Go
+    # SDK's pluginbase.Info.NoSandbox.
+    no_sandbox: bool = False
     # The env block's own settings: {"tasks": Setting(str, default="x")}.
     settings: Dict[str, Union[Setting, Block]] = {}
 

@@ -76,7 +76,8 @@ class EnvServicer:
                           f"env {self.env.name} declares settings rlhost reserves for itself: {', '.join(clash)}")
         spec = schema_json(type(self.env).settings)
         return pb.PluginInfo(name=self.env.name, version=self.env.version, kind=KIND_ENV,
-                             description=self.env.description, config_schema_json=json.dumps(spec).encode())
+                             description=self.env.description, config_schema_json=json.dumps(spec).encode(),
+                             no_sandbox=bool(self.env.no_sandbox))
 
     def configure(self, req: pb.ConfigureRequest, _context) -> pb.ConfigureResponse:
         settings = json.loads(req.config_json) if req.config_json else {}

@@ -24,6 +24,21 @@ from rlhost_env.testing import hcl_value  # noqa: E402
 from rlhost_env.types import as_observation, cty_type, schema_json  # noqa: E402
 
 
+class DescribeTest(unittest.TestCase):
+    def test_no_sandbox_is_declared(self):
+        from rlhost_env.server import EnvServicer
+
+        class Judge(rl.Env):
+            name = "judge"
+            no_sandbox = True
+
+        class Coder(rl.Env):
+            name = "coder"
+
+        self.assertTrue(EnvServicer(Judge(), None).describe(None, None).no_sandbox)
+        self.assertFalse(EnvServicer(Coder(), None).describe(None, None).no_sandbox)
+
+
 class TypesTest(unittest.TestCase):
     def test_cty_types(self):
         cases = [(str, "string"), (int, "number"), (float, "number"), (bool, "bool"),
