@@ -140,6 +140,10 @@ func TestConfigureErrors(t *testing.T) {
 		{"invalid task in file", map[string]any{"tasks": "bad.jsonl"}, "tasks", "no tests"},
 		{"empty file", map[string]any{"tasks": "empty.jsonl"}, "tasks", "no tasks"},
 		{"duplicate id", map[string]any{"tasks": "builtin", "task": []any{dup}}, "task", "sort_list"},
+		{"invalid second task block", map[string]any{"task": []any{
+			map[string]any{"id": "a", "prompt": "p", "func_name": "f", "tests": []string{"1"}, "reference": "abs"},
+			map[string]any{"id": "b", "prompt": "p", "func_name": "f"},
+		}}, "task.1", "no tests"},
 		{"unknown attribute", map[string]any{"colour": "red"}, "", "colour"},
 	}
 	for _, tc := range tests {

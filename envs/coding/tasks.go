@@ -1,14 +1,13 @@
 package coding
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"regexp"
 	"strings"
+
+	"github.com/rlhost/rlhost/core/jsonl"
 )
 
 // Built-in task ids, used by the replay file in examples/coding.
@@ -92,26 +91,16 @@ const maxTaskLine = 4 << 20
 // parseTasks reads tasks in JSONL form, one object per line; blank lines are
 // skipped. Errors name the line.
 func parseTasks(r io.Reader) ([]taskConfig, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxTaskLine)
 	var out []taskConfig
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
+	err := jsonl.Each(r, maxTaskLine, func(line []byte) error {
 		var t taskConfig
-		dec := json.NewDecoder(bytes.NewReader(line))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&t); err != nil {
-			return nil, fmt.Errorf("line %d: %w", n, err)
-		}
-		if dec.More() {
-			return nil, fmt.Errorf("line %d: more than one JSON value", n)
+		if err := jsonl.DecodeStrict(line, &t); err != nil {
+			return err
 		}
 		out = append(out, t)
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read tasks: %w", err)
 	}
 	return out, nil

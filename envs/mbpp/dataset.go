@@ -1,7 +1,6 @@
 package mbpp
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/rlhost/rlhost/core/jsonl"
 )
 
 // Problem is one MBPP problem. Text is the task statement (MBPP's "text",
@@ -107,21 +108,16 @@ const maxLine = 16 << 20
 
 // ParseJSONL reads one record per non-blank line. Errors name the line.
 func ParseJSONL(r io.Reader) ([]Problem, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
 	var out []Problem
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
+	err := jsonl.Each(r, maxLine, func(line []byte) error {
 		p, err := ParseRecord(line)
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", n, err)
+			return err
 		}
 		out = append(out, p)
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read JSONL: %w", err)
 	}
 	return out, nil

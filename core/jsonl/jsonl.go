@@ -1,0 +1,53 @@
+// Package jsonl reads JSON Lines files, the format of every dataset, task,
+// replay and record file rlhost reads: one JSON value per line, blank lines
+// skipped, each error naming its line. It deliberately does not decode for
+// the caller beyond DecodeStrict, and does not write.
+package jsonl
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Each calls fn with every non-blank line of r, trimmed of surrounding
+// white space. maxLine bounds one line, so a wrong file (a binary, a huge
+// dump) is refused instead of being read whole into memory. An error from
+// fn stops the reading and comes back as "line N: err".
+func Each(r io.Reader, maxLine int, fn func(line []byte) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, min(64<<10, maxLine)), maxLine)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		if err := fn(line); err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return fmt.Errorf("a line is longer than %d bytes: %w", maxLine, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// DecodeStrict decodes one line into v, rejecting fields v does not know
+// and anything after the first value.
+func DecodeStrict(line []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more than one JSON value")
+	}
+	return nil
+}
