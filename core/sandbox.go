@@ -31,6 +31,25 @@ type Limits struct {
 	CPUs          float64       `json:"cpus,omitempty"`
 }
 
+// NamedLimit is one limit under its HCL attribute name. Value is the
+// limit in the unit users write it in after parsing: bytes for sizes,
+// seconds for cpu_time, a count or a CPU share for the rest. 0 is unset.
+type NamedLimit struct {
+	Name  string
+	Value float64
+}
+
+// Named lists every limit under its HCL name, in the order the docs list
+// them, so a backend checks limits by the names users see and never spells
+// them itself.
+func (l Limits) Named() []NamedLimit {
+	return []NamedLimit{
+		{"memory", float64(l.MemoryBytes)}, {"cpu_time", l.CPUTime.Seconds()}, {"pids", float64(l.Pids)},
+		{"file_size", float64(l.FileSizeBytes)}, {"open_files", float64(l.OpenFiles)}, {"tmp", float64(l.TmpBytes)},
+		{"output", float64(l.OutputBytes)}, {"disk", float64(l.DiskBytes)}, {"cpus", l.CPUs},
+	}
+}
+
 // SandboxSpec is what the host asks a backend to create. Fields a backend
 // cannot honour are rejected at config time, not silently ignored.
 type SandboxSpec struct {

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -96,6 +98,26 @@ func (c Config) rejectUnused(used ...string) error {
 		}
 	}
 	return nil
+}
+
+// readFile reads the file attribute of a provider that takes only a file
+// (replay, rules): required, relative to the job file's directory.
+func (c Config) readFile(baseDir string) (path string, data []byte, err error) {
+	if err := c.rejectUnused("file"); err != nil {
+		return "", nil, err
+	}
+	if c.File == nil || *c.File == "" {
+		return "", nil, c.attrErr("file", "required for provider %q", c.Provider)
+	}
+	path = *c.File
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(baseDir, path)
+	}
+	data, err = os.ReadFile(path)
+	if err != nil {
+		return "", nil, c.attrErr("file", "%w", err)
+	}
+	return path, data, nil
 }
 
 // duration parses an optional duration attribute, which must be positive.

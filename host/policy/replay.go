@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/rlhost/rlhost/core"
@@ -35,19 +33,9 @@ type replayEntry struct {
 }
 
 func newReplay(cfg Config, baseDir string) (Policy, error) {
-	if err := cfg.rejectUnused("file"); err != nil {
-		return nil, err
-	}
-	if cfg.File == nil || *cfg.File == "" {
-		return nil, cfg.attrErr("file", "required for provider \"replay\"")
-	}
-	path := *cfg.File
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(baseDir, path)
-	}
-	data, err := os.ReadFile(path)
+	path, data, err := cfg.readFile(baseDir)
 	if err != nil {
-		return nil, cfg.attrErr("file", "%w", err)
+		return nil, err
 	}
 	entries, err := parseReplay(data, path)
 	if err != nil {

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 )
@@ -42,19 +40,9 @@ type rule struct {
 var captureRef = regexp.MustCompile(`\{\{(\d+)\}\}`)
 
 func newRules(cfg Config, baseDir string) (Policy, error) {
-	if err := cfg.rejectUnused("file"); err != nil {
-		return nil, err
-	}
-	if cfg.File == nil || *cfg.File == "" {
-		return nil, cfg.attrErr("file", "required for provider \"rules\"")
-	}
-	path := *cfg.File
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(baseDir, path)
-	}
-	data, err := os.ReadFile(path)
+	path, data, err := cfg.readFile(baseDir)
 	if err != nil {
-		return nil, cfg.attrErr("file", "%w", err)
+		return nil, err
 	}
 	rules, err := parseRules(data, path)
 	if err != nil {

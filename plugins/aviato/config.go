@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"math"
 	"net/url"
-	"path"
 	"regexp"
 	"strconv"
 	"time"
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/duration"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
 )
 
@@ -86,13 +86,14 @@ type settings struct {
 	stateDir, workdir, runID string
 }
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 type diagnoser struct{ d schema.Diagnostics }
 
 func (x *diagnoser) errf(p []string, summary, detail string, args ...any) {
 	x.d = append(x.d, schema.Errorf(p, summary, detail, args...))
 }
+
+// envName is the shared rule, for exec-time checks.
+var envName = regexp.MustCompile(sandboxplugin.EnvNamePattern)
 
 // validate turns the block into settings. Whatever Aviato cannot honour is
 // an error whose Path names the attribute.
@@ -181,20 +182,8 @@ func (s settings) withSpec(spec core.SandboxSpec, x *diagnoser) (settings, schem
 		s.image = defaultImage
 	}
 	lim := spec.Limits
-	for _, u := range []struct {
-		name string
-		set  bool
-	}{
-		{"cpu_time", lim.CPUTime != 0}, {"pids", lim.Pids != 0}, {"file_size", lim.FileSizeBytes != 0},
-		{"open_files", lim.OpenFiles != 0}, {"tmp", lim.TmpBytes != 0}, {"disk", lim.DiskBytes != 0},
-	} {
-		if u.set {
-			x.errf([]string{"limits", u.name}, "limit not supported by the aviato backend", "Aviato's StartSandboxRequest sizes a sandbox by cpu and memory only; it has no field for %s", u.name)
-		}
-	}
-	if lim.CPUs < 0 || lim.MemoryBytes < 0 || lim.OutputBytes < 0 {
-		x.errf([]string{"limits"}, "negative limit", "limits must be zero (backend default) or positive")
-	}
+	x.d = append(x.d, sandboxplugin.CheckLimits(lim, "the aviato backend", []string{"cpus", "memory", "output"},
+		"Aviato's StartSandboxRequest sizes a sandbox by cpu and memory only; it has no field for %s")...)
 	if lim.CPUs > 0 {
 		s.cpu = cpuQuantity(lim.CPUs)
 	}
@@ -219,21 +208,11 @@ func (s settings) withSpec(spec core.SandboxSpec, x *diagnoser) (settings, schem
 	if spec.Network {
 		s.egress = "internet"
 	}
-	s.workdir = spec.Workdir
-	if s.workdir == "" {
-		s.workdir = core.DefaultWorkdir
-	}
-	if !path.IsAbs(s.workdir) || path.Clean(s.workdir) == "/" {
-		x.errf([]string{"workdir"}, "invalid workdir", "%q must be an absolute directory other than /", s.workdir)
-	}
-	s.workdir = path.Clean(s.workdir)
-	s.env = map[string]string{}
-	for k, v := range spec.Env {
-		if !envName.MatchString(k) {
-			x.errf([]string{"env", k}, "invalid environment variable name", "%q is not a shell identifier", k)
-		}
-		s.env[k] = v
-	}
+	var d schema.Diagnostics
+	s.workdir, d = sandboxplugin.CheckWorkdir(spec)
+	x.d = append(x.d, d...)
+	s.env, d = sandboxplugin.CheckEnv(spec)
+	x.d = append(x.d, d...)
 	s.labels = map[string]string{}
 	for k, v := range spec.Labels {
 		s.labels[k] = v

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/duration"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
 )
 
@@ -111,7 +112,8 @@ type settings struct {
 	runID                  string
 }
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// envName is the shared rule, for exec-time checks.
+var envName = regexp.MustCompile(sandboxplugin.EnvNamePattern)
 
 // validate turns a Config and the block's SandboxSpec into settings. Every
 // field Daytona cannot honour is an error diagnostic whose Path names the
@@ -239,21 +241,8 @@ func (s settings) withSpec(spec core.SandboxSpec, d schema.Diagnostics) (setting
 		errf([]string{"snapshot"}, "both image and snapshot are set", "set one: image builds a Daytona snapshot from a Docker image, snapshot starts from an existing one")
 	}
 	lim := spec.Limits
-	unsupported := []struct {
-		name string
-		set  bool
-	}{
-		{"cpu_time", lim.CPUTime != 0}, {"pids", lim.Pids != 0}, {"file_size", lim.FileSizeBytes != 0},
-		{"open_files", lim.OpenFiles != 0}, {"tmp", lim.TmpBytes != 0},
-	}
-	for _, u := range unsupported {
-		if u.set {
-			errf([]string{"limits", u.name}, "limit not supported by the daytona backend", "Daytona sizes a whole sandbox (cpus, memory, disk); it cannot enforce %s", u.name)
-		}
-	}
-	if lim.CPUs < 0 || lim.MemoryBytes < 0 || lim.DiskBytes < 0 || lim.OutputBytes < 0 {
-		errf([]string{"limits"}, "negative limit", "limits must be zero (backend default) or positive")
-	}
+	x.d = append(x.d, sandboxplugin.CheckLimits(lim, "the daytona backend", []string{"cpus", "memory", "disk", "output"},
+		"Daytona sizes a whole sandbox (cpus, memory, disk); it cannot enforce %s")...)
 	if lim.CPUs > 0 {
 		s.cpus = int(math.Ceil(lim.CPUs))
 		if float64(s.cpus) != lim.CPUs {
@@ -294,21 +283,11 @@ func (s settings) withSpec(spec core.SandboxSpec, d schema.Diagnostics) (setting
 	}
 	s.blockAll = s.cfgBlockAll || !spec.Network
 
-	if s.workdir == "" {
-		s.workdir = core.DefaultWorkdir
-	}
-	if !path.IsAbs(s.workdir) || path.Clean(s.workdir) == "/" {
-		errf([]string{"workdir"}, "invalid workdir", "%q must be an absolute directory other than /", s.workdir)
-	}
-	s.workdir = path.Clean(s.workdir)
-
-	s.env = map[string]string{}
-	for k, v := range spec.Env {
-		if !envName.MatchString(k) {
-			errf([]string{"env", k}, "invalid environment variable name", "%q is not a shell identifier", k)
-		}
-		s.env[k] = v
-	}
+	var ds schema.Diagnostics
+	s.workdir, ds = sandboxplugin.CheckWorkdir(spec)
+	x.d = append(x.d, ds...)
+	s.env, ds = sandboxplugin.CheckEnv(spec)
+	x.d = append(x.d, ds...)
 
 	s.labels = map[string]string{}
 	for k, v := range spec.Labels {

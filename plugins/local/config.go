@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
 	"github.com/rlhost/rlhost/plugins/local/sandboxinit"
 )
@@ -240,38 +241,17 @@ func (s *settings) checkSpec(spec core.SandboxSpec, cg cgroupKind) schema.Diagno
 		diags = append(diags, schema.Errorf([]string{"workdir"}, "workdir must be absolute", "%q", spec.Workdir))
 	}
 	l := spec.Limits
-	// Paths and text name limits as the job file does (limits.disk).
-	neg := func(name string, v int64) {
-		if v < 0 {
-			diags = append(diags, schema.Errorf(lim(name), "limit must be >= 0", "limits.%s = %d", name, v))
-		}
-	}
-	neg("memory", l.MemoryBytes)
-	neg("pids", int64(l.Pids))
-	neg("file_size", l.FileSizeBytes)
-	neg("open_files", int64(l.OpenFiles))
-	neg("tmp", l.TmpBytes)
-	neg("output", l.OutputBytes)
-	neg("disk", l.DiskBytes)
 	if l.OutputBytes > maxOutputBytes {
 		diags = append(diags, schema.Errorf(lim("output"), "limits.output is too large", "%d > %d bytes: outputs travel in one message", l.OutputBytes, int64(maxOutputBytes)))
 	}
 	if s.Isolation == "none" {
-		for name, set := range map[string]bool{"memory": l.MemoryBytes != 0, "pids": l.Pids != 0,
-			"tmp": l.TmpBytes != 0, "disk": l.DiskBytes != 0, "cpus": l.CPUs != 0} {
-			if set {
-				diags = append(diags, schema.Errorf(lim(name), "limit needs isolation = \"namespaces\"",
-					"isolation = \"none\" only enforces the exec timeout and limits.cpu_time, file_size, open_files and output"))
-			}
-		}
-		return diags
+		return append(diags, sandboxplugin.CheckLimits(l, `isolation = "none"`, []string{"cpu_time", "file_size", "open_files", "output"},
+			`isolation = "none" only enforces the exec timeout and limits.cpu_time, file_size, open_files and output; use isolation = "namespaces" for %s`)...)
 	}
+	diags = append(diags, sandboxplugin.CheckLimits(l, "the local backend", []string{"memory", "cpu_time", "pids", "file_size", "open_files", "tmp", "output", "disk", "cpus"}, "")...)
 	if l.DiskBytes != 0 && s.Workspace != "tmpfs" {
 		diags = append(diags, schema.Errorf(lim("disk"), "limits.disk needs workspace = \"tmpfs\"",
 			"a host-directory workspace has no size cap"))
-	}
-	if l.CPUs < 0 {
-		diags = append(diags, schema.Errorf(lim("cpus"), "limit must be >= 0", "%g", l.CPUs))
 	}
 	if cg == cgroupOff {
 		if l.CPUs != 0 {
