@@ -2,6 +2,7 @@ package sandboxplugin
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -42,29 +43,35 @@ const EnvNamePattern = `^[A-Za-z_][A-Za-z0-9_]*$`
 
 var envName = regexp.MustCompile(EnvNamePattern)
 
-// CheckWorkdir returns the spec's working directory, cleaned, or
-// core.DefaultWorkdir when it names none; it must be absolute and not /.
-func CheckWorkdir(spec core.SandboxSpec) (string, schema.Diagnostics) {
-	w := spec.Workdir
-	if w == "" {
-		w = core.DefaultWorkdir
-	}
-	if !path.IsAbs(w) || path.Clean(w) == "/" {
-		return path.Clean(w), schema.Diagnostics{schema.Errorf([]string{"workdir"}, "invalid workdir", "%q must be an absolute directory other than /", w)}
-	}
-	return path.Clean(w), nil
+// Common is the spec's settings every backend applies the same way,
+// checked and normalised.
+type Common struct {
+	Workdir string            // cleaned; core.DefaultWorkdir when the spec names none
+	Env     map[string]string // a copy; every name a shell identifier
+	Labels  map[string]string // a copy
 }
 
-// CheckEnv returns a copy of the spec's environment; every name must be a
-// shell identifier, since remote backends pass them through a shell.
-func CheckEnv(spec core.SandboxSpec) (map[string]string, schema.Diagnostics) {
+// CheckCommon checks and copies the common settings: the workdir must be
+// absolute and not /, and environment variable names shell identifiers,
+// since remote backends pass them through a shell.
+func CheckCommon(spec core.SandboxSpec) (Common, schema.Diagnostics) {
 	var ds schema.Diagnostics
-	env := make(map[string]string, len(spec.Env))
+	c := Common{Workdir: spec.Workdir, Env: make(map[string]string, len(spec.Env)), Labels: maps.Clone(spec.Labels)}
+	if c.Workdir == "" {
+		c.Workdir = core.DefaultWorkdir
+	}
+	if !path.IsAbs(c.Workdir) || path.Clean(c.Workdir) == "/" {
+		ds = append(ds, schema.Errorf([]string{"workdir"}, "invalid workdir", "%q must be an absolute directory other than /", c.Workdir))
+	}
+	c.Workdir = path.Clean(c.Workdir)
 	for k, v := range spec.Env {
 		if !envName.MatchString(k) {
 			ds = append(ds, schema.Errorf([]string{"env", k}, "invalid environment variable name", "%q is not a shell identifier", k))
 		}
-		env[k] = v
+		c.Env[k] = v
 	}
-	return env, ds
+	if c.Labels == nil {
+		c.Labels = map[string]string{}
+	}
+	return c, ds
 }

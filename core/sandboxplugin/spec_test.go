@@ -36,19 +36,24 @@ func TestCheckLimits(t *testing.T) {
 	}
 }
 
-func TestCheckWorkdirAndEnv(t *testing.T) {
+func TestCheckCommon(t *testing.T) {
 	for in, want := range map[string]string{"": core.DefaultWorkdir, "/w/./x/": "/w/x"} {
-		if got, ds := CheckWorkdir(core.SandboxSpec{Workdir: in}); got != want || ds.HasErrors() {
-			t.Errorf("CheckWorkdir(%q) = %q, %v", in, got, ds)
+		if c, ds := CheckCommon(core.SandboxSpec{Workdir: in}); c.Workdir != want || ds.HasErrors() || c.Labels == nil {
+			t.Errorf("CheckCommon(workdir %q) = %+v, %v", in, c, ds)
 		}
 	}
 	for _, bad := range []string{"rel", "/", "/.."} {
-		if _, ds := CheckWorkdir(core.SandboxSpec{Workdir: bad}); !ds.HasErrors() || ds[0].Path[0] != "workdir" {
-			t.Errorf("CheckWorkdir(%q) accepted: %v", bad, ds)
+		if _, ds := CheckCommon(core.SandboxSpec{Workdir: bad}); !ds.HasErrors() || ds[0].Path[0] != "workdir" {
+			t.Errorf("CheckCommon(workdir %q) accepted: %v", bad, ds)
 		}
 	}
-	env, ds := CheckEnv(core.SandboxSpec{Env: map[string]string{"OK_1": "a", "1BAD": "b"}})
-	if len(env) != 2 || len(ds) != 1 || strings.Join(ds[0].Path, ".") != "env.1BAD" {
-		t.Errorf("CheckEnv = %v, %v", env, ds)
+	spec := core.SandboxSpec{Env: map[string]string{"OK_1": "a", "1BAD": "b"}, Labels: map[string]string{"k": "v"}}
+	c, ds := CheckCommon(spec)
+	if len(c.Env) != 2 || len(ds) != 1 || strings.Join(ds[0].Path, ".") != "env.1BAD" || c.Labels["k"] != "v" {
+		t.Errorf("CheckCommon = %+v, %v", c, ds)
+	}
+	c.Labels["k"] = "changed"
+	if spec.Labels["k"] != "v" {
+		t.Error("labels are not copied")
 	}
 }

@@ -208,15 +208,9 @@ func (s settings) withSpec(spec core.SandboxSpec, x *diagnoser) (settings, schem
 	if spec.Network {
 		s.egress = "internet"
 	}
-	var d schema.Diagnostics
-	s.workdir, d = sandboxplugin.CheckWorkdir(spec)
-	x.d = append(x.d, d...)
-	s.env, d = sandboxplugin.CheckEnv(spec)
-	x.d = append(x.d, d...)
-	s.labels = map[string]string{}
-	for k, v := range spec.Labels {
-		s.labels[k] = v
-	}
+	common, cd := sandboxplugin.CheckCommon(spec)
+	x.d = append(x.d, cd...)
+	s.workdir, s.env, s.labels = common.Workdir, common.Env, common.Labels
 	return s, x.d
 }
 

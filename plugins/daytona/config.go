@@ -283,16 +283,9 @@ func (s settings) withSpec(spec core.SandboxSpec, d schema.Diagnostics) (setting
 	}
 	s.blockAll = s.cfgBlockAll || !spec.Network
 
-	var ds schema.Diagnostics
-	s.workdir, ds = sandboxplugin.CheckWorkdir(spec)
-	x.d = append(x.d, ds...)
-	s.env, ds = sandboxplugin.CheckEnv(spec)
-	x.d = append(x.d, ds...)
-
-	s.labels = map[string]string{}
-	for k, v := range spec.Labels {
-		s.labels[k] = v
-	}
+	common, cd := sandboxplugin.CheckCommon(spec)
+	x.d = append(x.d, cd...)
+	s.workdir, s.env, s.labels = common.Workdir, common.Env, common.Labels
 
 	return s, x.d
 }
