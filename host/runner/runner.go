@@ -20,6 +20,7 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/envplugin"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/host/output"
 	"github.com/rlhost/rlhost/host/policy"
 )
@@ -293,7 +294,7 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 				t.Info["destroy_error"] = err.Error()
 			}
 		}()
-		lent := &lentSandbox{backend: r.Backend, id: info.ID, timeout: r.ExecTimeout}
+		lent := &lentSandbox{Bound: sandboxplugin.Bound{Backend: r.Backend, SandboxID: info.ID, DefaultTimeout: r.ExecTimeout}}
 		sandbox = lent
 		defer func() {
 			// Host-side counters get their own names so an env's metrics of the

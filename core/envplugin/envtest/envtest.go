@@ -54,40 +54,10 @@ func Configure(t testing.TB, env envplugin.Environment, name string, settings ma
 }
 
 // BackendSandbox lends one sandbox of a Backend to an environment, the way
-// the host does: it binds the sandbox id and fills in the default timeout.
-type BackendSandbox struct {
-	Backend        sandboxplugin.Backend
-	SandboxID      string
-	DefaultTimeout time.Duration
-}
+// the host does: it is the host's own sandboxplugin.Bound.
+type BackendSandbox = sandboxplugin.Bound
 
 var _ envplugin.Sandbox = (*BackendSandbox)(nil)
-
-// ID returns the bound sandbox id.
-func (s *BackendSandbox) ID() string { return s.SandboxID }
-
-// Exec runs a command in the bound sandbox.
-func (s *BackendSandbox) Exec(ctx context.Context, req core.ExecRequest) (core.ExecResult, error) {
-	if req.Timeout == 0 {
-		req.Timeout = s.DefaultTimeout
-	}
-	return s.Backend.Exec(ctx, s.SandboxID, req)
-}
-
-// ReadFile reads from the bound sandbox.
-func (s *BackendSandbox) ReadFile(ctx context.Context, path string, maxBytes int64) ([]byte, error) {
-	return s.Backend.ReadFile(ctx, s.SandboxID, path, maxBytes)
-}
-
-// WriteFile writes into the bound sandbox.
-func (s *BackendSandbox) WriteFile(ctx context.Context, path string, data []byte, mode uint32) error {
-	return s.Backend.WriteFile(ctx, s.SandboxID, path, data, mode)
-}
-
-// ListFiles lists a directory of the bound sandbox.
-func (s *BackendSandbox) ListFiles(ctx context.Context, path string) ([]core.FileInfo, error) {
-	return s.Backend.ListFiles(ctx, s.SandboxID, path)
-}
 
 // NewSandbox creates a sandbox on b from spec and returns it lent-style; the
 // sandbox is destroyed when the test ends.
