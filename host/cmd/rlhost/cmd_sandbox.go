@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/job"
 	"github.com/rlhost/rlhost/host/pluginmgr"
@@ -170,10 +171,7 @@ func (a *app) sandboxExec(ctx context.Context, args []string) int {
 		return code
 	}
 	defer mgr.StopAll(context.WithoutCancel(ctx))
-	req.Timeout = *timeout
-	if req.Timeout == 0 {
-		req.Timeout = sb.ExecTimeout
-	}
+	req.Timeout = *timeout // 0: the block's, as an episode gets it
 	backend, err := in.Backend(ctx)
 	if err != nil {
 		a.errorf("%v", err)
@@ -190,7 +188,7 @@ func (a *app) sandboxExec(ctx context.Context, args []string) int {
 		a.errorf("%v", err)
 		return 125
 	}
-	res, err := backend.Exec(ctx, info.ID, req)
+	res, err := (&sandboxplugin.Bound{Backend: backend, SandboxID: info.ID, DefaultTimeout: sb.ExecTimeout}).Exec(ctx, req)
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if derr := backend.Destroy(dctx, info.ID); derr != nil {
