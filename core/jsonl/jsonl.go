@@ -13,11 +13,12 @@ import (
 	"io"
 )
 
-// Each calls fn with every non-blank line of r, trimmed of surrounding
-// white space. maxLine bounds one line, so a wrong file (a binary, a huge
-// dump) is refused instead of being read whole into memory. An error from
-// fn stops the reading and comes back as "line N: err".
-func Each(r io.Reader, maxLine int, fn func(line []byte) error) error {
+// Each calls fn with the number (from 1) and text of every non-blank line
+// of r, trimmed of surrounding white space. maxLine bounds one line, so a
+// wrong file (a binary, a huge dump) is refused instead of being read whole
+// into memory. An error from fn stops the reading and comes back as
+// "name:N: err", or "line N: err" when name is "".
+func Each(r io.Reader, name string, maxLine int, fn func(n int, line []byte) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, min(64<<10, maxLine)), maxLine)
 	for n := 1; sc.Scan(); n++ {
@@ -25,13 +26,19 @@ func Each(r io.Reader, maxLine int, fn func(line []byte) error) error {
 		if len(line) == 0 {
 			continue
 		}
-		if err := fn(line); err != nil {
-			return fmt.Errorf("line %d: %w", n, err)
+		if err := fn(n, line); err != nil {
+			if name == "" {
+				return fmt.Errorf("line %d: %w", n, err)
+			}
+			return fmt.Errorf("%s:%d: %w", name, n, err)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return fmt.Errorf("a line is longer than %d bytes: %w", maxLine, err)
+			err = fmt.Errorf("a line is longer than %d bytes: %w", maxLine, err)
+		}
+		if name != "" {
+			return fmt.Errorf("%s: %w", name, err)
 		}
 		return err
 	}

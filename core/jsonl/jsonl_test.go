@@ -2,21 +2,22 @@ package jsonl
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
 
 func TestEach(t *testing.T) {
 	var got []string
-	err := Each(strings.NewReader("{\"a\":1}\n\n  \n {\"a\":2} \r\n"), 1<<10, func(line []byte) error {
-		got = append(got, string(line))
+	err := Each(strings.NewReader("{\"a\":1}\n\n  \n {\"a\":2} \r\n"), "", 1<<10, func(n int, line []byte) error {
+		got = append(got, fmt.Sprint(n, string(line)))
 		return nil
 	})
-	if err != nil || strings.Join(got, "|") != `{"a":1}|{"a":2}` {
+	if err != nil || strings.Join(got, "|") != `1{"a":1}|4{"a":2}` {
 		t.Errorf("lines %q, err %v", got, err)
 	}
 	boom := errors.New("boom")
-	err = Each(strings.NewReader("x\n\ny\n"), 1<<10, func(line []byte) error {
+	err = Each(strings.NewReader("x\n\ny\n"), "", 1<<10, func(_ int, line []byte) error {
 		if string(line) == "y" {
 			return boom
 		}
@@ -25,7 +26,16 @@ func TestEach(t *testing.T) {
 	if !errors.Is(err, boom) || !strings.HasPrefix(err.Error(), "line 3: ") {
 		t.Errorf("error %v: want line 3 wrapping boom", err)
 	}
-	err = Each(strings.NewReader(strings.Repeat("x", 100)+"\n"), 10, func([]byte) error { return nil })
+	err = Each(strings.NewReader("ok\n\nbad\n"), "f.jsonl", 1<<10, func(_ int, line []byte) error {
+		if string(line) == "bad" {
+			return boom
+		}
+		return nil
+	})
+	if err == nil || err.Error() != "f.jsonl:3: boom" {
+		t.Errorf("named error %v: want f.jsonl:3: boom", err)
+	}
+	err = Each(strings.NewReader(strings.Repeat("x", 100)+"\n"), "", 10, func(int, []byte) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "longer than 10 bytes") {
 		t.Errorf("long line: %v", err)
 	}
@@ -54,7 +64,7 @@ func FuzzEach(f *testing.F) {
 			return
 		}
 		n := 0
-		_ = Each(strings.NewReader(s), max, func(line []byte) error {
+		_ = Each(strings.NewReader(s), "", max, func(_ int, line []byte) error {
 			if len(line) == 0 || len(line) > max {
 				t.Fatalf("line of %d bytes with max %d", len(line), max)
 			}

@@ -92,7 +92,7 @@ const maxTaskLine = 4 << 20
 // skipped. Errors name the line.
 func parseTasks(r io.Reader) ([]taskConfig, error) {
 	var out []taskConfig
-	err := jsonl.Each(r, maxTaskLine, func(line []byte) error {
+	err := jsonl.Each(r, "", maxTaskLine, func(_ int, line []byte) error {
 		var t taskConfig
 		if err := jsonl.DecodeStrict(line, &t); err != nil {
 			return err

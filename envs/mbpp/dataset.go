@@ -109,7 +109,7 @@ const maxLine = 16 << 20
 // ParseJSONL reads one record per non-blank line. Errors name the line.
 func ParseJSONL(r io.Reader) ([]Problem, error) {
 	var out []Problem
-	err := jsonl.Each(r, maxLine, func(line []byte) error {
+	err := jsonl.Each(r, "", maxLine, func(_ int, line []byte) error {
 		p, err := ParseRecord(line)
 		if err != nil {
 			return err

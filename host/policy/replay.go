@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/jsonl"
 )
 
 // replayPolicy answers from a JSONL file loaded once at construction. Each
@@ -48,25 +49,19 @@ func newReplay(cfg Config, baseDir string) (Policy, error) {
 func parseReplay(data []byte, name string) (map[string]replayEntry, error) {
 	entries := map[string]replayEntry{}
 	lineOf := map[string]int{}
-	for n := 1; len(data) > 0; n++ {
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			data = nil
-		}
-		line = bytes.TrimSpace(line) // also drops a CR from CRLF files
-		if len(line) == 0 {
-			continue
-		}
+	err := jsonl.Each(bytes.NewReader(data), name, len(data)+1, func(n int, line []byte) error {
 		e, err := parseReplayLine(line)
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", name, n, err)
+			return err
 		}
 		if prev, dup := lineOf[e.taskID]; dup {
-			return nil, fmt.Errorf("%s:%d: task_id %q already defined on line %d", name, n, e.taskID, prev)
+			return fmt.Errorf("task_id %q already defined on line %d", e.taskID, prev)
 		}
 		entries[e.taskID], lineOf[e.taskID] = e, n
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(entries) == 0 {
 		return nil, fmt.Errorf("%s: no tasks in replay file", name)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+
+	"github.com/rlhost/rlhost/core/jsonl"
 )
 
 // rulesPolicy answers by rules that look at the conversation so far, so a
@@ -54,22 +56,13 @@ func newRules(cfg Config, baseDir string) (Policy, error) {
 // parseRules parses a rules file; errors name file:line.
 func parseRules(data []byte, name string) ([]rule, error) {
 	var rules []rule
-	for n := 1; len(data) > 0; n++ {
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			data = nil
-		}
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
+	err := jsonl.Each(bytes.NewReader(data), name, len(data)+1, func(n int, line []byte) error {
 		r, err := parseRule(line, n)
-		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", name, n, err)
-		}
 		rules = append(rules, r)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(rules) == 0 {
 		return nil, fmt.Errorf("%s: no rules", name)
