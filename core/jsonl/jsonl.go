@@ -54,7 +54,7 @@ func DecodeStrict(line []byte, v any) error {
 		return err
 	}
 	if dec.More() {
-		return errors.New("more than one JSON value")
+		return errors.New("trailing data after the JSON value")
 	}
 	return nil
 }

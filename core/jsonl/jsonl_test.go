@@ -46,7 +46,7 @@ func TestDecodeStrict(t *testing.T) {
 	for line, bad := range map[string]string{
 		`{"A":1}`:         "",
 		`{"A":1,"B":2}`:   "unknown field",
-		`{"A":1} {"A":2}`: "more than one",
+		`{"A":1} {"A":2}`: "trailing data",
 		`{"A":`:           "EOF",
 	} {
 		err := DecodeStrict([]byte(line), &v)

@@ -28,7 +28,7 @@ func TestParseTasksErrors(t *testing.T) {
 	tests := []struct{ name, in, want string }{
 		{"not json", "{\"id\":\"a\"}\nnope\n", "line 2"},
 		{"unknown field", `{"id":"a","colour":"red"}`, "line 1"},
-		{"two values", `{"id":"a"} {"id":"b"}`, "more than one"},
+		{"two values", `{"id":"a"} {"id":"b"}`, "trailing data"},
 		{"wrong type", `{"id":"a","tests":"1"}`, "line 1"},
 	}
 	for _, tc := range tests {

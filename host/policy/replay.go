@@ -76,7 +76,7 @@ func parseReplayLine(line []byte) (replayEntry, error) {
 		Completions []json.RawMessage   `json:"completions"`
 		Episodes    [][]json.RawMessage `json:"episodes"`
 	}
-	if err := decodeStrict(line, &raw); err != nil {
+	if err := jsonl.DecodeStrict(line, &raw); err != nil {
 		return replayEntry{}, err
 	}
 	if raw.TaskID == nil || *raw.TaskID == "" {
@@ -135,7 +135,7 @@ func parseReplayTurn(raw json.RawMessage, idPrefix string) (Choice, error) {
 		ToolCalls    []core.ToolCall `json:"tool_calls"`
 		FinishReason string          `json:"finish_reason"`
 	}
-	if err := decodeStrict(raw, &m); err != nil {
+	if err := jsonl.DecodeStrict(raw, &m); err != nil {
 		return Choice{}, err
 	}
 	if m.Role != "" && m.Role != core.RoleAssistant {
@@ -164,20 +164,6 @@ func parseReplayTurn(raw json.RawMessage, idPrefix string) (Choice, error) {
 		}
 	}
 	return c, nil
-}
-
-// decodeStrict decodes exactly one JSON value into v, refusing unknown
-// fields (a misspelt key would otherwise silently replay nothing).
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("trailing data after the JSON value")
-	}
-	return nil
 }
 
 func (p *replayPolicy) Complete(ctx context.Context, req Request) (Response, error) {

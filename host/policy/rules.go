@@ -77,7 +77,7 @@ func parseRule(line []byte, n int) (rule, error) {
 		Turn  *int            `json:"turn"`
 		Reply json.RawMessage `json:"reply"`
 	}
-	if err := decodeStrict(line, &raw); err != nil {
+	if err := jsonl.DecodeStrict(line, &raw); err != nil {
 		return rule{}, err
 	}
 	r := rule{line: n, turn: raw.Turn}
