@@ -135,7 +135,7 @@ func TestDiagnostics(t *testing.T) {
 		{name: "unknown run env", src: "env \"x\" {}\nrun {\n  env = \"nope\"\n}\n", summary: "no env block has that name", line: 3, col: 9},
 		{name: "policy without provider", src: "policy \"p\" {\n  file = \"x\"\n}\n", summary: "Missing required argument", line: 1, col: 12},
 		{name: "zero exec timeout", src: "sandbox \"s\" {\n  backend = \"local\"\n  timeout = \"0s\"\n}\n", summary: "must be more than zero", line: 3, col: 13},
-		{name: "removed exec_timeout", src: "sandbox \"s\" {\n  backend = \"local\"\n  exec_timeout = \"60s\"\n}\n", summary: "write timeout =", line: 3, col: 3},
+		{name: "removed exec_timeout", src: "sandbox \"s\" {\n  backend = \"local\"\n  exec_timeout = \"45s\"\n}\n", summary: `write timeout = "45s" instead`, line: 3, col: 3},
 		{name: "bad run name", src: "run {\n  name = \"a b\"\n}\n", summary: "Invalid run name", line: 2, col: 10},
 	}
 	for _, tc := range cases {

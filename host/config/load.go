@@ -367,8 +367,13 @@ func (d *decoder) sandboxes() hcl.Diagnostics {
 			case "ttl":
 				diags = append(diags, durationAttr(a, ctx, duration.Parse, &s.Spec.TTL)...)
 			case "exec_timeout":
+				value := `"60s"`
+				if hf := d.f.Files[a.Expr.Range().Filename]; hf != nil {
+					value = string(a.Expr.Range().SliceBytes(hf.Bytes))
+				}
 				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "exec_timeout was removed",
-					Detail:  "The sandbox block's timeout is the one exec timeout, for every backend: write timeout = \"60s\" (default 30s). An env may still set a shorter or longer limit for one command.",
+					Detail: fmt.Sprintf("The sandbox block's timeout is the one exec timeout, for every backend (default 30s): write timeout = %s instead. "+
+						"An env may still set its own limit for one command.", value),
 					Subject: a.NameRange.Ptr()})
 			}
 		}
