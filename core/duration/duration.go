@@ -88,3 +88,30 @@ func PositiveOr(s string, def time.Duration) (time.Duration, error) {
 	}
 	return Positive(s)
 }
+
+// Flag is a command-line flag in this grammar, so `--timeout 30` means
+// what `timeout = "30"` means in a job file. It satisfies flag.Value and
+// pflag.Value.
+type Flag time.Duration
+
+// Set parses s.
+func (f *Flag) Set(s string) error {
+	d, err := Parse(s)
+	if err != nil {
+		return err
+	}
+	*f = Flag(d)
+	return nil
+}
+
+// String prints the value in Go's syntax, which Parse reads back; unset
+// is "0", which flag packages know as "no default".
+func (f *Flag) String() string {
+	if f == nil || *f == 0 {
+		return "0"
+	}
+	return time.Duration(*f).String()
+}
+
+// Type names the value in usage text.
+func (f *Flag) Type() string { return "duration" }

@@ -86,3 +86,13 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestFlag(t *testing.T) {
+	var f Flag
+	if err := f.Set("90"); err != nil || time.Duration(f) != 90*time.Second || f.String() != "1m30s" {
+		t.Errorf("Set(90) = %v, %v", time.Duration(f), err)
+	}
+	if err := f.Set("soon"); err == nil || time.Duration(f) != 90*time.Second {
+		t.Errorf("Set(soon) = %v and changed the value to %v", err, time.Duration(f))
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/duration"
 	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/job"
@@ -137,7 +138,8 @@ func (a *app) sandboxExec(ctx context.Context, args []string) int {
 	fs := newFlagSet("sandbox exec", sandboxExecUsage, a)
 	var b backendFlags
 	b.add(fs)
-	timeout := fs.Duration("timeout", 0, "wall-clock limit for the command (default: the block's timeout, else 30s)")
+	var timeout duration.Flag
+	fs.Var(&timeout, "timeout", "wall-clock limit for the command, e.g. 30s or 30 (default: the block's timeout, else 30s)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the command's output")
 	envs := fs.StringArray("env", nil, "environment variable for the command, NAME=VALUE (repeatable)")
 	stdin := fs.Bool("stdin", false, "pass rlhost's standard input to the command")
@@ -171,7 +173,7 @@ func (a *app) sandboxExec(ctx context.Context, args []string) int {
 		return code
 	}
 	defer mgr.StopAll(context.WithoutCancel(ctx))
-	req.Timeout = *timeout // 0: the block's, as an episode gets it
+	req.Timeout = time.Duration(timeout) // 0: the block's, as an episode gets it
 	backend, err := in.Backend(ctx)
 	if err != nil {
 		a.errorf("%v", err)
