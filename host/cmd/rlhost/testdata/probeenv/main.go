@@ -15,8 +15,6 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/zclconf/go-cty/cty"
-
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/envplugin"
 	"github.com/rlhost/rlhost/core/pluginbase"
@@ -27,7 +25,7 @@ type env struct{ marker string }
 
 func (e *env) Info() pluginbase.Info {
 	return pluginbase.Info{Name: "probeenv", Version: "0.0.1", Kind: pluginbase.KindEnv,
-		Config: schema.Spec{Attributes: []schema.Attribute{{Name: "marker", Type: cty.String, Required: true}}}}
+		Config: schema.Spec{Attributes: []schema.Attribute{schema.String("marker", "").MarkRequired()}}}
 }
 
 func (e *env) Configure(_ context.Context, cfg schema.Config) schema.Diagnostics {
