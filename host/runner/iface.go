@@ -6,6 +6,7 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/envplugin"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/host/output"
 )
 
@@ -17,14 +18,12 @@ type Env interface {
 	NewEpisode(ctx context.Context, ep envplugin.Episode) (envplugin.Session, envplugin.Observation, error)
 }
 
-// Backend is what the runner needs of a sandbox backend.
+// Backend is what the runner needs of a sandbox backend: create and
+// destroy, and the calls on one sandbox that a lent sandbox makes.
 type Backend interface {
 	Create(ctx context.Context, spec core.SandboxSpec) (core.SandboxInfo, error)
-	Exec(ctx context.Context, id string, req core.ExecRequest) (core.ExecResult, error)
-	ReadFile(ctx context.Context, id, path string, maxBytes int64) ([]byte, error)
-	WriteFile(ctx context.Context, id, path string, data []byte, mode uint32) error
-	ListFiles(ctx context.Context, id, path string) ([]core.FileInfo, error)
 	Destroy(ctx context.Context, id string) error
+	sandboxplugin.SandboxOps
 }
 
 // Recorder stores what a run produces; *output.Writer is the one on disk.
