@@ -32,7 +32,7 @@ func main() {
 	}
 	n := flag.Int("n", 200, "iterations per latency figure")
 	conc := flag.Int("concurrent", 64, "sandboxes alive at once in the throughput test")
-	only := flag.String("only", "", `"variants": only the bwrap baseline and the root view / seccomp variants`)
+	only := flag.String("only", "", `"variants": only the bwrap baseline and the root view / seccomp variants; "floor": only cold create and warm exec, each iteration taking turns with its baseline`)
 	self := flag.Bool("helper-self", false, "re-execute this binary as the sandbox init instead of rlhost-sandbox-init beside it")
 	stateDir := flag.String("state-dir", filepath.Join(os.TempDir(), fmt.Sprintf("rlhost-local-bench-%d", os.Geteuid())),
 		"state dir; fixed by default so a run that crashed is reaped by the next")
@@ -45,6 +45,13 @@ func main() {
 			os.Exit(1)
 		}
 		helper = exe
+	}
+	if *only == "floor" {
+		if err := runFloor(*n, *stateDir, helper); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if *only == "variants" {
 		err := runVariants(*n, *stateDir, helper)
@@ -372,4 +379,96 @@ func lookDefaultPath(file string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s not found in the default PATH", file)
+}
+
+// runFloor measures the two figures with goals relative to a floor: cold
+// create → first exec of true against bwrap --unshare-all, and a warm exec
+// round trip against a bare fork/exec. Every iteration runs the baseline
+// and the backend back to back, so load on a shared machine hits both
+// alike; the ratio of the medians is the figure to trust.
+func runFloor(n int, stateDir, helper string) error {
+	ctx := context.Background()
+	m := machine()
+	fmt.Println("| machine | benchmark | command | baseline (same run, interleaved) | local backend | ratio |")
+	fmt.Println("|---|---|---|---|---|---|")
+	b, err := newBackend(ctx, stateDir, helper, map[string]any{})
+	if err != nil {
+		return fmt.Errorf("configure: %w", err)
+	}
+	defer b.Shutdown(ctx)
+	warm, err := b.Create(ctx, core.SandboxSpec{})
+	if err != nil {
+		return err
+	}
+	truePath, err := lookDefaultPath("true")
+	if err != nil {
+		return err
+	}
+	bwrapRun := bare("bwrap", "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", truePath)
+	bareRun := bare(truePath)
+	var bw, cold, direct, bareT, warmT []time.Duration
+	timed := func(into *[]time.Duration, f func() error) error {
+		t0 := time.Now()
+		err := f()
+		*into = append(*into, time.Since(t0))
+		return err
+	}
+	execTrue := func(id string) error {
+		r, err := b.Exec(ctx, id, core.ExecRequest{Command: []string{"true"}})
+		if err == nil && r.ExitCode != 0 {
+			err = fmt.Errorf("exit %d: %s", r.ExitCode, r.Stderr)
+		}
+		return err
+	}
+	for i := 0; i < n; i++ {
+		if err := timed(&bw, bwrapRun); err != nil {
+			return fmt.Errorf("bwrap: %w", err)
+		}
+		var id string
+		if err := timed(&cold, func() error {
+			info, err := b.Create(ctx, core.SandboxSpec{})
+			if err != nil {
+				return err
+			}
+			id = info.ID
+			return execTrue(id)
+		}); err != nil {
+			return fmt.Errorf("cold create: %w", err)
+		}
+		if err := b.Destroy(ctx, id); err != nil {
+			return err
+		}
+		// The same, with every init started from this process instead of
+		// the launcher (the backend reads the switch at each create).
+		os.Setenv("RLHOST_LOCAL_LAUNCHER", "off")
+		err := timed(&direct, func() error {
+			info, err := b.Create(ctx, core.SandboxSpec{})
+			if err != nil {
+				return err
+			}
+			id = info.ID
+			return execTrue(id)
+		})
+		os.Unsetenv("RLHOST_LOCAL_LAUNCHER")
+		if err != nil {
+			return fmt.Errorf("cold create, direct: %w", err)
+		}
+		if err := b.Destroy(ctx, id); err != nil {
+			return err
+		}
+		if err := timed(&bareT, bareRun); err != nil {
+			return err
+		}
+		if err := timed(&warmT, func() error { return execTrue(warm.ID) }); err != nil {
+			return fmt.Errorf("warm exec: %w", err)
+		}
+	}
+	pb, pc, pd, pr, pw := pct(bw), pct(cold), pct(direct), pct(bareT), pct(warmT)
+	fmt.Printf("| %s | cold create → first exec | true | bwrap --unshare-all true p10 %s / p50 %s | p10 %s / p50 %s / p95 %s | %.2fx bwrap (p50) |\n",
+		m, ms(pb.p10), ms(pb.p50), ms(pc.p10), ms(pc.p50), ms(pc.p95), float64(pc.p50)/float64(pb.p50))
+	fmt.Printf("| %s | cold create → first exec, inits started without the launcher (RLHOST_LOCAL_LAUNCHER=off) | true | bwrap --unshare-all true p10 %s / p50 %s | p10 %s / p50 %s / p95 %s | %.2fx bwrap (p50) |\n",
+		m, ms(pb.p10), ms(pb.p50), ms(pd.p10), ms(pd.p50), ms(pd.p95), float64(pd.p50)/float64(pb.p50))
+	fmt.Printf("| %s | exec round trip, warm sandbox | true | bare fork/exec p10 %s / p50 %s | p10 %s / p50 %s / p95 %s | %.2fx bare (p50) |\n",
+		m, ms(pr.p10), ms(pr.p50), ms(pw.p10), ms(pw.p50), ms(pw.p95), float64(pw.p50)/float64(pr.p50))
+	return nil
 }

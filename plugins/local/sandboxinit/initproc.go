@@ -136,7 +136,11 @@ func newInitServer(s Setup) (*initServer, error) {
 	prewarmed := make(chan struct{})
 	go func() { prewarmThreads(); warmExecPath(); close(prewarmed) }()
 	tr.Mark("started")
-	if err := buildRoot(s); err != nil {
+	if s.Template != "" {
+		if err := templateRoot(s, tr); err != nil {
+			return nil, err
+		}
+	} else if err := buildRoot(s, tr); err != nil {
 		return nil, err
 	}
 	tr.Mark("root")
