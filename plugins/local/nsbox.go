@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -38,6 +39,7 @@ type nsBox struct {
 	uid       int      // host uid of the sandbox's root
 	pidfd     *os.File // when started by a launcher (which reaps it)
 	conn      net.Conn
+	in        *bufio.Reader // conn's frames, read through a buffer
 	cg        *sandboxCgroup
 
 	wmu     sync.Mutex
@@ -189,6 +191,7 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, l *launcher
 		}
 		pid = cmd.Process.Pid
 	}
+	tr.Mark("launch")
 	// Only the init may hold its end now, so its exit reads as EOF here.
 	child.Close()
 	exe.Close()
@@ -212,7 +215,7 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, l *launcher
 		}
 	}
 
-	tr.Mark("start")
+	tr.Mark("cgroup")
 	// The handshake: setup out, one response back.
 	deadline := time.Now().Add(30 * time.Second)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -223,7 +226,8 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, l *launcher
 		return nb, fmt.Errorf("sandbox %s: send setup: %w", id, err)
 	}
 	var ready sandboxinit.Response
-	if err := sandboxinit.ReadFrame(conn, &ready); err != nil {
+	nb.in = bufio.NewReaderSize(conn, 64<<10)
+	if err := sandboxinit.ReadFrame(nb.in, &ready); err != nil {
 		return nb, fmt.Errorf("sandbox %s: init did not come up: %w", id, err)
 	}
 	conn.SetDeadline(time.Time{})
@@ -307,7 +311,7 @@ func (nb *nsBox) readLoop() {
 	var err error
 	for {
 		var r sandboxinit.Response
-		if err = sandboxinit.ReadFrame(nb.conn, &r); err != nil {
+		if err = sandboxinit.ReadFrame(nb.in, &r); err != nil {
 			break
 		}
 		nb.mu.Lock()

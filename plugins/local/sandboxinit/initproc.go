@@ -1,6 +1,7 @@
 package sandboxinit
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -56,8 +57,11 @@ func initMain() error {
 		return fmt.Errorf("control socket: %w", err)
 	}
 	ctl := os.NewFile(3, "ctl")
+	// Frames are read through a buffer: a frame's header and body then
+	// come in one read(2), not two.
+	in := bufio.NewReaderSize(ctl, 64<<10)
 	var setup Setup
-	if err := ReadFrame(ctl, &setup); err != nil {
+	if err := ReadFrame(in, &setup); err != nil {
 		return fmt.Errorf("read setup: %w", err)
 	}
 	if setup.Proto != ProtocolVersion {
@@ -73,7 +77,7 @@ func initMain() error {
 	if err := WriteFrame(ctl, Response{}); err != nil {
 		return fmt.Errorf("send ready: %w", err)
 	}
-	srv.serve(ctl)
+	srv.serve(ctl, in)
 	return nil
 }
 
@@ -493,10 +497,10 @@ func (s initStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr, 
 	}, nil
 }
 
-func (srv *initServer) serve(ctl *os.File) {
+func (srv *initServer) serve(ctl *os.File, in *bufio.Reader) {
 	for {
 		var req Request
-		if err := ReadFrame(ctl, &req); err != nil {
+		if err := ReadFrame(in, &req); err != nil {
 			return // the backend is gone: exiting kills the sandbox
 		}
 		if req.Op == "cancel" {
