@@ -126,7 +126,10 @@ func (ls *launcherSlot) close() {
 // startLauncher starts a launcher in a mount namespace of its own and
 // waits until its template is built.
 func startLauncher(ctx context.Context, set *settings) (*launcher, error) {
-	dir := filepath.Join(set.stateDir, "launcher")
+	dir, err := filepath.Abs(filepath.Join(set.stateDir, "launcher"))
+	if err != nil {
+		return nil, fmt.Errorf("launcher: %w", err)
+	}
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("launcher: %w", err)
 	}

@@ -33,6 +33,7 @@ func main() {
 	n := flag.Int("n", 200, "iterations per latency figure")
 	conc := flag.Int("concurrent", 64, "sandboxes alive at once in the throughput test")
 	only := flag.String("only", "", `"variants": only the bwrap baseline and the root view / seccomp variants; "floor": only cold create and warm exec, each iteration taking turns with its baseline`)
+	prev := flag.String("prev-helper", "", `with -only floor: also time warm execs in a sandbox whose init is this helper binary (an earlier build, for a before/after in one run)`)
 	self := flag.Bool("helper-self", false, "re-execute this binary as the sandbox init instead of rlhost-sandbox-init beside it")
 	stateDir := flag.String("state-dir", filepath.Join(os.TempDir(), fmt.Sprintf("rlhost-local-bench-%d", os.Geteuid())),
 		"state dir; fixed by default so a run that crashed is reaped by the next")
@@ -47,7 +48,7 @@ func main() {
 		helper = exe
 	}
 	if *only == "floor" {
-		if err := runFloor(*n, *stateDir, helper); err != nil {
+		if err := runFloor(*n, *stateDir, helper, *prev); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -386,7 +387,7 @@ func lookDefaultPath(file string) (string, error) {
 // round trip against a bare fork/exec. Every iteration runs the baseline
 // and the backend back to back, so load on a shared machine hits both
 // alike; the ratio of the medians is the figure to trust.
-func runFloor(n int, stateDir, helper string) error {
+func runFloor(n int, stateDir, helper, prevHelper string) error {
 	ctx := context.Background()
 	m := machine()
 	fmt.Println("| machine | benchmark | command | baseline (same run, interleaved) | local backend | ratio |")
@@ -400,13 +401,30 @@ func runFloor(n int, stateDir, helper string) error {
 	if err != nil {
 		return err
 	}
+	var prevB *local.Backend
+	var prevID string
+	if prevHelper != "" {
+		// Started directly: an earlier build may know no launcher role.
+		os.Setenv("RLHOST_LOCAL_LAUNCHER", "off")
+		prevB, err = newBackend(ctx, filepath.Join(stateDir, "prev"), prevHelper, map[string]any{})
+		if err == nil {
+			var info core.SandboxInfo
+			info, err = prevB.Create(ctx, core.SandboxSpec{})
+			prevID = info.ID
+		}
+		os.Unsetenv("RLHOST_LOCAL_LAUNCHER")
+		if err != nil {
+			return fmt.Errorf("previous helper: %w", err)
+		}
+		defer prevB.Shutdown(ctx)
+	}
 	truePath, err := lookDefaultPath("true")
 	if err != nil {
 		return err
 	}
 	bwrapRun := bare("bwrap", "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", truePath)
 	bareRun := bare(truePath)
-	var bw, cold, direct, bareT, warmT []time.Duration
+	var bw, cold, direct, bareT, warmT, prevT []time.Duration
 	timed := func(into *[]time.Duration, f func() error) error {
 		t0 := time.Now()
 		err := f()
@@ -462,6 +480,17 @@ func runFloor(n int, stateDir, helper string) error {
 		if err := timed(&warmT, func() error { return execTrue(warm.ID) }); err != nil {
 			return fmt.Errorf("warm exec: %w", err)
 		}
+		if prevB != nil {
+			if err := timed(&prevT, func() error {
+				r, err := prevB.Exec(ctx, prevID, core.ExecRequest{Command: []string{"true"}})
+				if err == nil && r.ExitCode != 0 {
+					err = fmt.Errorf("exit %d: %s", r.ExitCode, r.Stderr)
+				}
+				return err
+			}); err != nil {
+				return fmt.Errorf("warm exec, previous helper: %w", err)
+			}
+		}
 	}
 	pb, pc, pd, pr, pw := pct(bw), pct(cold), pct(direct), pct(bareT), pct(warmT)
 	fmt.Printf("| %s | cold create → first exec | true | bwrap --unshare-all true p10 %s / p50 %s | p10 %s / p50 %s / p95 %s | %.2fx bwrap (p50) |\n",
@@ -470,5 +499,10 @@ func runFloor(n int, stateDir, helper string) error {
 		m, ms(pb.p10), ms(pb.p50), ms(pd.p10), ms(pd.p50), ms(pd.p95), float64(pd.p50)/float64(pb.p50))
 	fmt.Printf("| %s | exec round trip, warm sandbox | true | bare fork/exec p10 %s / p50 %s | p10 %s / p50 %s / p95 %s | %.2fx bare (p50) |\n",
 		m, ms(pr.p10), ms(pr.p50), ms(pw.p10), ms(pw.p50), ms(pw.p95), float64(pw.p50)/float64(pr.p50))
+	if prevB != nil {
+		pp := pct(prevT)
+		fmt.Printf("| %s | exec round trip, warm sandbox, init = %s | true | bare fork/exec p10 %s / p50 %s | p10 %s / p50 %s / p95 %s | %.2fx bare (p50) |\n",
+			m, prevHelper, ms(pr.p10), ms(pr.p50), ms(pp.p10), ms(pp.p50), ms(pp.p95), float64(pp.p50)/float64(pr.p50))
+	}
 	return nil
 }
