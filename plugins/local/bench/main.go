@@ -33,7 +33,7 @@ func main() {
 	n := flag.Int("n", 200, "iterations per latency figure")
 	conc := flag.Int("concurrent", 64, "sandboxes alive at once in the throughput test")
 	only := flag.String("only", "", `"variants": only the bwrap baseline and the root view / seccomp variants; "floor": only cold create and warm exec, each iteration taking turns with its baseline`)
-	prev := flag.String("prev-helper", "", `with -only floor: also time warm execs in a sandbox whose init is this helper binary (an earlier build, for a before/after in one run)`)
+	prev := flag.String("prev-helper", "", `with -only floor: also time cold creates and warm execs with this helper binary as the init, started directly (an earlier build, for a before/after in one run)`)
 	self := flag.Bool("helper-self", false, "re-execute this binary as the sandbox init instead of rlhost-sandbox-init beside it")
 	stateDir := flag.String("state-dir", filepath.Join(os.TempDir(), fmt.Sprintf("rlhost-local-bench-%d", os.Geteuid())),
 		"state dir; fixed by default so a run that crashed is reaped by the next")
@@ -424,7 +424,7 @@ func runFloor(n int, stateDir, helper, prevHelper string) error {
 	}
 	bwrapRun := bare("bwrap", "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", truePath)
 	bareRun := bare(truePath)
-	var bw, cold, direct, bareT, warmT, prevT []time.Duration
+	var bw, cold, direct, bareT, warmT, prevT, prevCold []time.Duration
 	timed := func(into *[]time.Duration, f func() error) error {
 		t0 := time.Now()
 		err := f()
@@ -481,6 +481,26 @@ func runFloor(n int, stateDir, helper, prevHelper string) error {
 			return fmt.Errorf("warm exec: %w", err)
 		}
 		if prevB != nil {
+			os.Setenv("RLHOST_LOCAL_LAUNCHER", "off")
+			err := timed(&prevCold, func() error {
+				info, err := prevB.Create(ctx, core.SandboxSpec{})
+				if err != nil {
+					return err
+				}
+				id = info.ID
+				r, err := prevB.Exec(ctx, id, core.ExecRequest{Command: []string{"true"}})
+				if err == nil && r.ExitCode != 0 {
+					err = fmt.Errorf("exit %d: %s", r.ExitCode, r.Stderr)
+				}
+				return err
+			})
+			os.Unsetenv("RLHOST_LOCAL_LAUNCHER")
+			if err != nil {
+				return fmt.Errorf("cold create, previous helper: %w", err)
+			}
+			if err := prevB.Destroy(ctx, id); err != nil {
+				return err
+			}
 			if err := timed(&prevT, func() error {
 				r, err := prevB.Exec(ctx, prevID, core.ExecRequest{Command: []string{"true"}})
 				if err == nil && r.ExitCode != 0 {
@@ -500,6 +520,9 @@ func runFloor(n int, stateDir, helper, prevHelper string) error {
 	fmt.Printf("| %s | exec round trip, warm sandbox | true | bare fork/exec p10 %s / p50 %s | p10 %s / p50 %s / p95 %s | %.2fx bare (p50) |\n",
 		m, ms(pr.p10), ms(pr.p50), ms(pw.p10), ms(pw.p50), ms(pw.p95), float64(pw.p50)/float64(pr.p50))
 	if prevB != nil {
+		pc := pct(prevCold)
+		fmt.Printf("| %s | cold create → first exec, init = %s, started directly | true | bwrap --unshare-all true p10 %s / p50 %s | p10 %s / p50 %s / p95 %s | %.2fx bwrap (p50) |\n",
+			m, prevHelper, ms(pb.p10), ms(pb.p50), ms(pc.p10), ms(pc.p50), ms(pc.p95), float64(pc.p50)/float64(pb.p50))
 		pp := pct(prevT)
 		fmt.Printf("| %s | exec round trip, warm sandbox, init = %s | true | bare fork/exec p10 %s / p50 %s | p10 %s / p50 %s / p95 %s | %.2fx bare (p50) |\n",
 			m, prevHelper, ms(pr.p10), ms(pr.p50), ms(pp.p10), ms(pp.p50), ms(pp.p95), float64(pp.p50)/float64(pr.p50))
