@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -167,13 +168,26 @@ func startLauncher(ctx context.Context, set *settings) (*launcher, error) {
 			Setsid:    true,
 		},
 	}
-	if err := cmd.Start(); err != nil {
+	l := &launcher{dir: dir, cmd: cmd, conn: conn, dead: make(chan struct{})}
+	// PR_SET_PDEATHSIG fires when the thread that forked exits, not the
+	// process, and the launcher takes every sandbox with it: fork from a
+	// locked thread that stays until the launcher is reaped.
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		err := cmd.Start()
+		started <- err
+		if err == nil {
+			cmd.Wait()
+		}
+		close(l.dead)
+	}()
+	if err := <-started; err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("launcher: start %s: %w", set.helper, err)
 	}
 	child.Close()
-	l := &launcher{dir: dir, cmd: cmd, conn: conn, dead: make(chan struct{})}
-	go func() { cmd.Wait(); close(l.dead) }()
 	// Any uid of the range reads as well as another: none owns host files.
 	setup := sandboxinit.LauncherSetup{Proto: sandboxinit.ProtocolVersion, Root: templateSetup(set), Dir: dir,
 		ReadUID: int(set.UIDBase), ReadGID: int(set.UIDBase), Trace: os.Getenv("RLHOST_LOCAL_TRACE") != ""}
