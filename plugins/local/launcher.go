@@ -64,13 +64,13 @@ func hiddenPaths(set *settings) []string {
 }
 
 // launcherSlot holds a backend's launcher, started on first use and again
-// after it died; failed says why it could not start (then inits are
-// started directly, and the warning is printed once).
+// after it died; failed says why one could not start (then inits are
+// started directly until the next Configure, and rlhost says so once).
 type launcherSlot struct {
 	mu     sync.Mutex
 	l      *launcher
 	closed bool
-	warned bool
+	failed error
 }
 
 // get returns a live launcher, or nil when inits must be started directly.
@@ -80,7 +80,7 @@ func (ls *launcherSlot) get(ctx context.Context, set *settings) *launcher {
 	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if ls.closed {
+	if ls.closed || ls.failed != nil {
 		return nil
 	}
 	if ls.l != nil && ls.l.alive() {
@@ -92,10 +92,8 @@ func (ls *launcherSlot) get(ctx context.Context, set *settings) *launcher {
 	}
 	l, err := startLauncher(ctx, set)
 	if err != nil {
-		if !ls.warned {
-			fmt.Fprintf(os.Stderr, "rlhost local backend: %v; starting sandbox inits directly (slower cold starts)\n", err)
-			ls.warned = true
-		}
+		ls.failed = err
+		fmt.Fprintf(os.Stderr, "rlhost local backend: %v; starting sandbox inits directly (slower cold starts)\n", err)
 		return nil
 	}
 	ls.l = l
@@ -107,6 +105,7 @@ func (ls *launcherSlot) get(ctx context.Context, set *settings) *launcher {
 func (ls *launcherSlot) reset() {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
+	ls.failed = nil
 	if ls.l != nil {
 		ls.l.close()
 		ls.l = nil
