@@ -45,6 +45,7 @@ type Backend struct {
 	poolStop   chan struct{}
 	poolDone   chan struct{}
 	nextCreate time.Time // create_rate limiter
+	launcher   launcherSlot
 }
 
 // boxImpl is one sandbox's running machinery.
@@ -126,6 +127,7 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 	}
 	b.set, b.spec, b.cg, b.state, b.configured = set, spec, cg, st, true
 	b.mu.Unlock()
+	b.launcher.reset() // its template was built from the old settings
 
 	if _, err := b.ReapOrphans(ctx); err != nil {
 		diags = append(diags, schema.Diagnostic{Severity: schema.Warning, Summary: "reaping orphaned sandboxes failed", Detail: err.Error()})
@@ -279,7 +281,7 @@ func (b *Backend) build(ctx context.Context, spec core.SandboxSpec) (*sandbox, e
 		sb.impl, err = newNoneBox(e)
 	default:
 		var nb *nsBox
-		nb, err = startNSBox(ctx, &set, b.cg, spec, id, e.dir)
+		nb, err = startNSBox(ctx, &set, b.cg, b.launcher.get(ctx, &set), spec, id, e.dir)
 		if err == nil {
 			sb.impl = nb
 			sb.meta.InitPID, sb.meta.InitStart, sb.meta.Cgroup, sb.meta.HostUID = nb.pid, procStart(nb.pid), nb.cg, nb.uid
@@ -603,6 +605,7 @@ func (b *Backend) Shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	b.launcher.close()
 	return errors.Join(errs...)
 }
 

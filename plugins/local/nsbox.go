@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -35,9 +36,10 @@ const (
 type nsBox struct {
 	isolation string // as results report it
 	pid       int
-	uid       int // host uid of the sandbox's root
-	cmd       *exec.Cmd
+	uid       int      // host uid of the sandbox's root
+	pidfd     *os.File // when started by a launcher (which reaps it)
 	conn      net.Conn
+	in        *bufio.Reader // conn's frames, read through a buffer
 	cg        *sandboxCgroup
 
 	wmu     sync.Mutex
@@ -61,14 +63,17 @@ func hostIDs(base int64) (uid, gid int) {
 
 // startNSBox starts a sandbox init in fresh namespaces and waits until it
 // has built its root and is ready to serve requests.
-func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.SandboxSpec, id, entryDir string) (nb *nsBox, err error) {
+//
+// With a launcher l (nil: started directly from this process), the init
+// is forked by it and uses its template root view unless spec has a root
+// of its own.
+func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, l *launcher, spec core.SandboxSpec, id, entryDir string) (nb *nsBox, err error) {
 	tr := sandboxinit.NewTracer("create " + id)
 	defer tr.Done()
 	lim := spec.Limits
 	setup := sandboxinit.Setup{
 		Proto:     sandboxinit.ProtocolVersion,
 		Trace:     tr != nil,
-		Hide:      []string{filepath.Dir(filepath.Dir(filepath.Join(entryDir, "x")))},
 		TmpBytes:  orDefault(lim.TmpBytes, defaultTmpBytes),
 		Network:   spec.Network,
 		Hostname:  "sandbox",
@@ -77,9 +82,11 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.S
 		Seccomp:   set.seccomp,
 		Isolation: set.isolationName(),
 	}
-	set.rootFor(&setup, spec.Rootfs)
-	if sd, err := filepath.Abs(set.stateDir); err == nil {
-		setup.Hide = append(setup.Hide, sd)
+	if l != nil && spec.Rootfs == "" {
+		setup.Template = l.dir
+	} else {
+		set.rootFor(&setup, spec.Rootfs)
+		setup.Hide = hiddenPaths(set)
 	}
 	uid, gid := hostIDs(set.UIDBase)
 
@@ -124,10 +131,10 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.S
 
 	var cg *sandboxCgroup
 	if cgr.kind != cgroupOff {
-		l := lim
-		l.MemoryBytes = orDefault(l.MemoryBytes, defaultMemory)
-		pids := int(orDefault(int64(l.Pids), defaultPids))
-		if cg, err = cgr.create(id, l, pids); err != nil {
+		cl := lim
+		cl.MemoryBytes = orDefault(cl.MemoryBytes, defaultMemory)
+		pids := int(orDefault(int64(cl.Pids), defaultPids))
+		if cg, err = cgr.create(id, cl, pids); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("sandbox %s: %w", id, err)
 		}
@@ -158,6 +165,85 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.S
 		}
 	}
 
+	var cgDir *os.File
+	if cg != nil && cg.Kind == cgroupV2 {
+		if cgDir, err = os.Open(filepath.Join(cg.Dirs[""], cgroupInit)); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("sandbox %s: open cgroup: %w", id, err)
+		}
+		defer cgDir.Close()
+	}
+	tr.Mark("prepare")
+	var pid int
+	var pidfd *os.File
+	var cmd *exec.Cmd
+	if l != nil {
+		files := append([]*os.File{child}, extra[2:]...)
+		pid, pidfd, err = l.launch(ctx, sandboxinit.LaunchRequest{UID: uid, GID: gid, Network: spec.Network, ID: id}, files, cgDir)
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("sandbox %s: launch init: %w", id, err)
+		}
+	} else {
+		if cmd, err = startInitDirect(set, spec, id, uid, gid, extra, cgDir); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("sandbox %s: start init %s: %w (%s)", id, set.helper, err, nsHint(err))
+		}
+		pid = cmd.Process.Pid
+	}
+	tr.Mark("launch")
+	// Only the init may hold its end now, so its exit reads as EOF here.
+	child.Close()
+	exe.Close()
+	for _, f := range extra[2:] {
+		f.Close()
+	}
+	nb = &nsBox{isolation: setup.Isolation, pid: pid, uid: uid, pidfd: pidfd, conn: conn, cg: cg, pending: map[uint64]chan sandboxinit.Response{}, dead: make(chan struct{}), exited: make(chan struct{})}
+	if cmd != nil {
+		go func() { cmd.Wait(); close(nb.exited) }()
+	} else {
+		go func() { waitPidfd(pidfd); close(nb.exited) }()
+	}
+	defer func() {
+		if err != nil {
+			nb.stop()
+		}
+	}()
+	if cg != nil && cg.Kind == cgroupV1 {
+		if err := cg.addProc(nb.pid); err != nil {
+			return nb, fmt.Errorf("sandbox %s: %w", id, err)
+		}
+	}
+
+	tr.Mark("cgroup")
+	// The handshake: setup out, one response back.
+	deadline := time.Now().Add(30 * time.Second)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	conn.SetDeadline(deadline)
+	if err := sandboxinit.WriteFrame(conn, setup); err != nil {
+		return nb, fmt.Errorf("sandbox %s: send setup: %w", id, err)
+	}
+	var ready sandboxinit.Response
+	nb.in = bufio.NewReaderSize(conn, 64<<10)
+	if err := sandboxinit.ReadFrame(nb.in, &ready); err != nil {
+		return nb, fmt.Errorf("sandbox %s: init did not come up: %w", id, err)
+	}
+	conn.SetDeadline(time.Time{})
+	tr.Mark("ready")
+	if ready.Err != "" {
+		return nb, fmt.Errorf("sandbox %s: init setup: %s", id, ready.Err)
+	}
+	if cg != nil {
+		cg.counters() // opens the event files now, not on the first exec
+	}
+	go nb.readLoop()
+	return nb, nil
+}
+
+// startInitDirect forks the init from this process.
+func startInitDirect(set *settings, spec core.SandboxSpec, id string, uid, gid int, extra []*os.File, cgDir *os.File) (*exec.Cmd, error) {
 	flags := uintptr(syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS)
 	if !spec.Network {
 		flags |= syscall.CLONE_NEWNET
@@ -180,63 +266,21 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, spec core.S
 			Setsid:    true,
 		},
 	}
-	if cg != nil && cg.Kind == cgroupV2 {
-		d, err := os.Open(filepath.Join(cg.Dirs[""], cgroupInit))
-		if err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("sandbox %s: open cgroup: %w", id, err)
-		}
-		defer d.Close()
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(d.Fd())
+	if cgDir != nil {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cgDir.Fd())
 	}
-	tr.Mark("prepare")
-	if err := cmd.Start(); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("sandbox %s: start init %s: %w (%s)", id, set.helper, err, nsHint(err))
-	}
-	// Only the init may hold its end now, so its exit reads as EOF here.
-	child.Close()
-	exe.Close()
-	for _, f := range extra[2:] {
-		f.Close()
-	}
-	nb = &nsBox{isolation: setup.Isolation, pid: cmd.Process.Pid, uid: uid, cmd: cmd, conn: conn, cg: cg, pending: map[uint64]chan sandboxinit.Response{}, dead: make(chan struct{}), exited: make(chan struct{})}
-	go func() { cmd.Wait(); close(nb.exited) }()
-	defer func() {
-		if err != nil {
-			nb.stop()
-		}
-	}()
-	if cg != nil && cg.Kind == cgroupV1 {
-		if err := cg.addProc(nb.pid); err != nil {
-			return nb, fmt.Errorf("sandbox %s: %w", id, err)
-		}
-	}
+	return cmd, cmd.Start()
+}
 
-	tr.Mark("start")
-	// The handshake: setup out, one response back.
-	deadline := time.Now().Add(30 * time.Second)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+// waitPidfd blocks until the process of pidfd has exited; for a PID
+// namespace's init that is after every other process in it is gone.
+func waitPidfd(pidfd *os.File) {
+	fds := []unix.PollFd{{Fd: int32(pidfd.Fd()), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+			return
+		}
 	}
-	conn.SetDeadline(deadline)
-	if err := sandboxinit.WriteFrame(conn, setup); err != nil {
-		return nb, fmt.Errorf("sandbox %s: send setup: %w", id, err)
-	}
-	var ready sandboxinit.Response
-	if err := sandboxinit.ReadFrame(conn, &ready); err != nil {
-		return nb, fmt.Errorf("sandbox %s: init did not come up: %w", id, err)
-	}
-	conn.SetDeadline(time.Time{})
-	tr.Mark("ready")
-	if ready.Err != "" {
-		return nb, fmt.Errorf("sandbox %s: init setup: %s", id, ready.Err)
-	}
-	if cg != nil {
-		cg.counters() // opens the event files now, not on the first exec
-	}
-	go nb.readLoop()
-	return nb, nil
 }
 
 func nsHint(err error) string {
@@ -267,7 +311,7 @@ func (nb *nsBox) readLoop() {
 	var err error
 	for {
 		var r sandboxinit.Response
-		if err = sandboxinit.ReadFrame(nb.conn, &r); err != nil {
+		if err = sandboxinit.ReadFrame(nb.in, &r); err != nil {
 			break
 		}
 		nb.mu.Lock()
@@ -387,7 +431,13 @@ func (nb *nsBox) list(ctx context.Context, p string) ([]core.FileInfo, error) {
 // stop kills the init (its PID namespace dies with it, and with that every
 // mount of the sandbox), then empties and removes the cgroup.
 func (nb *nsBox) stop() error {
-	syscall.Kill(nb.pid, syscall.SIGKILL)
+	if nb.pidfd != nil {
+		// Not a child of this process: its pid may be reused once the
+		// launcher reaps it, its pidfd never.
+		unix.PidfdSendSignal(int(nb.pidfd.Fd()), syscall.SIGKILL, nil, 0)
+	} else {
+		syscall.Kill(nb.pid, syscall.SIGKILL)
+	}
 	nb.conn.Close()
 	var err error
 	// The init is reaped only after the kernel has killed and collected
@@ -395,6 +445,9 @@ func (nb *nsBox) stop() error {
 	// is normally empty and removing it does not have to retry.
 	select {
 	case <-nb.exited:
+		if nb.pidfd != nil {
+			nb.pidfd.Close()
+		}
 	case <-time.After(5 * time.Second):
 		err = fmt.Errorf("sandbox init %d did not exit", nb.pid)
 	}

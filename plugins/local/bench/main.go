@@ -32,7 +32,8 @@ func main() {
 	}
 	n := flag.Int("n", 200, "iterations per latency figure")
 	conc := flag.Int("concurrent", 64, "sandboxes alive at once in the throughput test")
-	only := flag.String("only", "", `"variants": only the bwrap baseline and the root view / seccomp variants`)
+	only := flag.String("only", "", `"variants": only the bwrap baseline and the root view / seccomp variants; "floor": only cold create and warm exec, each iteration taking turns with its baseline`)
+	prev := flag.String("prev-helper", "", `with -only floor: also time cold creates and warm execs with this helper binary as the init, started directly (an earlier build, for a before/after in one run)`)
 	self := flag.Bool("helper-self", false, "re-execute this binary as the sandbox init instead of rlhost-sandbox-init beside it")
 	stateDir := flag.String("state-dir", filepath.Join(os.TempDir(), fmt.Sprintf("rlhost-local-bench-%d", os.Geteuid())),
 		"state dir; fixed by default so a run that crashed is reaped by the next")
@@ -45,6 +46,13 @@ func main() {
 			os.Exit(1)
 		}
 		helper = exe
+	}
+	if *only == "floor" {
+		if err := runFloor(*n, *stateDir, helper, *prev); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if *only == "variants" {
 		err := runVariants(*n, *stateDir, helper)
@@ -372,4 +380,152 @@ func lookDefaultPath(file string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s not found in the default PATH", file)
+}
+
+// runFloor measures the two figures with goals relative to a floor: cold
+// create → first exec of true against bwrap --unshare-all, and a warm exec
+// round trip against a bare fork/exec. Every iteration runs the baseline
+// and the backend back to back, so load on a shared machine hits both
+// alike; the ratio of the medians is the figure to trust.
+func runFloor(n int, stateDir, helper, prevHelper string) error {
+	ctx := context.Background()
+	m := machine()
+	fmt.Println("| machine | benchmark | command | baseline (same run, interleaved) | local backend | ratio |")
+	fmt.Println("|---|---|---|---|---|---|")
+	b, err := newBackend(ctx, stateDir, helper, map[string]any{})
+	if err != nil {
+		return fmt.Errorf("configure: %w", err)
+	}
+	defer b.Shutdown(ctx)
+	warm, err := b.Create(ctx, core.SandboxSpec{})
+	if err != nil {
+		return err
+	}
+	var prevB *local.Backend
+	var prevID string
+	if prevHelper != "" {
+		// Started directly: an earlier build may know no launcher role.
+		os.Setenv("RLHOST_LOCAL_LAUNCHER", "off")
+		prevB, err = newBackend(ctx, filepath.Join(stateDir, "prev"), prevHelper, map[string]any{})
+		if err == nil {
+			var info core.SandboxInfo
+			info, err = prevB.Create(ctx, core.SandboxSpec{})
+			prevID = info.ID
+		}
+		os.Unsetenv("RLHOST_LOCAL_LAUNCHER")
+		if err != nil {
+			return fmt.Errorf("previous helper: %w", err)
+		}
+		defer prevB.Shutdown(ctx)
+	}
+	truePath, err := lookDefaultPath("true")
+	if err != nil {
+		return err
+	}
+	bwrapRun := bare("bwrap", "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", truePath)
+	bareRun := bare(truePath)
+	var bw, cold, direct, bareT, warmT, prevT, prevCold []time.Duration
+	timed := func(into *[]time.Duration, f func() error) error {
+		t0 := time.Now()
+		err := f()
+		*into = append(*into, time.Since(t0))
+		return err
+	}
+	execTrue := func(id string) error {
+		r, err := b.Exec(ctx, id, core.ExecRequest{Command: []string{"true"}})
+		if err == nil && r.ExitCode != 0 {
+			err = fmt.Errorf("exit %d: %s", r.ExitCode, r.Stderr)
+		}
+		return err
+	}
+	for i := 0; i < n; i++ {
+		if err := timed(&bw, bwrapRun); err != nil {
+			return fmt.Errorf("bwrap: %w", err)
+		}
+		var id string
+		if err := timed(&cold, func() error {
+			info, err := b.Create(ctx, core.SandboxSpec{})
+			if err != nil {
+				return err
+			}
+			id = info.ID
+			return execTrue(id)
+		}); err != nil {
+			return fmt.Errorf("cold create: %w", err)
+		}
+		if err := b.Destroy(ctx, id); err != nil {
+			return err
+		}
+		// The same, with every init started from this process instead of
+		// the launcher (the backend reads the switch at each create).
+		os.Setenv("RLHOST_LOCAL_LAUNCHER", "off")
+		err := timed(&direct, func() error {
+			info, err := b.Create(ctx, core.SandboxSpec{})
+			if err != nil {
+				return err
+			}
+			id = info.ID
+			return execTrue(id)
+		})
+		os.Unsetenv("RLHOST_LOCAL_LAUNCHER")
+		if err != nil {
+			return fmt.Errorf("cold create, direct: %w", err)
+		}
+		if err := b.Destroy(ctx, id); err != nil {
+			return err
+		}
+		if err := timed(&bareT, bareRun); err != nil {
+			return err
+		}
+		if err := timed(&warmT, func() error { return execTrue(warm.ID) }); err != nil {
+			return fmt.Errorf("warm exec: %w", err)
+		}
+		if prevB != nil {
+			os.Setenv("RLHOST_LOCAL_LAUNCHER", "off")
+			err := timed(&prevCold, func() error {
+				info, err := prevB.Create(ctx, core.SandboxSpec{})
+				if err != nil {
+					return err
+				}
+				id = info.ID
+				r, err := prevB.Exec(ctx, id, core.ExecRequest{Command: []string{"true"}})
+				if err == nil && r.ExitCode != 0 {
+					err = fmt.Errorf("exit %d: %s", r.ExitCode, r.Stderr)
+				}
+				return err
+			})
+			os.Unsetenv("RLHOST_LOCAL_LAUNCHER")
+			if err != nil {
+				return fmt.Errorf("cold create, previous helper: %w", err)
+			}
+			if err := prevB.Destroy(ctx, id); err != nil {
+				return err
+			}
+			if err := timed(&prevT, func() error {
+				r, err := prevB.Exec(ctx, prevID, core.ExecRequest{Command: []string{"true"}})
+				if err == nil && r.ExitCode != 0 {
+					err = fmt.Errorf("exit %d: %s", r.ExitCode, r.Stderr)
+				}
+				return err
+			}); err != nil {
+				return fmt.Errorf("warm exec, previous helper: %w", err)
+			}
+		}
+	}
+	pb, pc, pd, pr, pw := pct(bw), pct(cold), pct(direct), pct(bareT), pct(warmT)
+	fmt.Printf("| %s | cold create → first exec | true | bwrap --unshare-all true p10 %s / p50 %s | p10 %s / p50 %s / p95 %s | %.2fx bwrap (p50) |\n",
+		m, ms(pb.p10), ms(pb.p50), ms(pc.p10), ms(pc.p50), ms(pc.p95), float64(pc.p50)/float64(pb.p50))
+	fmt.Printf("| %s | cold create → first exec, inits started without the launcher (RLHOST_LOCAL_LAUNCHER=off) | true | bwrap --unshare-all true p10 %s / p50 %s | p10 %s / p50 %s / p95 %s | %.2fx bwrap (p50) |\n",
+		m, ms(pb.p10), ms(pb.p50), ms(pd.p10), ms(pd.p50), ms(pd.p95), float64(pd.p50)/float64(pb.p50))
+	fmt.Printf("| %s | exec round trip, warm sandbox | true | bare fork/exec p10 %s / p50 %s | p10 %s / p50 %s / p95 %s | %.2fx bare (p50) |\n",
+		m, ms(pr.p10), ms(pr.p50), ms(pw.p10), ms(pw.p50), ms(pw.p95), float64(pw.p50)/float64(pr.p50))
+	if prevB != nil {
+		pc := pct(prevCold)
+		fmt.Printf("| %s | cold create → first exec, init = %s, started directly | true | bwrap --unshare-all true p10 %s / p50 %s | p10 %s / p50 %s / p95 %s | %.2fx bwrap (p50) |\n",
+			m, prevHelper, ms(pb.p10), ms(pb.p50), ms(pc.p10), ms(pc.p50), ms(pc.p95), float64(pc.p50)/float64(pb.p50))
+		pp := pct(prevT)
+		fmt.Printf("| %s | exec round trip, warm sandbox, init = %s | true | bare fork/exec p10 %s / p50 %s | p10 %s / p50 %s / p95 %s | %.2fx bare (p50) |\n",
+			m, prevHelper, ms(pr.p10), ms(pr.p50), ms(pp.p10), ms(pp.p50), ms(pp.p95), float64(pp.p50)/float64(pr.p50))
+	}
+	return nil
 }

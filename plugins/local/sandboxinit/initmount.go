@@ -30,52 +30,134 @@ import (
 // Hidden host paths (the state dir) are covered with empty read-only tmpfs.
 // Host paths are read as the sandbox's uid, so only what that uid may read
 // on the host can appear.
-func buildRoot(s Setup) error {
+//
+// The part shared by every sandbox of a backend (all but /proc, /dev/shm,
+// /tmp, /run and /workspace) is what fillRoot builds; a launcher builds it
+// once as a template (see launcherMain), and an init started from it only
+// runs finishRoot (see templateRoot).
+func buildRoot(s Setup, tr *Tracer) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
 	// Open the host workspace before the staging tmpfs may cover its path;
 	// the fd belongs to this namespace, so it can be bind-mounted later.
-	wsfd := -1
-	if s.WorkspaceBytes == 0 {
-		fd, err := unix.Open(s.WorkspaceDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("open workspace %s: %w", s.WorkspaceDir, err)
-		}
-		wsfd = fd
-		defer unix.Close(wsfd)
+	wsfd, err := openWorkspace(s)
+	if err != nil {
+		return err
 	}
+	defer unix.Close(wsfd)
 	// Open the rootfs and every bind source first too: they may lie below
 	// the staging point.
-	rootfs := s.Rootfs
-	if rootfs != "" {
-		fd, err := unix.Open(rootfs, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("open rootfs %s: %w", rootfs, err)
-		}
-		defer unix.Close(fd)
-		rootfs = fmt.Sprintf("/proc/self/fd/%d", fd)
+	src, err := openRootSources(s)
+	if err != nil {
+		return err
 	}
-	srcs := make([]source, len(s.Binds))
-	for i, b := range s.Binds {
-		srcs[i] = openSource(b)
-		if srcs[i].fd >= 0 {
-			defer unix.Close(srcs[i].fd)
-		}
-	}
+	defer src.close()
+	tr.Mark("open")
 	// Any existing directory will do as the staging point: it is covered
 	// only in this mount namespace.
 	stage := "/tmp"
 	if err := unix.Mount("rlhost-root", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=8m"); err != nil {
 		return fmt.Errorf("mount staging tmpfs: %w", err)
 	}
+	if err := fillRoot(s, src, stage, tr); err != nil {
+		return err
+	}
+	if err := finishRoot(s, stage, wsfd, tr); err != nil {
+		return err
+	}
+	if err := unix.Mount("", "/", "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return fmt.Errorf("make / read-only: %w", err)
+	}
+	return nil
+}
+
+// templateRoot finishes a root view from the template an init started by
+// a launcher finds as its working directory: a copy, made by the kernel
+// when the init's mount namespace was cloned from the launcher's, of the
+// read-only tree fillRoot built there once. Copied into the sandbox's
+// less privileged user namespace, those mounts are locked: the sandbox can
+// neither unmount them nor make them writable.
+func templateRoot(s Setup, tr *Tracer) error {
+	wsfd, err := openWorkspace(s)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(wsfd)
+	var st unix.Statfs_t
+	if err := unix.Statfs(".", &st); err != nil || st.Type != unix.TMPFS_MAGIC || st.Flags&unix.ST_RDONLY == 0 {
+		return fmt.Errorf("template root %s: not the launcher's read-only tmpfs (statfs: %v)", s.Template, err)
+	}
+	// The copy's top mount is locked to its parent, and pivot_root refuses
+	// a locked new root; a recursive bind of it is not locked at the top
+	// (its sub-mounts stay locked, and it stays read-only). Any existing
+	// directory will do as the place for it, as in buildRoot.
+	const stage = "/tmp"
+	if err := unix.Mount(".", stage, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind template root: %w", err)
+	}
+	tr.Mark("bind")
+	return finishRoot(s, stage, wsfd, tr)
+}
+
+// openWorkspace opens a host workspace directory (O_PATH), or returns -1
+// for a tmpfs workspace.
+func openWorkspace(s Setup) (int, error) {
+	if s.WorkspaceBytes > 0 {
+		return -1, nil
+	}
+	fd, err := unix.Open(s.WorkspaceDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open workspace %s: %w", s.WorkspaceDir, err)
+	}
+	return fd, nil
+}
+
+// rootSources are the rootfs and bind sources of a root view, opened
+// before anything may cover their paths.
+type rootSources struct {
+	rootfs   string // as /proc/self/fd/N, or ""
+	rootfsFD int
+	srcs     []source
+}
+
+func openRootSources(s Setup) (*rootSources, error) {
+	rs := &rootSources{rootfsFD: -1, srcs: make([]source, len(s.Binds))}
+	if s.Rootfs != "" {
+		fd, err := unix.Open(s.Rootfs, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("open rootfs %s: %w", s.Rootfs, err)
+		}
+		rs.rootfsFD, rs.rootfs = fd, fmt.Sprintf("/proc/self/fd/%d", fd)
+	}
+	for i, b := range s.Binds {
+		rs.srcs[i] = openSource(b)
+	}
+	return rs, nil
+}
+
+func (rs *rootSources) close() {
+	if rs.rootfsFD >= 0 {
+		unix.Close(rs.rootfsFD)
+	}
+	for _, src := range rs.srcs {
+		if src.fd >= 0 {
+			unix.Close(src.fd)
+		}
+	}
+}
+
+// fillRoot builds the shared part of a root view on the tmpfs mounted at
+// nr: the rootfs or the binds, links and files, the hidden paths, the
+// mount points of the per-sandbox file systems, and /dev (but its shm).
+func fillRoot(s Setup, src *rootSources, nr string, tr *Tracer) error {
 	var st unix.Stat_t
-	if err := unix.Stat(stage, &st); err != nil {
+	if err := unix.Stat(nr, &st); err != nil {
 		return fmt.Errorf("stat staging tmpfs: %w", err)
 	}
-	r := &rootBuilder{nr: stage, dev: st.Dev}
-	if rootfs != "" {
-		if err := r.wholeRoot(rootfs); err != nil {
+	r := &rootBuilder{nr: nr, dev: st.Dev}
+	if src.rootfs != "" {
+		if err := r.wholeRoot(src.rootfs); err != nil {
 			return err
 		}
 	}
@@ -95,18 +177,19 @@ func buildRoot(s Setup) error {
 			return fmt.Errorf("root %s: %w", f.Dst, err)
 		}
 	}
+	tr.Mark("files")
 	for i, b := range s.Binds {
-		if err := r.bind(b, srcs[i]); err != nil {
+		if err := r.bind(b, src.srcs[i]); err != nil {
 			return err
 		}
 	}
+	tr.Mark("binds")
 	if err := readOnlyBinds(r.nr, r.ro, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV); err != nil {
 		return err
 	}
 	if err := readOnlyBinds(r.nr, r.rw, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV); err != nil {
 		return err
 	}
-	nr := r.nr
 	for _, h := range s.Hide {
 		rel := strings.TrimPrefix(filepath.Clean(h), filepath.Clean(s.Rootfs))
 		if s.Rootfs == "" {
@@ -120,30 +203,34 @@ func buildRoot(s Setup) error {
 			return fmt.Errorf("hide %s: %w", h, err)
 		}
 	}
-
-	mk := func(dir string) error {
-		if err := os.Mkdir(filepath.Join(nr, dir), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("root %s: %w", dir, err)
-		}
-		return nil
-	}
 	for _, d := range []string{"proc", "dev", "tmp", "run", "workspace", "sys"} {
-		if err := mk(d); err != nil {
-			return err
+		if err := os.Mkdir(filepath.Join(nr, d), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("root %s: %w", d, err)
 		}
 	}
+	if err := buildDev(nr + "/dev"); err != nil {
+		return err
+	}
+	tr.Mark("dev")
+	return nil
+}
+
+// finishRoot mounts the per-sandbox file systems on the root view at nr
+// (/proc, /dev/shm, /tmp, /run, /workspace) and pivots into it.
+func finishRoot(s Setup, nr string, wsfd int, tr *Tracer) error {
 	if err := unix.Mount("proc", nr+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount /proc (a proc for the sandbox's PID namespace; fails where the host's /proc has masked parts): %w", err)
 	}
-	if err := buildDev(nr+"/dev", s.TmpBytes); err != nil {
-		return err
-	}
+	tr.Mark("proc")
 	tmpfs := func(dir string, size int64, mode string) error {
 		opts := fmt.Sprintf("mode=%s,size=%d", mode, size)
 		if err := unix.Mount("tmpfs", nr+dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 			return fmt.Errorf("mount %s: %w", dir, err)
 		}
 		return nil
+	}
+	if err := tmpfs("/dev/shm", s.TmpBytes, "1777"); err != nil {
+		return err
 	}
 	if err := tmpfs("/tmp", s.TmpBytes, "1777"); err != nil {
 		return err
@@ -163,7 +250,7 @@ func buildRoot(s Setup) error {
 			return fmt.Errorf("remount workspace: %w", err)
 		}
 	}
-
+	tr.Mark("tmpfs")
 	if err := unix.Chdir(nr); err != nil {
 		return fmt.Errorf("chdir new root: %w", err)
 	}
@@ -176,9 +263,7 @@ func buildRoot(s Setup) error {
 	if err := unix.Chdir("/"); err != nil {
 		return fmt.Errorf("chdir /: %w", err)
 	}
-	if err := unix.Mount("", "/", "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
-		return fmt.Errorf("make / read-only: %w", err)
-	}
+	tr.Mark("pivot")
 	return nil
 }
 
@@ -401,8 +486,9 @@ func remountReadOnlyUnder(dir string) error {
 }
 
 // buildDev makes a minimal /dev: a few harmless device nodes bound from
-// the host's (a user namespace cannot mknod), fd links, and a capped shm.
-func buildDev(dev string, shmBytes int64) error {
+// the host's (a user namespace cannot mknod), fd links, and the mount
+// point of a capped shm, which finishRoot mounts per sandbox.
+func buildDev(dev string) error {
 	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
 		return fmt.Errorf("mount /dev: %w", err)
 	}
@@ -424,9 +510,6 @@ func buildDev(dev string, shmBytes int64) error {
 	}
 	if err := os.Mkdir(dev+"/shm", 0o1777); err != nil {
 		return fmt.Errorf("/dev/shm: %w", err)
-	}
-	if err := unix.Mount("shm", dev+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("mode=1777,size=%d", shmBytes)); err != nil {
-		return fmt.Errorf("mount /dev/shm: %w", err)
 	}
 	if err := unix.Mount("", dev, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("make /dev read-only: %w", err)

@@ -1,6 +1,7 @@
 package sandboxinit
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -56,8 +57,11 @@ func initMain() error {
 		return fmt.Errorf("control socket: %w", err)
 	}
 	ctl := os.NewFile(3, "ctl")
+	// Frames are read through a buffer: a frame's header and body then
+	// come in one read(2), not two.
+	in := bufio.NewReaderSize(ctl, 64<<10)
 	var setup Setup
-	if err := ReadFrame(ctl, &setup); err != nil {
+	if err := ReadFrame(in, &setup); err != nil {
 		return fmt.Errorf("read setup: %w", err)
 	}
 	if setup.Proto != ProtocolVersion {
@@ -73,7 +77,7 @@ func initMain() error {
 	if err := WriteFrame(ctl, Response{}); err != nil {
 		return fmt.Errorf("send ready: %w", err)
 	}
-	srv.serve(ctl)
+	srv.serve(ctl, in)
 	return nil
 }
 
@@ -87,8 +91,9 @@ type initServer struct {
 	wmu      sync.Mutex
 	mu       sync.Mutex
 	cancels  map[uint64]context.CancelFunc
-	oomFloor string   // the init's own oom_score_adj, restored after each fork
-	oomAdj   *os.File // /proc/self/oom_score_adj, kept open: written twice per exec
+	oomFloor string        // the init's own oom_score_adj, restored after each fork
+	oomAdj   *os.File      // /proc/self/oom_score_adj, kept open: written twice per exec
+	warm     chan struct{} // closed once spare threads and signal handlers are set
 }
 
 func (srv *initServer) setOOMAdj(v string) {
@@ -117,7 +122,14 @@ func newInitServer(s Setup) (*initServer, error) {
 	// faults, and Go would otherwise crash on them. (Each Notify is a round
 	// trip to the runtime's signal-mask thread, hence off the critical path.)
 	signalsSet := make(chan struct{})
+	// SIGCHLD too, for the reaper: registered here, on the same goroutine,
+	// since registrations take turns on one lock and would otherwise keep
+	// the init waiting for all of these.
+	reap := &reaper{waiters: map[int]chan waitRes{}}
+	sigchld := make(chan os.Signal, 1)
 	go func() {
+		signal.Notify(sigchld, syscall.SIGCHLD)
+		go reap.run(sigchld)
 		sigs := make(chan os.Signal, 16)
 		for sig := syscall.Signal(1); sig < 32; sig++ {
 			switch sig {
@@ -136,7 +148,11 @@ func newInitServer(s Setup) (*initServer, error) {
 	prewarmed := make(chan struct{})
 	go func() { prewarmThreads(); warmExecPath(); close(prewarmed) }()
 	tr.Mark("started")
-	if err := buildRoot(s); err != nil {
+	if s.Template != "" {
+		if err := templateRoot(s, tr); err != nil {
+			return nil, err
+		}
+	} else if err := buildRoot(s, tr); err != nil {
 		return nil, err
 	}
 	tr.Mark("root")
@@ -158,11 +174,12 @@ func newInitServer(s Setup) (*initServer, error) {
 			return nil, fmt.Errorf("setrlimit %d: %w", l.res, err)
 		}
 	}
+	tr.Mark("host")
 	ws, err := confine.Open("/workspace", "/workspace")
 	if err != nil {
 		return nil, err
 	}
-	srv := &initServer{setup: s, isolation: s.Isolation, ws: ws, spawns: spawns, reap: newReaper(), cancels: map[uint64]context.CancelFunc{}, oomFloor: "0"}
+	srv := &initServer{setup: s, isolation: s.Isolation, ws: ws, spawns: spawns, reap: reap, cancels: map[uint64]context.CancelFunc{}, oomFloor: "0"}
 	if srv.isolation == "" {
 		srv.isolation = "namespaces"
 	}
@@ -172,24 +189,32 @@ func newInitServer(s Setup) (*initServer, error) {
 	if f, err := os.OpenFile("/proc/self/oom_score_adj", os.O_WRONLY, 0); err == nil {
 		srv.oomAdj = f
 	}
+	tr.Mark("files")
 	if err := <-spawnReady; err != nil {
 		return nil, err
 	}
+	tr.Mark("spawner")
 	if len(s.CgroupTaskFDs) > 0 {
 		if err := onSpawner(spawns, func() error { return joinCgroups(s.CgroupTaskFDs) }); err != nil {
 			return nil, err
 		}
 	}
+	tr.Mark("cgroup")
 	if len(s.Seccomp) > 0 {
 		if err := onSpawner(spawns, func() error { return installSeccomp(s.Seccomp) }); err != nil {
 			return nil, err
 		}
 	}
-	tr.Mark("misc")
-	<-prewarmed
-	tr.Mark("threads")
-	<-signalsSet
-	tr.Mark("signals")
+	tr.Mark("seccomp")
+	// The spare threads and the signal handlers must be in place before
+	// the first command starts, not before the backend hears the init is
+	// ready: the handshake and the first request overlap with the rest.
+	srv.warm = make(chan struct{})
+	go func() {
+		<-prewarmed
+		<-signalsSet
+		close(srv.warm)
+	}()
 	return srv, nil
 }
 
@@ -373,16 +398,11 @@ type waitRes struct {
 	ru syscall.Rusage
 }
 
-func newReaper() *reaper {
-	r := &reaper{waiters: map[int]chan waitRes{}}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGCHLD)
-	go func() {
-		for range sig {
-			r.reapAll()
-		}
-	}()
-	return r
+// run reaps on every SIGCHLD of sig.
+func (r *reaper) run(sig chan os.Signal) {
+	for range sig {
+		r.reapAll()
+	}
 }
 
 func (r *reaper) reapAll() {
@@ -415,6 +435,7 @@ func (r *reaper) reapAll() {
 type initStarter struct{ srv *initServer }
 
 func (s initStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr, atExec func(pid int) error) (int, WaitFunc, error) {
+	<-s.srv.warm
 	if fd := s.srv.setup.CgroupProcsFD; fd > 0 {
 		// cgroup v2 places whole processes: each command is moved into the
 		// commands' cgroup at its exec stop, before it runs anything.
@@ -489,10 +510,10 @@ func (s initStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr, 
 	}, nil
 }
 
-func (srv *initServer) serve(ctl *os.File) {
+func (srv *initServer) serve(ctl *os.File, in *bufio.Reader) {
 	for {
 		var req Request
-		if err := ReadFrame(ctl, &req); err != nil {
+		if err := ReadFrame(in, &req); err != nil {
 			return // the backend is gone: exiting kills the sandbox
 		}
 		if req.Op == "cancel" {

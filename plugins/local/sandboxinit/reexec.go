@@ -15,17 +15,23 @@ import (
 	"strings"
 )
 
-// Reexec runs the sandbox init role when this process was started as one
-// (RoleEnv=init), and then exits; otherwise it returns false at once.
+// Reexec runs the sandbox init role (RoleEnv=init) or the launcher role
+// (RoleEnv=launcher) when this process was started as one, and then exits;
+// otherwise it returns false at once.
 func Reexec() bool {
-	if os.Getenv(RoleEnv) != "init" {
+	role := os.Getenv(RoleEnv)
+	if role != "init" && role != LauncherRole {
 		return false
 	}
 	// The role variable must not reach sandboxed commands; they get only
 	// the environment the config passes in.
 	os.Clearenv()
-	if err := initMain(); err != nil {
-		fmt.Fprintf(os.Stderr, "rlhost sandbox init: %v\n", err)
+	run, name := initMain, "init"
+	if role == LauncherRole {
+		run, name = launcherMain, "launcher"
+	}
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "rlhost sandbox %s: %v\n", name, err)
 		os.Exit(1)
 	}
 	os.Exit(0)

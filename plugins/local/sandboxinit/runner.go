@@ -84,20 +84,33 @@ func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, coun
 	// The command's ends stay plain blocking fds (closed once it has
 	// them); only ours go on the runtime's poller, so a drain can be cut
 	// short by closing it. Cheaper than os.Pipe, which registers and then
-	// unregisters the command's ends too.
-	stdinW, stdinR, err := pipe(1)
+	// unregisters the command's ends too. A command given no input reads
+	// /dev/null, as it would from exec.Command: one open instead of a
+	// pipe whose other end is closed at once.
+	var stdinW *os.File
+	var stdinR int
+	if len(s.Stdin) > 0 {
+		stdinW, stdinR, err = pipe(1)
+	} else {
+		stdinR, err = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
 	if err != nil {
-		return res, 0, fmt.Errorf("exec: stdin pipe: %w", err)
+		return res, 0, fmt.Errorf("exec: stdin: %w", err)
+	}
+	closeStdinW := func() {
+		if stdinW != nil {
+			stdinW.Close()
+		}
 	}
 	outR, outW, err := pipe(0)
 	if err != nil {
-		stdinW.Close()
+		closeStdinW()
 		unix.Close(stdinR)
 		return res, 0, fmt.Errorf("exec: stdout pipe: %w", err)
 	}
 	errR, errW, err := pipe(0)
 	if err != nil {
-		stdinW.Close()
+		closeStdinW()
 		unix.Close(stdinR)
 		outR.Close()
 		unix.Close(outW)
@@ -125,7 +138,7 @@ func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, coun
 	unix.Close(outW)
 	unix.Close(errW)
 	if err != nil {
-		stdinW.Close()
+		closeStdinW()
 		outR.Close()
 		errR.Close()
 		res.ExitCode = 126
@@ -142,13 +155,11 @@ func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, coun
 	readers.Add(2)
 	go func() { defer readers.Done(); stdout.drain(outR) }()
 	go func() { defer readers.Done(); stderr.drain(errR) }()
-	if len(s.Stdin) > 0 {
+	if stdinW != nil {
 		go func() {
 			stdinW.Write(s.Stdin) // EPIPE when the command ignores stdin is fine
 			stdinW.Close()
 		}()
-	} else {
-		stdinW.Close()
 	}
 
 	// finished stops a late timer or cancellation from killing the group
@@ -346,7 +357,9 @@ func pipe(ours int) (*os.File, int, error) {
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
 		return nil, -1, err
 	}
-	if err := unix.SetNonblock(p[ours], true); err != nil {
+	// F_SETFL replaces the status flags; a new pipe end has none but its
+	// access mode, which F_SETFL ignores. (One call, not SetNonblock's two.)
+	if _, err := unix.FcntlInt(uintptr(p[ours]), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
 		unix.Close(p[0])
 		unix.Close(p[1])
 		return nil, -1, err

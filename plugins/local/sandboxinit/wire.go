@@ -62,6 +62,46 @@ type Setup struct {
 	// Isolation is what every exec result reports ("namespaces", or
 	// "namespaces (seccomp off)").
 	Isolation string `json:"isolation,omitempty"`
+	// Template, when set, names the launcher's template root (for
+	// messages): the init was started from a launcher with it as its
+	// working directory, and only adds the per-sandbox mounts (see
+	// templateRoot); Rootfs, Binds, Links, Files and Hide are then unused.
+	Template string `json:"template,omitempty"`
+}
+
+// LauncherSetup is the first message the backend sends a launcher: the
+// shared part of every sandbox's root view, built once as a template.
+type LauncherSetup struct {
+	Proto int `json:"proto"`
+	// Root carries Rootfs, Binds, Links, Files and Hide; the rest is unused.
+	Root Setup `json:"root"`
+	// Dir is the (empty) directory the template is mounted on in the
+	// launcher's private mount namespace.
+	Dir string `json:"dir"`
+	// ReadUID and ReadGID are the host ids host paths are read as (the
+	// first sandbox uid), so the template shows only what a sandbox's uid
+	// may read on the host.
+	ReadUID int  `json:"read_uid"`
+	ReadGID int  `json:"read_gid"`
+	Trace   bool `json:"trace,omitempty"`
+}
+
+// LaunchRequest asks a launcher to start one sandbox init. Its fds travel
+// with it (SCM_RIGHTS) and become the init's fds 3 (control socket), then
+// 5, 6, ... (fd 4 is the helper binary the init is executed through).
+type LaunchRequest struct {
+	UID      int    `json:"uid"`
+	GID      int    `json:"gid"`
+	Network  bool   `json:"network"`
+	ID       string `json:"id"`
+	CgroupFD int    `json:"cgroup_fd"` // >0: index in the fds of a cgroup v2 directory to start the init in
+}
+
+// LaunchReply answers a LaunchRequest; on success a pidfd of the new init
+// travels with it.
+type LaunchReply struct {
+	PID int    `json:"pid"`
+	Err string `json:"err,omitempty"`
 }
 
 // Bind mounts a host path (file or directory) at Dst, recursively,

@@ -1,0 +1,89 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/rlhost/rlhost/core"
+)
+
+// launcherOf returns the backend's running launcher, or fails the test.
+func launcherOf(t *testing.T, b *Backend) *launcher {
+	t.Helper()
+	b.launcher.mu.Lock()
+	defer b.launcher.mu.Unlock()
+	if b.launcher.l == nil || !b.launcher.l.alive() {
+		t.Fatal("no launcher running: sandboxes were started directly")
+	}
+	return b.launcher.l
+}
+
+// The launcher is the parent of every init: its death (kill -9) must take
+// every sandbox with it, and the backend must start a new one for the
+// next sandbox.
+func TestLauncherDeathKillsSandboxesAndIsReplaced(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: the launcher needs root (without it inits are started directly)")
+	}
+	b := newBackend(t, nil, core.SandboxSpec{})
+	id := create(t, b, core.SandboxSpec{})
+	execOK(t, b, id, sh("sleep 1000 >/dev/null 2>&1 &")...)
+	b.mu.Lock()
+	uid := b.boxes[id].impl.(*nsBox).uid
+	b.mu.Unlock()
+	if len(procsOfUID(uid)) < 2 {
+		t.Fatalf("expected init and background process, got %v", procsOfUID(uid))
+	}
+	old := launcherOf(t, b)
+	old.cmd.Process.Signal(syscall.SIGKILL)
+	eventually(t, "the sandbox's processes gone with the launcher", func() bool { return len(procsOfUID(uid)) == 0 })
+	_, err := b.Exec(context.Background(), id, core.ExecRequest{Command: []string{"true"}})
+	if !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("Exec in a sandbox whose launcher died: %v, want ErrUnavailable", err)
+	}
+	if err := b.Destroy(context.Background(), id); err != nil {
+		t.Fatalf("Destroy of the dead sandbox: %v", err)
+	}
+	id2 := create(t, b, core.SandboxSpec{})
+	if r := execOK(t, b, id2, "cat", "/etc/hostname"); r.Stdout != "sandbox\n" {
+		t.Fatalf("new sandbox: %q", r.Stdout)
+	}
+	if launcherOf(t, b) == old {
+		t.Fatal("the dead launcher was reused")
+	}
+}
+
+// A root view copied from the launcher's template must show what an init
+// that builds its own shows, and be as read-only.
+func TestTemplateRootMatchesDirect(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: the launcher needs root (without it inits are started directly)")
+	}
+	const probe = `ls -1A / /etc /dev /usr | md5sum; grep -c . /proc/self/mountinfo;
+for p in / /etc/passwd /usr/bin /dev; do touch "$p" 2>/dev/null && echo "writable $p"; done;
+umount /usr 2>/dev/null && echo "unmounted /usr"; mount -o remount,rw / 2>/dev/null && echo "remounted /"; true`
+	out := map[string]string{}
+	for _, mode := range []string{"launcher", "off"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Setenv(launcherEnv, mode)
+			b := newBackend(t, nil, core.SandboxSpec{})
+			id := create(t, b, core.SandboxSpec{})
+			if mode == "launcher" {
+				launcherOf(t, b)
+			}
+			out[mode] = execOK(t, b, id, sh(probe)...).Stdout
+			for _, bad := range []string{"writable", "unmounted", "remounted"} {
+				if strings.Contains(out[mode], bad) {
+					t.Errorf("root view not read-only and fixed:\n%s", out[mode])
+				}
+			}
+		})
+	}
+	if out["launcher"] != out["off"] {
+		t.Fatalf("template root differs from a directly built one:\nlauncher:\n%s\ndirect:\n%s", out["launcher"], out["off"])
+	}
+}
