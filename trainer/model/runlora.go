@@ -118,11 +118,7 @@ func (r *Run) loraForward(layer int, mod Module, y, x compute.Tensor) {
 	}
 	be := r.m.be
 	if l.dropping {
-		n := r.N * lo.In
-		h := l.host[:n]
-		be.Download(h, x)
-		applyMask(h, l.ad.Cfg.Dropout, l.dropSeed(layer, mod))
-		be.Upload(l.xd[layer][mod], h)
+		l.mask(l.xd[layer][mod], x, r.N*lo.In, l.dropSeed(layer, mod))
 		x = l.xd[layer][mod]
 	}
 	lo.forward(be, y, x, l.u[layer][mod], r.N, l.ad.Cfg.Rank, l.ad.scale)
@@ -145,19 +141,34 @@ func (r *Run) loraBackward(layer int, mod Module, dx, dy, x compute.Tensor) {
 	tmp := be.View(l.dxs, 0, n)
 	be.Zero(tmp)
 	lo.backward(be, tmp, dy, l.xd[layer][mod], l.u[layer][mod], l.du, r.N, rank, l.ad.scale)
-	h := l.host[:n]
-	be.Download(h, tmp)
-	applyMask(h, l.ad.Cfg.Dropout, l.dropSeed(layer, mod))
-	be.Upload(tmp, h)
+	l.mask(tmp, tmp, n, l.dropSeed(layer, mod))
 	be.Accumulate(dx, tmp)
+}
+
+// mask sets dst = mask(seed) ⊙ src over n elements on the host (there is
+// no elementwise-product op on the device; dropout is off by default).
+// float64 devices keep full precision, so gradient checks stay exact.
+func (l *runLoRA) mask(dst, src compute.Tensor, n int, seed uint64) {
+	be, p := l.ad.be, l.ad.Cfg.Dropout
+	if f, ok := be.(compute.Float64IO); ok {
+		h := make([]float64, n)
+		f.Download64(h, src)
+		applyMask(h, p, seed)
+		f.Upload64(dst, h)
+		return
+	}
+	h := l.host[:n]
+	be.Download(h, src)
+	applyMask(h, p, seed)
+	be.Upload(dst, h)
 }
 
 // applyMask multiplies x in place by the inverted-dropout mask of seed:
 // each element is zeroed with probability p, the rest scaled by 1/(1-p),
 // as torch.nn.Dropout does in training. The same seed gives the same mask.
-func applyMask(x []float32, p float64, seed uint64) {
+func applyMask[T float32 | float64](x []T, p float64, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0xda3e39cb94b95bdb))
-	keep := float32(1 / (1 - p))
+	keep := T(1 / (1 - p))
 	for i := range x {
 		if rng.Float64() < p {
 			x[i] = 0
