@@ -65,8 +65,11 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 	s := &Settings{GRPO: grpo.DefaultConfig(), Device: "auto", KeepCheckpoints: 2, SaveDType: "f32"}
 	g := &s.GRPO
 	grpoKeys := jsonKeys(grpo.Config{})
-	schema := &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "warmup"}}}
+	schema := &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "warmup"}, {Type: "lora"}}}
 	for _, k := range grpoKeys {
+		if k == "lora" { // a block, decoded by decodeLoRA
+			continue
+		}
 		schema.Attributes = append(schema.Attributes, hcl.AttributeSchema{Name: k})
 	}
 	for _, k := range hostSettings {
@@ -155,6 +158,16 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 		attrErr("save_dtype", fmt.Sprintf("save_dtype %q is not one of f32, bf16", s.SaveDType))
 	}
 	for _, b := range content.Blocks {
+		if b.Type == "lora" {
+			if g.LoRA != nil {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate lora block", Subject: b.DefRange.Ptr()})
+				continue
+			}
+			l, d := decodeLoRA(f, b)
+			diags = append(diags, d...)
+			g.LoRA = l
+			continue
+		}
 		if s.Warmup != nil {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate warmup block", Subject: b.DefRange.Ptr()})
 			continue
