@@ -41,6 +41,9 @@ type Warmup struct {
 	Steps     int
 	BatchSize int
 	LR        float64
+	// LoRA is false when a LoRA run's warm-up fine-tunes every weight of
+	// the base instead of the adapter (the block's lora = false).
+	LoRA bool
 }
 
 // hostSettings are the trainer block's attributes that are not GRPO's:
@@ -177,13 +180,17 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 			Steps        *int     `hcl:"steps,optional"`
 			BatchSize    *int     `hcl:"batch_size,optional"`
 			LearningRate *float64 `hcl:"learning_rate,optional"`
+			LoRA         *bool    `hcl:"lora,optional"`
 		}
 		d := gohcl.DecodeBody(b.Body, f.EvalContext, &w)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			continue
 		}
-		s.Warmup = &Warmup{File: w.File, Source: w.File, Steps: 100, BatchSize: 8, LR: 1e-4}
+		s.Warmup = &Warmup{File: w.File, Source: w.File, Steps: 100, BatchSize: 8, LR: 1e-4, LoRA: true}
+		if w.LoRA != nil {
+			s.Warmup.LoRA = *w.LoRA
+		}
 		if !filepath.IsAbs(w.File) {
 			s.Warmup.File = filepath.Join(f.Dir, w.File)
 		}

@@ -54,6 +54,9 @@ type Model struct {
 	// srcDir is the directory the model was loaded from, for copying
 	// tokenizer and generation config files on Save.
 	srcDir string
+	// changed is set once the weights may differ from srcDir's (AllocGrads:
+	// the model is being trained).
+	changed bool
 	// adapter is the model's own LoRA adapter (the policy's, in LoRA
 	// training): runs and caches made later start with it attached.
 	adapter *Adapter
@@ -77,9 +80,15 @@ func (m *Model) SetAdapter(a *Adapter) error {
 // Adapter is the model's own adapter, or nil.
 func (m *Model) Adapter() *Adapter { return m.adapter }
 
-// Dir is the directory the model was loaded from ("" for a model made in
-// memory).
-func (m *Model) Dir() string { return m.srcDir }
+// Dir is the directory the model was loaded from while its weights are
+// still the ones there: "" for a model made in memory, and once gradients
+// were allocated for it (it is being trained).
+func (m *Model) Dir() string {
+	if m.changed {
+		return ""
+	}
+	return m.srcDir
+}
 
 // New allocates a zero-initialised model of cfg on be.
 func New(be compute.Device, cfg *hfconfig.Config) (*Model, error) {
@@ -169,10 +178,19 @@ func (m *Model) Param(name string) (*Param, bool) {
 
 // AllocGrads allocates zeroed gradient tensors (once).
 func (m *Model) AllocGrads() {
+	m.changed = true
 	for _, p := range m.params {
 		if p.G == nil {
 			p.G = m.be.Alloc(p.Len())
 		}
+	}
+}
+
+// FreeGrads drops the gradient tensors, freezing the weights again: a
+// Backward then computes no gradient for them (as for a LoRA base).
+func (m *Model) FreeGrads() {
+	for _, p := range m.params {
+		p.G = nil
 	}
 }
 

@@ -1,0 +1,117 @@
+package lora
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/rlhost/rlhost/trainer/compute/cpu"
+	"github.com/rlhost/rlhost/trainer/model"
+	"github.com/rlhost/rlhost/trainer/safetensors"
+)
+
+// TestLoadsReferenceAdapter loads an adapter written by
+// testdata/peft_reference.py in PEFT's layout (its own safetensors writer,
+// PEFT's key names and adapter_config.json fields) and compares rlhost's
+// logits of base + adapter with the reference's PyTorch forward, which
+// applies the adapter as PEFT's LoRA Linear does.
+func TestLoadsReferenceAdapter(t *testing.T) {
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import torch").Run(); err != nil {
+		if os.Getenv("RLHOST_REQUIRE_TORCH") == "1" {
+			t.Fatalf("RLHOST_REQUIRE_TORCH=1 but %s cannot import torch: %v", py, err)
+		}
+		t.Skipf("%s cannot import torch (apt-get install python3-torch); set RLHOST_REQUIRE_TORCH=1 to make this fatal", py)
+	}
+	be, err := cpu.New64(cpu.Options{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	for _, tc := range []struct {
+		name    string
+		targets []string
+		rslora  bool
+		tied    bool
+	}{
+		{"qv", []string{"q_proj", "v_proj"}, false, true},
+		{"all-rslora-untied", []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tiny(t)
+			cfg.TieWordEmbeddings = tc.tied
+			m, err := model.New(be, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			randomize(be, m.Params(), 9, 0.3)
+			tmp := t.TempDir()
+			base, adir := filepath.Join(tmp, "base"), filepath.Join(tmp, "adapter")
+			if err := m.Save(base, safetensors.F32); err != nil {
+				t.Fatal(err)
+			}
+			if m, err = model.Load(be, base); err != nil { // the float32 weights the reference reads
+				t.Fatal(err)
+			}
+			ids := []int32{3, 17, 5, 60, 1, 9, 2, 40}
+			in, _ := json.Marshal(map[string]any{"base": base, "out": adir, "ids": ids, "r": 4, "alpha": 12,
+				"rslora": tc.rslora, "targets": tc.targets, "seed": 3})
+			cmd := exec.Command(py, filepath.Join("testdata", "peft_reference.py"))
+			cmd.Stdin = bytes.NewReader(in)
+			cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("reference: %v\n%s", err, stderr.String())
+			}
+			var ref struct{ Logits [][]float64 }
+			if err := json.Unmarshal(out, &ref); err != nil {
+				t.Fatal(err)
+			}
+			a, err := Load(be, cfg, adir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Cfg.Rank != 4 || a.Cfg.Alpha != 12 || a.Cfg.RSLoRA != tc.rslora || len(a.Cfg.Targets) != len(tc.targets) {
+				t.Fatalf("loaded config %+v", a.Cfg)
+			}
+			got := logits64(t, m, a, ids)
+			plain := logits64(t, m, nil, ids)
+			V := cfg.VocabSize
+			var moved float64
+			for i, row := range ref.Logits {
+				for j, want := range row {
+					if d := math.Abs(got[i*V+j] - want); d > 1e-6 {
+						t.Fatalf("pos %d logit %d: rlhost %.9g, reference %.9g", i, j, got[i*V+j], want)
+					}
+					moved = math.Max(moved, math.Abs(want-plain[i*V+j]))
+				}
+			}
+			if moved < 1e-2 {
+				t.Fatalf("the reference adapter moved logits by only %g", moved)
+			}
+		})
+	}
+}
+
+func logits64(t *testing.T, m *model.Model, a *model.Adapter, ids []int32) []float64 {
+	t.Helper()
+	r, err := m.NewRun(1, len(ids))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetAdapter(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Forward(ids, []int{len(ids)}); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float64, r.Logits().Len())
+	m.Device().(*cpu.Device[float64]).Download64(out, r.Logits())
+	return out
+}
