@@ -32,57 +32,69 @@ func TestLoadsReferenceAdapter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer be.Close()
-	for _, tc := range []struct {
+	type refCase struct {
 		name    string
 		targets []string
 		rslora  bool
 		tied    bool
-	}{
-		{"qv", []string{"q_proj", "v_proj"}, false, true},
-		{"all-rslora-untied", []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}, true, false},
-	} {
+		m       *model.Model
+		ids     []int32
+		adapter string
+	}
+	cases := []*refCase{
+		{name: "qv", targets: []string{"q_proj", "v_proj"}, tied: true},
+		{name: "all-rslora-untied", targets: []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}, rslora: true},
+	}
+	// One Python process for all cases: importing torch takes seconds.
+	var in []map[string]any
+	for _, tc := range cases {
+		cfg := tiny(t)
+		cfg.TieWordEmbeddings = tc.tied
+		m, err := model.New(be, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		randomize(be, m.Params(), 9, 0.3)
+		tmp := t.TempDir()
+		base := filepath.Join(tmp, "base")
+		tc.adapter = filepath.Join(tmp, "adapter")
+		if err := m.Save(base, safetensors.F32); err != nil {
+			t.Fatal(err)
+		}
+		if tc.m, err = model.Load(be, base); err != nil { // the float32 weights the reference reads
+			t.Fatal(err)
+		}
+		tc.ids = []int32{3, 17, 5, 60, 1, 9, 2, 40}
+		in = append(in, map[string]any{"base": base, "out": tc.adapter, "ids": tc.ids, "r": 4, "alpha": 12,
+			"rslora": tc.rslora, "targets": tc.targets, "seed": 3})
+	}
+	stdin, _ := json.Marshal(in)
+	cmd := exec.Command(py, filepath.Join("testdata", "peft_reference.py"))
+	cmd.Stdin = bytes.NewReader(stdin)
+	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("reference: %v\n%s", err, stderr.String())
+	}
+	var refs []struct{ Logits [][]float64 }
+	if err := json.Unmarshal(out, &refs); err != nil || len(refs) != len(cases) {
+		t.Fatalf("reference output: %v (%d results)", err, len(refs))
+	}
+	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := tiny(t)
-			cfg.TieWordEmbeddings = tc.tied
-			m, err := model.New(be, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			randomize(be, m.Params(), 9, 0.3)
-			tmp := t.TempDir()
-			base, adir := filepath.Join(tmp, "base"), filepath.Join(tmp, "adapter")
-			if err := m.Save(base, safetensors.F32); err != nil {
-				t.Fatal(err)
-			}
-			if m, err = model.Load(be, base); err != nil { // the float32 weights the reference reads
-				t.Fatal(err)
-			}
-			ids := []int32{3, 17, 5, 60, 1, 9, 2, 40}
-			in, _ := json.Marshal(map[string]any{"base": base, "out": adir, "ids": ids, "r": 4, "alpha": 12,
-				"rslora": tc.rslora, "targets": tc.targets, "seed": 3})
-			cmd := exec.Command(py, filepath.Join("testdata", "peft_reference.py"))
-			cmd.Stdin = bytes.NewReader(in)
-			cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1")
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("reference: %v\n%s", err, stderr.String())
-			}
-			var ref struct{ Logits [][]float64 }
-			if err := json.Unmarshal(out, &ref); err != nil {
-				t.Fatal(err)
-			}
-			a, err := Load(be, cfg, adir)
+			m, ref := tc.m, refs[i]
+			a, err := Load(be, m.Cfg, tc.adapter)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if a.Cfg.Rank != 4 || a.Cfg.Alpha != 12 || a.Cfg.RSLoRA != tc.rslora || len(a.Cfg.Targets) != len(tc.targets) {
 				t.Fatalf("loaded config %+v", a.Cfg)
 			}
-			got := logits64(t, m, a, ids)
-			plain := logits64(t, m, nil, ids)
-			V := cfg.VocabSize
+			got := logits64(t, m, a, tc.ids)
+			plain := logits64(t, m, nil, tc.ids)
+			V := m.Cfg.VocabSize
 			var moved float64
 			for i, row := range ref.Logits {
 				for j, want := range row {

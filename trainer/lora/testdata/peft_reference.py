@@ -10,10 +10,11 @@ transformers' modeling_qwen2.py formulas and PEFT's LoRA Linear forward,
 y = base(x) + lora_B(lora_A(x)) * scaling, scaling = alpha/r or, with
 use_rslora, alpha/sqrt(r). Everything runs in float64.
 
-Input (stdin, JSON): base (an HF model directory with config.json and a
-float32 model.safetensors), out (the adapter directory to write), ids,
-r, alpha, rslora, targets (HF module names), seed.
-Output (stdout, JSON): {"logits": [[...] per position]}.
+Input (stdin, JSON): a list of cases, each with base (an HF model
+directory with config.json and a float32 model.safetensors), out (the
+adapter directory to write), ids, r, alpha, rslora, targets (HF module
+names), seed. Output (stdout, JSON): per case {"logits": [[...] per
+position]}.
 """
 import json
 import math
@@ -67,8 +68,7 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
-def main():
-    args = json.load(sys.stdin)
+def case(args):
     cfg = json.load(open(os.path.join(args["base"], "config.json")))
     W = read_safetensors(os.path.join(args["base"], "model.safetensors"))
     C = cfg["hidden_size"]
@@ -137,7 +137,11 @@ def main():
         x = x + linear(m, l, "mlp", "down_proj")
     x = rms(x, W["model.norm.weight"], eps)
     head = W.get("lm_head.weight", W["model.embed_tokens.weight"])
-    json.dump({"logits": (x @ head.T).tolist()}, sys.stdout)
+    return {"logits": (x @ head.T).tolist()}
+
+
+def main():
+    json.dump([case(c) for c in json.load(sys.stdin)], sys.stdout)
 
 
 if __name__ == "__main__":
