@@ -432,6 +432,9 @@ func (r *Run) Backward(dlogp []float32) error {
 	qd, kvd := hq*hd, hkv*hd
 
 	be.Upload(g.dlogp, dlogp)
+	if r.lora.sink != nil {
+		be.Zero(r.lora.sink) // frozen norm weights' gradients land here and are dropped
+	}
 	// Head: logits = lnf·Wlmᵀ; lnf = norm(res[L]). dlogits replaces logits.
 	be.LogProbsBackward(r.logits, g.dlogp, r.logits, r.lse, r.targets, N, V, r.invTemp)
 	dlogits := r.logits
