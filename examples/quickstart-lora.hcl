@@ -54,7 +54,7 @@ policy "student" {
 }
 
 trainer {
-  learning_rate    = 0.005 # LoRA moves few weights: it takes a larger rate than full fine-tuning
+  learning_rate    = 0.002 # LoRA moves few weights: it takes a larger rate than full fine-tuning
   lr_scheduler_type = "constant"
   warmup_steps     = 3 # ramp the LR over the first updates: Adam's fresh moments make them large
   loss_type        = "dapo"
