@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -55,6 +56,10 @@ func grpoStep(preset string, seq int, lora *grpo.LoRA, emit func(row)) error {
 		group[i] = s
 	}
 	batch := [][]grpo.Sample{group}
+	// The peak is the step's: what building the model left as garbage is
+	// returned to the OS and the high-water mark restarts from here.
+	debug.FreeOSMemory()
+	resetPeakRSS()
 	if _, err := tr.Step(context.Background(), batch); err != nil { // warm-up: scratch, page faults
 		return err
 	}
@@ -207,4 +212,10 @@ func compareLoRA(preset string, seq int, specs []string, emit func(row)) error {
 			fmt.Sprintf("%.1f CPU-s (%.1f s wall)", r.cpu, r.wall), fmt.Sprintf("%.1f CPU-s (%.1f s wall) full fine-tuning, same run", full.cpu, full.wall), fmt.Sprintf("%.2fx", r.cpu/full.cpu)})
 	}
 	return nil
+}
+
+// resetPeakRSS restarts VmHWM at the current RSS (Linux's clear_refs "5");
+// where that is not possible the peak includes the setup.
+func resetPeakRSS() {
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/rlhost/rlhost/trainer/compute"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
@@ -143,8 +144,11 @@ func New(be compute.Device, cfg *hfconfig.Config) (*Model, error) {
 // weights 1. The draw is a function of seed only.
 func (m *Model) Init(seed uint64, std float64) {
 	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	var all []float32 // one host buffer for every parameter: no weights-sized garbage
 	for _, p := range m.params {
-		buf := make([]float32, p.Len())
+		all = slices.Grow(all[:0], p.Len())
+		buf := all[:p.Len()]
+		clear(buf)
 		switch {
 		case len(p.Shape) == 2:
 			for i := range buf {
