@@ -72,7 +72,12 @@ func Open(ctx context.Context, o EngineOptions) (e *Engine, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := grpo.CheckMemory(hf, o.Train.GRPO); err != nil {
+		need := o.Train.GRPO
+		if w := o.Train.Warmup; need.LoRA != nil && w != nil && !w.LoRA {
+			// The warm-up fine-tunes every weight: that is the peak.
+			need.LoRA, need.Beta = nil, 0
+		}
+		if _, err := grpo.CheckMemory(hf, need); err != nil {
 			return nil, err
 		}
 	}
