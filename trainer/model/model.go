@@ -78,6 +78,12 @@ func (m *Model) SetAdapter(a *Adapter) error {
 	return nil
 }
 
+// ForgetDir makes Dir return "" from now on, for weights whose directory
+// may go away (a checkpoint's copy, pruned later): savers then write the
+// weights instead of referring to the directory. Tokenizer files are still
+// copied from it on Save while it exists.
+func (m *Model) ForgetDir() { m.changed = true }
+
 // Adapter is the model's own adapter, or nil.
 func (m *Model) Adapter() *Adapter { return m.adapter }
 
