@@ -184,7 +184,11 @@ func compareLoRA(preset string, seq int, specs []string, emit func(row)) error {
 		if err != nil {
 			return result{}, fmt.Errorf("%s %v: %w\n%s", self, args, err, stderr.String())
 		}
-		os.Stdout.Write(out)
+		for _, line := range strings.SplitAfter(string(out), "\n") {
+			if !strings.HasPrefix(line, "Machine:") { // printed once, by this process
+				os.Stdout.WriteString(line)
+			}
+		}
 		for _, line := range strings.Split(stderr.String(), "\n") {
 			var r result
 			if _, err := fmt.Sscanf(line, "measure: rss %g cpu %g wall %g", &r.rss, &r.cpu, &r.wall); err == nil {

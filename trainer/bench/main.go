@@ -38,7 +38,7 @@ func main() {
 	script := flag.String("torch-script", "trainer/bench/torch_qwen2.py", "the PyTorch yardstick script")
 	rounds := flag.Int("rounds", 3, "with --torch: alternating rlhost/PyTorch rounds per figure (medians are reported)")
 	loraSpec := flag.String("lora", "", "with --grpo: train a LoRA adapter, RANK:MODULES (16:q,v or 16:all; alpha = 2×rank)")
-	loraCompare := flag.String("lora-compare", "", "with --grpo: semicolon-separated LoRA specs to measure against full fine-tuning, each step in its own process")
+	loraCompare := flag.String("lora-compare", "", "with --grpo: LoRA specs joined by + (16:q,v+16:all) to measure against full fine-tuning, each step in its own process")
 	flag.Parse()
 	if *grpoPreset != "" {
 		fmt.Printf("Machine: %s, GOMAXPROCS=%d, %s/%s, %s\n", cpuName(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
@@ -46,7 +46,7 @@ func main() {
 		var err error
 		switch {
 		case *loraCompare != "":
-			err = compareLoRA(*grpoPreset, *seq, strings.Split(*loraCompare, ";"), emit)
+			err = compareLoRA(*grpoPreset, *seq, strings.Split(*loraCompare, "+"), emit)
 		case *loraSpec != "":
 			var l *grpo.LoRA
 			if l, err = parseLoRA(*loraSpec); err == nil {
