@@ -41,6 +41,9 @@ type Warmup struct {
 	Steps     int
 	BatchSize int
 	LR        float64
+	// LoRA is false when a LoRA run's warm-up fine-tunes every weight of
+	// the base instead of the adapter (the block's lora = false).
+	LoRA bool
 }
 
 // hostSettings are the trainer block's attributes that are not GRPO's:
@@ -65,8 +68,11 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 	s := &Settings{GRPO: grpo.DefaultConfig(), Device: "auto", KeepCheckpoints: 2, SaveDType: "f32"}
 	g := &s.GRPO
 	grpoKeys := jsonKeys(grpo.Config{})
-	schema := &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "warmup"}}}
+	schema := &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "warmup"}, {Type: "lora"}}}
 	for _, k := range grpoKeys {
+		if k == "lora" { // a block, decoded by decodeLoRA
+			continue
+		}
 		schema.Attributes = append(schema.Attributes, hcl.AttributeSchema{Name: k})
 	}
 	for _, k := range hostSettings {
@@ -155,6 +161,16 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 		attrErr("save_dtype", fmt.Sprintf("save_dtype %q is not one of f32, bf16", s.SaveDType))
 	}
 	for _, b := range content.Blocks {
+		if b.Type == "lora" {
+			if g.LoRA != nil {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate lora block", Subject: b.DefRange.Ptr()})
+				continue
+			}
+			l, d := decodeLoRA(f, b)
+			diags = append(diags, d...)
+			g.LoRA = l
+			continue
+		}
 		if s.Warmup != nil {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate warmup block", Subject: b.DefRange.Ptr()})
 			continue
@@ -164,13 +180,17 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 			Steps        *int     `hcl:"steps,optional"`
 			BatchSize    *int     `hcl:"batch_size,optional"`
 			LearningRate *float64 `hcl:"learning_rate,optional"`
+			LoRA         *bool    `hcl:"lora,optional"`
 		}
 		d := gohcl.DecodeBody(b.Body, f.EvalContext, &w)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			continue
 		}
-		s.Warmup = &Warmup{File: w.File, Source: w.File, Steps: 100, BatchSize: 8, LR: 1e-4}
+		s.Warmup = &Warmup{File: w.File, Source: w.File, Steps: 100, BatchSize: 8, LR: 1e-4, LoRA: true}
+		if w.LoRA != nil {
+			s.Warmup.LoRA = *w.LoRA
+		}
 		if !filepath.IsAbs(w.File) {
 			s.Warmup.File = filepath.Join(f.Dir, w.File)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/rlhost/rlhost/trainer/device"
 	"github.com/rlhost/rlhost/trainer/grpo"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
+	"github.com/rlhost/rlhost/trainer/lora"
 	"github.com/rlhost/rlhost/trainer/model"
 	"github.com/rlhost/rlhost/trainer/safetensors"
 	"github.com/rlhost/rlhost/trainer/serve"
@@ -72,7 +73,12 @@ func Open(ctx context.Context, o EngineOptions) (e *Engine, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := grpo.CheckMemory(hf, o.Train.GRPO); err != nil {
+		need := o.Train.GRPO
+		if w := o.Train.Warmup; need.LoRA != nil && w != nil && !w.LoRA {
+			// The warm-up fine-tunes every weight: that is the peak.
+			need.LoRA, need.Beta = nil, 0
+		}
+		if _, err := grpo.CheckMemory(hf, need); err != nil {
 			// The trainer block's sizes caused it, not the policy block
 			// that opens the engine: the path says so.
 			return nil, schema.Diagnostics{schema.Errorf([]string{"trainer", "micro_batch"}, "", "%w", err)}.Err()
@@ -95,10 +101,24 @@ func Open(ctx context.Context, o EngineOptions) (e *Engine, err error) {
 	src := o.Source
 	switch {
 	case src.Checkpoint != "":
-		e.tokDir = filepath.Join(src.Checkpoint, "model")
+		weights, adapter, err := grpo.ModelDir(src.Checkpoint)
+		if err != nil {
+			return nil, err
+		}
+		e.tokDir = weights
 		if o.Train == nil {
-			if e.Model, err = model.Load(be, e.tokDir); err != nil {
+			if e.Model, err = model.Load(be, weights); err != nil {
 				return nil, err
+			}
+			if adapter != "" {
+				// Serve what the checkpoint trained: base + adapter.
+				a, err := lora.Load(be, e.Model.Cfg, adapter)
+				if err != nil {
+					return nil, err
+				}
+				if err := e.Model.SetAdapter(a); err != nil {
+					return nil, err
+				}
 			}
 			break
 		}
@@ -173,7 +193,11 @@ func Open(ctx context.Context, o EngineOptions) (e *Engine, err error) {
 func shapeOf(src Source) (*hfconfig.Config, error) {
 	switch {
 	case src.Checkpoint != "":
-		return hfconfig.Load(filepath.Join(src.Checkpoint, "model", "config.json"))
+		weights, _, err := grpo.ModelDir(src.Checkpoint)
+		if err != nil {
+			return nil, err
+		}
+		return hfconfig.Load(filepath.Join(weights, "config.json"))
 	case src.ModelDir != "":
 		return hfconfig.Load(filepath.Join(src.ModelDir, "config.json"))
 	}
@@ -200,12 +224,43 @@ func loadTokenizer(dir, file string) (*tokenizer.Tokenizer, error) {
 
 // SaveModel writes the current weights in Hugging Face layout with the
 // tokenizer files beside them, so the directory loads into rlhost,
-// transformers and vLLM.
+// transformers and vLLM. A model with a LoRA adapter is written merged
+// (the model in memory is unchanged).
 func (e *Engine) SaveModel(dir string, dt safetensors.DType) error {
-	if err := e.Model.Save(dir, dt); err != nil {
+	if a := e.Model.Adapter(); a != nil {
+		if err := lora.SaveMerged(e.Model, a, dir, dt); err != nil {
+			return err
+		}
+	} else if err := e.Model.Save(dir, dt); err != nil {
 		return err
 	}
 	return e.copyTokenizer(dir)
+}
+
+// SaveAdapter writes the model's LoRA adapter in PEFT layout (it returns
+// false when the model has none), naming the base's directory as
+// base_model_name_or_path. A base with no directory of its own (a preset
+// model, or one a full warm-up changed) is first written to baseDir, with
+// the tokenizer, so the adapter has a base to load onto.
+func (e *Engine) SaveAdapter(dir, baseDir string) (bool, error) {
+	a := e.Model.Adapter()
+	if a == nil {
+		return false, nil
+	}
+	base := e.Model.Dir()
+	if base == "" {
+		if err := e.Model.Save(baseDir, safetensors.F32); err != nil {
+			return true, err
+		}
+		if err := e.copyTokenizer(baseDir); err != nil {
+			return true, err
+		}
+		base = baseDir
+	}
+	if abs, err := filepath.Abs(base); err == nil {
+		base = abs
+	}
+	return true, lora.Save(a, dir, base)
 }
 
 func (e *Engine) copyTokenizer(dir string) error {
@@ -233,10 +288,15 @@ func (e *Engine) Exclusive(ctx context.Context, fn func() error) error {
 
 // Checkpoint writes everything a resume needs under dir: the trainer's
 // state (dir/model holds the weights in HF layout, to which the tokenizer
-// files are added, so it also loads as a model directory).
+// files are added, so it also loads as a model directory; with LoRA,
+// dir/adapter holds the adapter and dir/model exists only for a base that
+// has no directory of its own).
 func (e *Engine) Checkpoint(dir string) error {
 	if err := e.Trainer.Save(dir); err != nil {
 		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "model")); err != nil {
+		return nil
 	}
 	return e.copyTokenizer(filepath.Join(dir, "model"))
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/rlhost/rlhost/trainer/compute"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
@@ -54,6 +55,46 @@ type Model struct {
 	// srcDir is the directory the model was loaded from, for copying
 	// tokenizer and generation config files on Save.
 	srcDir string
+	// changed is set once the weights may differ from srcDir's (AllocGrads:
+	// the model is being trained).
+	changed bool
+	// adapter is the model's own LoRA adapter (the policy's, in LoRA
+	// training): runs and caches made later start with it attached.
+	adapter *Adapter
+}
+
+// SetAdapter makes a the model's own adapter (nil: none). Runs and caches
+// made after this call start with a attached; those made before are not
+// changed. A trainer that trains a LoRA policy sets it before the server
+// builds its cache, so generation samples from base + adapter. The base
+// weights are untouched.
+func (m *Model) SetAdapter(a *Adapter) error {
+	if a != nil {
+		if err := a.compatible(m); err != nil {
+			return err
+		}
+	}
+	m.adapter = a
+	return nil
+}
+
+// ForgetDir makes Dir return "" from now on, for weights whose directory
+// may go away (a checkpoint's copy, pruned later): savers then write the
+// weights instead of referring to the directory. Tokenizer files are still
+// copied from it on Save while it exists.
+func (m *Model) ForgetDir() { m.changed = true }
+
+// Adapter is the model's own adapter, or nil.
+func (m *Model) Adapter() *Adapter { return m.adapter }
+
+// Dir is the directory the model was loaded from while its weights are
+// still the ones there: "" for a model made in memory, and once gradients
+// were allocated for it (it is being trained).
+func (m *Model) Dir() string {
+	if m.changed {
+		return ""
+	}
+	return m.srcDir
 }
 
 // New allocates a zero-initialised model of cfg on be.
@@ -109,8 +150,11 @@ func New(be compute.Device, cfg *hfconfig.Config) (*Model, error) {
 // weights 1. The draw is a function of seed only.
 func (m *Model) Init(seed uint64, std float64) {
 	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	var all []float32 // one host buffer for every parameter: no weights-sized garbage
 	for _, p := range m.params {
-		buf := make([]float32, p.Len())
+		all = slices.Grow(all[:0], p.Len())
+		buf := all[:p.Len()]
+		clear(buf)
 		switch {
 		case len(p.Shape) == 2:
 			for i := range buf {
@@ -144,10 +188,19 @@ func (m *Model) Param(name string) (*Param, bool) {
 
 // AllocGrads allocates zeroed gradient tensors (once).
 func (m *Model) AllocGrads() {
+	m.changed = true
 	for _, p := range m.params {
 		if p.G == nil {
 			p.G = m.be.Alloc(p.Len())
 		}
+	}
+}
+
+// FreeGrads drops the gradient tensors, freezing the weights again: a
+// Backward then computes no gradient for them (as for a LoRA base).
+func (m *Model) FreeGrads() {
+	for _, p := range m.params {
+		p.G = nil
 	}
 }
 
@@ -194,6 +247,8 @@ type Run struct {
 	logp   compute.Tensor
 
 	g *runGrads // allocated by the first Backward
+
+	lora runLoRA // the attached adapter and its activations, if any
 }
 
 type layerActs struct {
@@ -221,7 +276,7 @@ func (m *Model) NewRun(B, T int) (*Run, error) {
 	for l := 0; l <= c.NumLayers; l++ {
 		r.res = append(r.res, be.Alloc(N*C))
 	}
-	if m.embed.G != nil {
+	if m.embed.G != nil || m.adapter != nil && m.adapter.params[0].G != nil {
 		r.allocGrads() // up front when training, so the first step allocates no tensors either
 	}
 	for range c.NumLayers {
@@ -232,6 +287,11 @@ func (m *Model) NewRun(B, T int) (*Run, error) {
 			mid: be.Alloc(N * C), ln2: be.Alloc(N * C), rstd2: be.Alloc(N),
 			gate: be.Alloc(N * I), up: be.Alloc(N * I), h: be.Alloc(N * I),
 		})
+	}
+	if m.adapter != nil {
+		if err := r.SetAdapter(m.adapter); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
@@ -270,6 +330,7 @@ func (r *Run) Forward(ids []int32, lens []int) error {
 	qd, kvd := hq*hd, hkv*hd
 	eps := float32(c.RMSNormEps)
 
+	r.lora.beginForward()
 	be.Embed(r.res[0], m.embed.W, r.ids, N, C)
 	for l, p := range m.layers {
 		a, x := &r.acts[l], r.res[l]
@@ -283,17 +344,32 @@ func (r *Run) Forward(ids []int32, lens []int) error {
 			be.AddBias(a.k, p.kb.W, N, kvd)
 			be.AddBias(a.v, p.vb.W, N, kvd)
 		}
+		if r.lora.ad != nil {
+			r.loraForward(l, QProj, a.q, a.ln1)
+			r.loraForward(l, KProj, a.k, a.ln1)
+			r.loraForward(l, VProj, a.v, a.ln1)
+		}
 		be.RoPE(a.q, r.pos, N, hq, hd, c.RopeTheta)
 		be.RoPE(a.k, r.pos, N, hkv, hd, c.RopeTheta)
 		be.Attention(a.ao, a.att, a.q, a.k, a.v, r.lens, r.B, r.T, hq, hkv, hd)
 		be.MatMul(a.mid, a.ao, p.o.W, N, C, qd, false, true, false)
+		if r.lora.ad != nil {
+			r.loraForward(l, OProj, a.mid, a.ao)
+		}
 		be.Accumulate(a.mid, x)
 		// MLP block: mid + down(silu(gate(ln2)) * up(ln2)).
 		be.RMSNorm(a.ln2, a.rstd2, a.mid, p.ln2.W, N, C, eps)
 		be.MatMul(a.gate, a.ln2, p.gate.W, N, I, C, false, true, false)
 		be.MatMul(a.up, a.ln2, p.up.W, N, I, C, false, true, false)
+		if r.lora.ad != nil {
+			r.loraForward(l, GateProj, a.gate, a.ln2)
+			r.loraForward(l, UpProj, a.up, a.ln2)
+		}
 		be.SwiGLU(a.h, a.gate, a.up, N*I)
 		be.MatMul(r.res[l+1], a.h, p.down.W, N, C, I, false, true, false)
+		if r.lora.ad != nil {
+			r.loraForward(l, DownProj, r.res[l+1], a.h)
+		}
 		be.Accumulate(r.res[l+1], a.mid)
 	}
 	be.RMSNorm(r.lnf, r.rstdf, r.res[c.NumLayers], m.norm.W, N, C, eps)
@@ -356,8 +432,8 @@ func (r *Run) Backward(dlogp []float32) error {
 	if len(dlogp) != r.N {
 		return fmt.Errorf("model: backward got %d dlogp for %d rows", len(dlogp), r.N)
 	}
-	if m.embed.G == nil {
-		return fmt.Errorf("model: backward before AllocGrads")
+	if m.embed.G == nil && !r.lora.trainable() {
+		return fmt.Errorf("model: backward before AllocGrads (of the model or of its attached adapter)")
 	}
 	r.allocGrads()
 	g := r.g
@@ -366,37 +442,58 @@ func (r *Run) Backward(dlogp []float32) error {
 	qd, kvd := hq*hd, hkv*hd
 
 	be.Upload(g.dlogp, dlogp)
+	if r.lora.sink != nil {
+		be.Zero(r.lora.sink) // frozen norm weights' gradients land here and are dropped
+	}
 	// Head: logits = lnf·Wlmᵀ; lnf = norm(res[L]). dlogits replaces logits.
 	be.LogProbsBackward(r.logits, g.dlogp, r.logits, r.lse, r.targets, N, V, r.invTemp)
 	dlogits := r.logits
 	be.MatMul(g.dln, dlogits, m.lmHead.W, N, C, V, false, false, false)
-	be.MatMul(m.lmHead.G, dlogits, r.lnf, V, C, N, true, false, true)
+	if m.lmHead.G != nil {
+		be.MatMul(m.lmHead.G, dlogits, r.lnf, V, C, N, true, false, true)
+	}
 	be.Zero(g.dres)
-	be.RMSNormBackward(g.dres, m.norm.G, g.dln, r.res[c.NumLayers], m.norm.W, r.rstdf, N, C)
+	be.RMSNormBackward(g.dres, r.gradOf(m.norm), g.dln, r.res[c.NumLayers], m.norm.W, r.rstdf, N, C)
 
 	for l := c.NumLayers - 1; l >= 0; l-- {
 		p, a := &m.layers[l], &r.acts[l]
 		// g.dres holds dL/dres[l+1]. MLP block: res[l+1] = mid + down(h).
 		be.MatMul(g.dh, g.dres, p.down.W, N, I, C, false, false, false)
-		be.MatMul(p.down.G, g.dres, a.h, C, I, N, true, false, true)
+		if p.down.G != nil {
+			be.MatMul(p.down.G, g.dres, a.h, C, I, N, true, false, true)
+		}
+		if r.lora.ad != nil {
+			r.loraBackward(l, DownProj, g.dh, g.dres, a.h)
+		}
 		be.Zero(g.dgate)
 		be.Zero(g.dup)
 		be.SwiGLUBackward(g.dgate, g.dup, g.dh, a.gate, a.up, N*I)
 		be.MatMul(g.dln, g.dgate, p.gate.W, N, C, I, false, false, false)
 		be.MatMul(g.dln, g.dup, p.up.W, N, C, I, false, false, true)
-		be.MatMul(p.gate.G, g.dgate, a.ln2, I, C, N, true, false, true)
-		be.MatMul(p.up.G, g.dup, a.ln2, I, C, N, true, false, true)
-		be.RMSNormBackward(g.dres, p.ln2.G, g.dln, a.mid, p.ln2.W, a.rstd2, N, C)
+		if p.gate.G != nil {
+			be.MatMul(p.gate.G, g.dgate, a.ln2, I, C, N, true, false, true)
+			be.MatMul(p.up.G, g.dup, a.ln2, I, C, N, true, false, true)
+		}
+		if r.lora.ad != nil {
+			r.loraBackward(l, GateProj, g.dln, g.dgate, a.ln2)
+			r.loraBackward(l, UpProj, g.dln, g.dup, a.ln2)
+		}
+		be.RMSNormBackward(g.dres, r.gradOf(p.ln2), g.dln, a.mid, p.ln2.W, a.rstd2, N, C)
 		// g.dres now holds dL/dmid. Attention block: mid = res[l] + o(ao).
 		be.MatMul(g.dao, g.dres, p.o.W, N, qd, C, false, false, false)
-		be.MatMul(p.o.G, g.dres, a.ao, C, qd, N, true, false, true)
+		if p.o.G != nil {
+			be.MatMul(p.o.G, g.dres, a.ao, C, qd, N, true, false, true)
+		}
+		if r.lora.ad != nil {
+			r.loraBackward(l, OProj, g.dao, g.dres, a.ao)
+		}
 		be.Zero(g.dq)
 		be.Zero(g.dk)
 		be.Zero(g.dv)
 		be.AttentionBackward(g.dq, g.dk, g.dv, g.dao, a.q, a.k, a.v, a.att, r.lens, r.B, r.T, hq, hkv, hd)
 		be.RoPEBackward(g.dq, r.pos, N, hq, hd, c.RopeTheta)
 		be.RoPEBackward(g.dk, r.pos, N, hkv, hd, c.RopeTheta)
-		if p.qb != nil {
+		if p.qb != nil && p.qb.G != nil {
 			be.BiasBackward(p.qb.G, g.dq, N, qd)
 			be.BiasBackward(p.kb.G, g.dk, N, kvd)
 			be.BiasBackward(p.vb.G, g.dv, N, kvd)
@@ -404,12 +501,21 @@ func (r *Run) Backward(dlogp []float32) error {
 		be.MatMul(g.dln, g.dq, p.q.W, N, C, qd, false, false, false)
 		be.MatMul(g.dln, g.dk, p.k.W, N, C, kvd, false, false, true)
 		be.MatMul(g.dln, g.dv, p.v.W, N, C, kvd, false, false, true)
-		be.MatMul(p.q.G, g.dq, a.ln1, qd, C, N, true, false, true)
-		be.MatMul(p.k.G, g.dk, a.ln1, kvd, C, N, true, false, true)
-		be.MatMul(p.v.G, g.dv, a.ln1, kvd, C, N, true, false, true)
-		be.RMSNormBackward(g.dres, p.ln1.G, g.dln, r.res[l], p.ln1.W, a.rstd1, N, C)
+		if p.q.G != nil {
+			be.MatMul(p.q.G, g.dq, a.ln1, qd, C, N, true, false, true)
+			be.MatMul(p.k.G, g.dk, a.ln1, kvd, C, N, true, false, true)
+			be.MatMul(p.v.G, g.dv, a.ln1, kvd, C, N, true, false, true)
+		}
+		if r.lora.ad != nil {
+			r.loraBackward(l, QProj, g.dln, g.dq, a.ln1)
+			r.loraBackward(l, KProj, g.dln, g.dk, a.ln1)
+			r.loraBackward(l, VProj, g.dln, g.dv, a.ln1)
+		}
+		be.RMSNormBackward(g.dres, r.gradOf(p.ln1), g.dln, r.res[l], p.ln1.W, a.rstd1, N, C)
 	}
-	be.EmbedBackward(m.embed.G, g.dres, r.ids, N, C)
+	if m.embed.G != nil {
+		be.EmbedBackward(m.embed.G, g.dres, r.ids, N, C)
+	}
 	return nil
 }
 
