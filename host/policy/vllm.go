@@ -175,7 +175,12 @@ func (v *VLLM) SwitchAdapter(ctx context.Context, name, path string) error {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if err := v.post(ctx, "load_lora_adapter", map[string]any{"lora_name": name, "lora_path": path}); err != nil {
+	err := v.post(ctx, "load_lora_adapter", map[string]any{"lora_name": name, "lora_path": path})
+	if errors.Is(err, errAlreadyLoaded) {
+		// Left by an earlier process of a resumed run: replace it.
+		err = v.post(ctx, "load_lora_adapter", map[string]any{"lora_name": name, "lora_path": path, "load_inplace": true})
+	}
+	if err != nil {
 		return err
 	}
 	prev := v.adapter

@@ -31,6 +31,8 @@ type Settings struct {
 	SaveDType string
 	// Warmup is an optional supervised warm-up run before the first step.
 	Warmup *Warmup
+	// Sync is set when the policy is served elsewhere (weights_sync).
+	Sync *WeightsSync
 }
 
 // Warmup is the trainer block's warmup block: supervised fine-tuning on
@@ -69,7 +71,7 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 	for _, k := range grpoKeys {
 		schema.Attributes = append(schema.Attributes, hcl.AttributeSchema{Name: k})
 	}
-	for _, k := range hostSettings {
+	for _, k := range append(hostSettings, syncSettings...) {
 		schema.Attributes = append(schema.Attributes, hcl.AttributeSchema{Name: k})
 	}
 	content, diags := tb.Body.Content(schema)
@@ -107,6 +109,8 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 			dst = map[string]*string{"device": &s.Device, "save_dtype": &s.SaveDType}[name]
 		case "checkpoint_every", "keep_checkpoints":
 			dst = map[string]*int{"checkpoint_every": &s.CheckpointEvery, "keep_checkpoints": &s.KeepCheckpoints}[name]
+		case "weights_sync", "model", "adapter_dir", "importance_ratio_warn":
+			continue // decodeSync's
 		default:
 			// One attribute at a time into the config, so a wrong type is
 			// reported at its own line.
@@ -121,6 +125,11 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 		}
 	}
 	if diags.HasErrors() {
+		return nil, diags
+	}
+	var d hcl.Diagnostics
+	s.Sync, d = decodeSync(f, given)
+	if diags = append(diags, d...); diags.HasErrors() {
 		return nil, diags
 	}
 	g.Temperature = temperature

@@ -44,6 +44,9 @@ type Engine struct {
 	BaseURL, ModelName string
 	// Device says which compute backend was chosen and why.
 	Device string
+	// Sync pushes the adapter to the server that samples the policy when
+	// that is not Server (weights_sync); nil otherwise.
+	Sync *LoRASync
 
 	tokDir string // directory holding tokenizer.json (+ tokenizer_config.json)
 	stop   context.CancelFunc

@@ -160,7 +160,8 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	}()
 
 	var eng *training.Engine
-	provider := training.Provider(ctx, &eng, training.ProviderOptions{Train: train, Checkpoint: rs.checkpoint, Logger: a.logger(cf.logLevel)})
+	provider := training.Provider(ctx, &eng, training.ProviderOptions{Train: train, Checkpoint: rs.checkpoint, Logger: a.logger(cf.logLevel),
+		OutDir: dir, RunID: runID, ResumeStep: rs.state.NextStep})
 	j, diags := job.Prepare(ctx, f, mgr, job.Options{RunID: runID, PolicyProvider: []policy.Option{provider}})
 	printDiags(a.stderr, f, diags)
 	if diags.HasErrors() {
