@@ -171,8 +171,8 @@ func TestAdapterRoutesAbsent(t *testing.T) {
 	tok := qwenTokenizer(t)
 	_, _, base := startServer(t, testModel(t, tok), tok, Options{MaxBatch: 2})
 	status, body := postJSON(t, base+"/load_lora_adapter", "application/json", map[string]any{"lora_name": "a", "lora_path": "/x"})
-	if status != 404 {
-		t.Errorf("HTTP %d %s, want 404", status, body)
+	if status != 404 || body != `{"detail":"Not Found"}` {
+		t.Errorf("HTTP %d %s, want FastAPI's bare 404", status, body)
 	}
 }
 

@@ -183,6 +183,16 @@ func (s *Server) Handler() http.Handler {
 	if s.adapters != nil {
 		mux.HandleFunc("POST /v1/load_lora_adapter", s.loadAdapter)
 		mux.HandleFunc("POST /v1/unload_lora_adapter", s.unloadAdapter)
+	} else {
+		// As vLLM without runtime LoRA updating: FastAPI's bare 404, which
+		// clients tell apart from "no such adapter".
+		for _, route := range []string{"/v1/load_lora_adapter", "/v1/unload_lora_adapter"} {
+			mux.HandleFunc(route, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusNotFound)
+				_, _ = io.WriteString(w, `{"detail":"Not Found"}`)
+			})
+		}
 	}
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

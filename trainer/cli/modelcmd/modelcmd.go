@@ -1,6 +1,7 @@
 // Package modelcmd implements `rlhost model ...`: init (write a randomly
 // initialised model in Hugging Face layout), score (per-token log-probs of
-// a text or token sequence) and generate (sample a continuation).
+// a text or token sequence), generate (sample a continuation) and serve
+// (the embedded server on loopback).
 //
 // It deliberately holds no numerics: it parses flags and wires the
 // tokenizer, trainer/model and trainer/generate together. The host's main
@@ -35,6 +36,7 @@ Commands:
   init      write a randomly initialised model in Hugging Face layout
   score     print the log-prob of each token given the tokens before it
   generate  sample a continuation of a prompt
+  serve     serve a model over OpenAI's chat completions on loopback
 
 Run "rlhost model <command> --help" for a command's flags.
 `
@@ -64,6 +66,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runScore(args[1:], stdout, stderr)
 	case "generate":
 		err = runGenerate(ctx, args[1:], stdout, stderr)
+	case "serve":
+		err = runServe(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "rlhost model: unknown command %q\n\n%s", args[0], usage)
 		return 2
