@@ -87,9 +87,10 @@ func Open(ctx context.Context, o EngineOptions) (e *Engine, err error) {
 		return nil, err
 	}
 	e = &Engine{ModelName: o.ModelName, closer: be.Close, Device: chosen}
+	opened := e // the returns below set e to nil
 	defer func() {
 		if err != nil {
-			e.Close()
+			opened.Close()
 		}
 	}()
 	src := o.Source
@@ -241,8 +242,12 @@ func (e *Engine) Checkpoint(dir string) error {
 	return e.copyTokenizer(filepath.Join(dir, "model"))
 }
 
-// Close stops the server and frees the backend.
+// Close stops the server and frees the backend. A nil Engine (what a
+// failed Open returns) has nothing to close.
 func (e *Engine) Close() {
+	if e == nil {
+		return
+	}
 	if e.Server != nil {
 		_ = e.Server.Close()
 	}
