@@ -39,6 +39,10 @@ type Options struct {
 	// NoTokenIDs plays a vLLM older than return_token_ids: the request
 	// field is ignored, so responses carry text and log-probs only.
 	NoTokenIDs bool
+	// RestartAfterLoad > 0 restarts the server (see Restart) right after
+	// the RestartAfterLoad-th successful load, dropping RestartDrops
+	// connections: a server that dies mid-run, at a point a test can name.
+	RestartAfterLoad, RestartDrops int
 }
 
 // Completion is what Respond generates: one choice, repeated n times.
@@ -67,6 +71,7 @@ type Server struct {
 	unloads  []string
 	models   []string // the model of each chat request, in order
 	drops    int      // connections still to drop (a restart in progress)
+	restarts int
 }
 
 // New starts a fake vLLM on loopback.
@@ -104,6 +109,14 @@ func (s *Server) Restart(drops int) {
 	defer s.mu.Unlock()
 	s.drops = drops
 	s.adapters = map[string]Adapter{}
+	s.restarts++
+}
+
+// Restarts counts the restarts so far.
+func (s *Server) Restarts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.restarts
 }
 
 // Loads lists the adapter names loaded so far, in order.
@@ -267,6 +280,11 @@ func (s *Server) load(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.adapters[name] = Adapter{Name: name, Path: path, Rank: rank}
 	s.loads = append(s.loads, name)
+	if len(s.loads) == s.opts.RestartAfterLoad {
+		s.drops = s.opts.RestartDrops
+		s.adapters = map[string]Adapter{}
+		s.restarts++
+	}
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprintf(w, "Success: LoRA adapter '%s' added successfully.", name)
