@@ -2,13 +2,19 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
+	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rlhost/rlhost/host/policy/fakevllm"
 )
 
 // Training a policy that another server samples (provider "vllm",
@@ -148,4 +154,162 @@ func TestVLLMPreflight(t *testing.T) {
 			}
 		})
 	}
+}
+
+// warmedModel trains trainingJob's model in dir for one step after a
+// warm-up and returns its final/ directory: a base model whose groups'
+// rewards differ, so GRPO has something to learn.
+func warmedModel(t *testing.T, dir string) string {
+	t.Helper()
+	trainingJob(t, dir, 1, 1, 8, 80)
+	if r := rlhost(t, dir, "run", "job.hcl"); r.code != 0 {
+		t.Fatalf("warm-up run: %+v", r)
+	}
+	return filepath.Join(dir, "out", "final")
+}
+
+// runID reads the run id from a run's summary.
+func runID(t *testing.T, outDir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(outDir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		RunID string `json:"run_id"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s.RunID
+}
+
+// checkSynced checks a finished vllm run's metrics: each step that
+// updated the adapter loaded it, and the server sampled with the weights
+// the trainer scored (importance ratio 1), so the tokens trained on are
+// the tokens sampled.
+func checkSynced(t *testing.T, out string, steps int) (pushed int) {
+	t.Helper()
+	lines := readStepLines(t, filepath.Join(out, "metrics.jsonl"))
+	if len(lines) != steps {
+		t.Fatalf("%d metrics lines, want %d", len(lines), steps)
+	}
+	for _, l := range lines {
+		e := l.Extra
+		if e["train/updates"] == 0 {
+			continue
+		}
+		pushed++
+		if e["sync/adapter_step"] != float64(l.Step+1) {
+			t.Errorf("step %d: sync/adapter_step %v, want %d", l.Step, e["sync/adapter_step"], l.Step+1)
+		}
+		if r := e["train/sample_ratio_mean"]; math.Abs(r-1) > 0.01 || e["train/sample_ratio_clipped"] != 0 {
+			t.Errorf("step %d: importance ratio mean %v (max %v, clipped %v), want 1: the server did not sample the trainer's weights",
+				l.Step, r, e["train/sample_ratio_max"], e["train/sample_ratio_clipped"])
+		}
+		if e["train/tokens"] == 0 {
+			t.Errorf("step %d trained on no tokens", l.Step)
+		}
+	}
+	if pushed == 0 {
+		t.Fatalf("no step updated the adapter: %+v", lines)
+	}
+	ads, _ := filepath.Glob(filepath.Join(out, "adapters", "*", "adapter_model.safetensors"))
+	if len(ads) == 0 || len(ads) > 2 {
+		t.Errorf("adapters dir holds %v, want the newest one or two", ads)
+	}
+	return pushed
+}
+
+// A short GRPO run with LoRA against rlhost's own server and against the
+// fake vLLM in front of it: every update's adapter is written, loaded
+// under RUNID-step-N and sampled from by the next step.
+func TestVLLMTrainsAdapter(t *testing.T) {
+	dir := t.TempDir()
+	model := warmedModel(t, dir)
+	base := modelServer(t, model, "base", true)
+
+	t.Run("embedded server", func(t *testing.T) {
+		vllmJob(t, dir, base, "base", model, 3, "", "lora {\n    rank = 4\n  }")
+		r := rlhost(t, dir, "run", "vllm.hcl", "--overwrite")
+		if r.code != 0 {
+			t.Fatalf("run: %+v", r)
+		}
+		checkSynced(t, filepath.Join(dir, "vout"), 3)
+		if !strings.Contains(r.stdout, "sync: ratio") {
+			t.Errorf("no sync line in the progress:\n%s", r.stdout)
+		}
+	})
+	t.Run("fake vLLM", func(t *testing.T) {
+		fv := fakevllm.New(fakevllm.Options{BaseModel: "base", AllowRuntimeLoRA: true, Upstream: base, UpstreamLoRA: true})
+		defer fv.Close()
+		vllmJob(t, dir, fv.URL()+"/v1", "base", model, 3, "", "lora {\n    rank = 4\n  }")
+		r := rlhost(t, dir, "run", "vllm.hcl", "--overwrite")
+		if r.code != 0 {
+			t.Fatalf("run: %+v", r)
+		}
+		pushed := checkSynced(t, filepath.Join(dir, "vout"), 3)
+		id := runID(t, filepath.Join(dir, "vout"))
+		loads := fv.Loads()
+		if len(loads) != pushed {
+			t.Fatalf("the server loaded %v, want %d adapters", loads, pushed)
+		}
+		for i, name := range loads {
+			if !strings.HasPrefix(name, id+"-step-") {
+				t.Errorf("adapter %d is named %q, want %s-step-N", i, name, id)
+			}
+		}
+		if got := fv.Unloads(); len(got) != pushed-1 {
+			t.Errorf("unloaded %v, want every adapter but the last", got)
+		}
+		// Step 0's requests name the base model; later ones the adapter
+		// loaded before them.
+		models := fv.Models()
+		if models[0] != "base" || !slices.Contains(models, loads[0]) {
+			t.Errorf("requests named %v, want base first and then %s", slices.Compact(models), loads[0])
+		}
+	})
+}
+
+// The server refuses the adapter: the run stops with the server's reason
+// and a checkpoint to resume from. The server restarts mid-run: requests
+// are retried and the adapter is loaded again.
+func TestVLLMServerFailures(t *testing.T) {
+	dir := t.TempDir()
+	model := warmedModel(t, dir)
+	base := modelServer(t, model, "base", true)
+
+	t.Run("adapter refused", func(t *testing.T) {
+		fv := fakevllm.New(fakevllm.Options{BaseModel: "base", AllowRuntimeLoRA: true, MaxLoRARank: 1, Upstream: base, UpstreamLoRA: true})
+		defer fv.Close()
+		vllmJob(t, dir, fv.URL()+"/v1", "base", model, 3, "", "lora {\n    rank = 4\n  }")
+		r := rlhost(t, dir, "run", "vllm.hcl", "--overwrite")
+		if r.code != 1 {
+			t.Fatalf("exit %d, want 1: %+v", r.code, r)
+		}
+		for _, s := range []string{"did not take the new adapter", "LoRA rank 4 is greater than max_lora_rank 1", "checkpoint saved; continue with"} {
+			if !strings.Contains(r.stderr, s) {
+				t.Errorf("stderr does not say %q:\n%s", s, r.stderr)
+			}
+		}
+		ckpts, _ := filepath.Glob(filepath.Join(dir, "vout", "checkpoints", "step-*", "run_state.json"))
+		if len(ckpts) != 1 {
+			t.Errorf("checkpoints %v, want one", ckpts)
+		}
+	})
+	t.Run("server restart", func(t *testing.T) {
+		fv := fakevllm.New(fakevllm.Options{BaseModel: "base", AllowRuntimeLoRA: true, Upstream: base, UpstreamLoRA: true,
+			RestartAfterLoad: 1, RestartDrops: 3})
+		defer fv.Close()
+		vllmJob(t, dir, fv.URL()+"/v1", "base", model, 3, `backoff_base = "10ms"`, "lora {\n    rank = 4\n  }")
+		r := rlhost(t, dir, "run", "vllm.hcl", "--overwrite")
+		if r.code != 0 {
+			t.Fatalf("run: %+v", r)
+		}
+		checkSynced(t, filepath.Join(dir, "vout"), 3)
+		loads := fv.Loads()
+		if fv.Restarts() != 1 || len(loads) < 2 || loads[0] != loads[1] {
+			t.Errorf("restarts %d, loads %v: want the first adapter loaded again after the restart", fv.Restarts(), loads)
+		}
+	})
 }
