@@ -201,3 +201,27 @@ func TestVLLMConfig(t *testing.T) {
 		})
 	}
 }
+
+// FuzzAdapterStatus feeds arbitrary answers of the adapter routes to the
+// client: it never panics, succeeds exactly on 200, and names the URL.
+func FuzzAdapterStatus(f *testing.F) {
+	for _, seed := range []string{`{"detail":"Not Found"}`, `{"error":{"message":"x","type":"NotFoundError","code":404}}`,
+		`{"object":"error","message":"old vllm"}`, `Success`, ``, `{"error":null}`, `{"detail":[1]}`} {
+		f.Add(404, seed, true)
+		f.Add(400, seed, false)
+		f.Add(200, seed, true)
+	}
+	f.Fuzz(func(t *testing.T, status int, body string, load bool) {
+		route := "unload_lora_adapter"
+		if load {
+			route = "load_lora_adapter"
+		}
+		err := adapterStatus("http://h/v1/"+route, route, "a", status, body)
+		if (err == nil) != (status == 200) {
+			t.Fatalf("status %d: err %v", status, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "http://h/v1/"+route) {
+			t.Fatalf("error %q does not name the URL", err)
+		}
+	})
+}
