@@ -221,10 +221,11 @@ func checkSynced(t *testing.T, out string, steps int) (pushed int) {
 	return pushed
 }
 
-// A short GRPO run with LoRA against rlhost's own server and against the
+// Short GRPO runs with LoRA against rlhost's own server and against the
 // fake vLLM in front of it: every update's adapter is written, loaded
-// under RUNID-step-N and sampled from by the next step.
-func TestVLLMTrainsAdapter(t *testing.T) {
+// under RUNID-step-N and sampled from by the next step. Then the failures:
+// a refused adapter, a server restart.
+func TestVLLMTraining(t *testing.T) {
 	dir := t.TempDir()
 	model := warmedModel(t, dir)
 	base := modelServer(t, model, "base", true)
@@ -269,16 +270,8 @@ func TestVLLMTrainsAdapter(t *testing.T) {
 			t.Errorf("requests named %v, want base first and then %s", slices.Compact(models), loads[0])
 		}
 	})
-}
-
-// The server refuses the adapter: the run stops with the server's reason
-// and a checkpoint to resume from. The server restarts mid-run: requests
-// are retried and the adapter is loaded again.
-func TestVLLMServerFailures(t *testing.T) {
-	dir := t.TempDir()
-	model := warmedModel(t, dir)
-	base := modelServer(t, model, "base", true)
-
+	// The server refuses the adapter: the run stops with the server's
+	// reason and a checkpoint to resume from.
 	t.Run("adapter refused", func(t *testing.T) {
 		fv := fakevllm.New(fakevllm.Options{BaseModel: "base", AllowRuntimeLoRA: true, MaxLoRARank: 1, Upstream: base, UpstreamLoRA: true})
 		defer fv.Close()
@@ -297,6 +290,8 @@ func TestVLLMServerFailures(t *testing.T) {
 			t.Errorf("checkpoints %v, want one", ckpts)
 		}
 	})
+	// The server restarts mid-run: requests are retried and the adapter
+	// is loaded again.
 	t.Run("server restart", func(t *testing.T) {
 		fv := fakevllm.New(fakevllm.Options{BaseModel: "base", AllowRuntimeLoRA: true, Upstream: base, UpstreamLoRA: true,
 			RestartAfterLoad: 1, RestartDrops: 3})
