@@ -25,6 +25,9 @@ type Cache struct {
 	ids, pos, start, lastRow                     compute.Ints
 	hIDs, hPos, hStart, hLast                    []int32
 	busy                                         []bool // slot named in the current Forward
+
+	ad *Adapter       // attached LoRA adapter, or nil
+	u  compute.Tensor // [rows, rank] adapter scratch
 }
 
 // Chunk is one slot's part of a Forward: the tokens appended to it.
@@ -221,6 +224,11 @@ func (k *Cache) Forward(chunks []Chunk, logits []float32) error {
 			be.AddBias(kk, p.kb.W, rows, kvd)
 			be.AddBias(vv, p.vb.W, rows, kvd)
 		}
+		if k.ad != nil {
+			k.loraForward(l, QProj, q, ln, rows)
+			k.loraForward(l, KProj, kk, ln, rows)
+			k.loraForward(l, VProj, vv, ln, rows)
+		}
 		be.RoPE(q, posv, rows, hq, hd, c.RopeTheta)
 		be.RoPE(kk, posv, rows, hkv, hd, c.RopeTheta)
 		for _, r := range runs {
@@ -233,12 +241,22 @@ func (k *Cache) Forward(chunks []Chunk, logits []float32) error {
 			be.AttentionCached(be.View(k.ao, r.row0*qd, nr*qd), be.View(k.q, r.row0*qd, nr*qd), kc, vc, st, r.nb, r.tq, k.maxT, hq, hkv, hd)
 		}
 		be.MatMul(mid, ao, p.o.W, rows, C, qd, false, true, false)
+		if k.ad != nil {
+			k.loraForward(l, OProj, mid, ao, rows)
+		}
 		be.Accumulate(mid, x)
 		be.RMSNorm(ln, rstd, mid, p.ln2.W, rows, C, eps)
 		be.MatMul(gate, ln, p.gate.W, rows, I, C, false, true, false)
 		be.MatMul(up, ln, p.up.W, rows, I, C, false, true, false)
+		if k.ad != nil {
+			k.loraForward(l, GateProj, gate, ln, rows)
+			k.loraForward(l, UpProj, up, ln, rows)
+		}
 		be.SwiGLU(h, gate, up, rows*I)
 		be.MatMul(x, h, p.down.W, rows, C, I, false, true, false)
+		if k.ad != nil {
+			k.loraForward(l, DownProj, x, h, rows)
+		}
 		be.Accumulate(x, mid)
 	}
 	// Only each chunk's last row needs logits: gather those rows first.

@@ -194,6 +194,8 @@ type Run struct {
 	logp   compute.Tensor
 
 	g *runGrads // allocated by the first Backward
+
+	lora runLoRA // the attached adapter and its activations, if any
 }
 
 type layerActs struct {
@@ -270,6 +272,7 @@ func (r *Run) Forward(ids []int32, lens []int) error {
 	qd, kvd := hq*hd, hkv*hd
 	eps := float32(c.RMSNormEps)
 
+	r.lora.beginForward()
 	be.Embed(r.res[0], m.embed.W, r.ids, N, C)
 	for l, p := range m.layers {
 		a, x := &r.acts[l], r.res[l]
@@ -283,17 +286,32 @@ func (r *Run) Forward(ids []int32, lens []int) error {
 			be.AddBias(a.k, p.kb.W, N, kvd)
 			be.AddBias(a.v, p.vb.W, N, kvd)
 		}
+		if r.lora.ad != nil {
+			r.loraForward(l, QProj, a.q, a.ln1)
+			r.loraForward(l, KProj, a.k, a.ln1)
+			r.loraForward(l, VProj, a.v, a.ln1)
+		}
 		be.RoPE(a.q, r.pos, N, hq, hd, c.RopeTheta)
 		be.RoPE(a.k, r.pos, N, hkv, hd, c.RopeTheta)
 		be.Attention(a.ao, a.att, a.q, a.k, a.v, r.lens, r.B, r.T, hq, hkv, hd)
 		be.MatMul(a.mid, a.ao, p.o.W, N, C, qd, false, true, false)
+		if r.lora.ad != nil {
+			r.loraForward(l, OProj, a.mid, a.ao)
+		}
 		be.Accumulate(a.mid, x)
 		// MLP block: mid + down(silu(gate(ln2)) * up(ln2)).
 		be.RMSNorm(a.ln2, a.rstd2, a.mid, p.ln2.W, N, C, eps)
 		be.MatMul(a.gate, a.ln2, p.gate.W, N, I, C, false, true, false)
 		be.MatMul(a.up, a.ln2, p.up.W, N, I, C, false, true, false)
+		if r.lora.ad != nil {
+			r.loraForward(l, GateProj, a.gate, a.ln2)
+			r.loraForward(l, UpProj, a.up, a.ln2)
+		}
 		be.SwiGLU(a.h, a.gate, a.up, N*I)
 		be.MatMul(r.res[l+1], a.h, p.down.W, N, C, I, false, true, false)
+		if r.lora.ad != nil {
+			r.loraForward(l, DownProj, r.res[l+1], a.h)
+		}
 		be.Accumulate(r.res[l+1], a.mid)
 	}
 	be.RMSNorm(r.lnf, r.rstdf, r.res[c.NumLayers], m.norm.W, N, C, eps)
@@ -356,8 +374,8 @@ func (r *Run) Backward(dlogp []float32) error {
 	if len(dlogp) != r.N {
 		return fmt.Errorf("model: backward got %d dlogp for %d rows", len(dlogp), r.N)
 	}
-	if m.embed.G == nil {
-		return fmt.Errorf("model: backward before AllocGrads")
+	if m.embed.G == nil && !r.lora.trainable() {
+		return fmt.Errorf("model: backward before AllocGrads (of the model or of its attached adapter)")
 	}
 	r.allocGrads()
 	g := r.g
@@ -370,33 +388,51 @@ func (r *Run) Backward(dlogp []float32) error {
 	be.LogProbsBackward(r.logits, g.dlogp, r.logits, r.lse, r.targets, N, V, r.invTemp)
 	dlogits := r.logits
 	be.MatMul(g.dln, dlogits, m.lmHead.W, N, C, V, false, false, false)
-	be.MatMul(m.lmHead.G, dlogits, r.lnf, V, C, N, true, false, true)
+	if m.lmHead.G != nil {
+		be.MatMul(m.lmHead.G, dlogits, r.lnf, V, C, N, true, false, true)
+	}
 	be.Zero(g.dres)
-	be.RMSNormBackward(g.dres, m.norm.G, g.dln, r.res[c.NumLayers], m.norm.W, r.rstdf, N, C)
+	be.RMSNormBackward(g.dres, r.gradOf(m.norm), g.dln, r.res[c.NumLayers], m.norm.W, r.rstdf, N, C)
 
 	for l := c.NumLayers - 1; l >= 0; l-- {
 		p, a := &m.layers[l], &r.acts[l]
 		// g.dres holds dL/dres[l+1]. MLP block: res[l+1] = mid + down(h).
 		be.MatMul(g.dh, g.dres, p.down.W, N, I, C, false, false, false)
-		be.MatMul(p.down.G, g.dres, a.h, C, I, N, true, false, true)
+		if p.down.G != nil {
+			be.MatMul(p.down.G, g.dres, a.h, C, I, N, true, false, true)
+		}
+		if r.lora.ad != nil {
+			r.loraBackward(l, DownProj, g.dh, g.dres, a.h)
+		}
 		be.Zero(g.dgate)
 		be.Zero(g.dup)
 		be.SwiGLUBackward(g.dgate, g.dup, g.dh, a.gate, a.up, N*I)
 		be.MatMul(g.dln, g.dgate, p.gate.W, N, C, I, false, false, false)
 		be.MatMul(g.dln, g.dup, p.up.W, N, C, I, false, false, true)
-		be.MatMul(p.gate.G, g.dgate, a.ln2, I, C, N, true, false, true)
-		be.MatMul(p.up.G, g.dup, a.ln2, I, C, N, true, false, true)
-		be.RMSNormBackward(g.dres, p.ln2.G, g.dln, a.mid, p.ln2.W, a.rstd2, N, C)
+		if p.gate.G != nil {
+			be.MatMul(p.gate.G, g.dgate, a.ln2, I, C, N, true, false, true)
+			be.MatMul(p.up.G, g.dup, a.ln2, I, C, N, true, false, true)
+		}
+		if r.lora.ad != nil {
+			r.loraBackward(l, GateProj, g.dln, g.dgate, a.ln2)
+			r.loraBackward(l, UpProj, g.dln, g.dup, a.ln2)
+		}
+		be.RMSNormBackward(g.dres, r.gradOf(p.ln2), g.dln, a.mid, p.ln2.W, a.rstd2, N, C)
 		// g.dres now holds dL/dmid. Attention block: mid = res[l] + o(ao).
 		be.MatMul(g.dao, g.dres, p.o.W, N, qd, C, false, false, false)
-		be.MatMul(p.o.G, g.dres, a.ao, C, qd, N, true, false, true)
+		if p.o.G != nil {
+			be.MatMul(p.o.G, g.dres, a.ao, C, qd, N, true, false, true)
+		}
+		if r.lora.ad != nil {
+			r.loraBackward(l, OProj, g.dao, g.dres, a.ao)
+		}
 		be.Zero(g.dq)
 		be.Zero(g.dk)
 		be.Zero(g.dv)
 		be.AttentionBackward(g.dq, g.dk, g.dv, g.dao, a.q, a.k, a.v, a.att, r.lens, r.B, r.T, hq, hkv, hd)
 		be.RoPEBackward(g.dq, r.pos, N, hq, hd, c.RopeTheta)
 		be.RoPEBackward(g.dk, r.pos, N, hkv, hd, c.RopeTheta)
-		if p.qb != nil {
+		if p.qb != nil && p.qb.G != nil {
 			be.BiasBackward(p.qb.G, g.dq, N, qd)
 			be.BiasBackward(p.kb.G, g.dk, N, kvd)
 			be.BiasBackward(p.vb.G, g.dv, N, kvd)
@@ -404,12 +440,21 @@ func (r *Run) Backward(dlogp []float32) error {
 		be.MatMul(g.dln, g.dq, p.q.W, N, C, qd, false, false, false)
 		be.MatMul(g.dln, g.dk, p.k.W, N, C, kvd, false, false, true)
 		be.MatMul(g.dln, g.dv, p.v.W, N, C, kvd, false, false, true)
-		be.MatMul(p.q.G, g.dq, a.ln1, qd, C, N, true, false, true)
-		be.MatMul(p.k.G, g.dk, a.ln1, kvd, C, N, true, false, true)
-		be.MatMul(p.v.G, g.dv, a.ln1, kvd, C, N, true, false, true)
-		be.RMSNormBackward(g.dres, p.ln1.G, g.dln, r.res[l], p.ln1.W, a.rstd1, N, C)
+		if p.q.G != nil {
+			be.MatMul(p.q.G, g.dq, a.ln1, qd, C, N, true, false, true)
+			be.MatMul(p.k.G, g.dk, a.ln1, kvd, C, N, true, false, true)
+			be.MatMul(p.v.G, g.dv, a.ln1, kvd, C, N, true, false, true)
+		}
+		if r.lora.ad != nil {
+			r.loraBackward(l, QProj, g.dln, g.dq, a.ln1)
+			r.loraBackward(l, KProj, g.dln, g.dk, a.ln1)
+			r.loraBackward(l, VProj, g.dln, g.dv, a.ln1)
+		}
+		be.RMSNormBackward(g.dres, r.gradOf(p.ln1), g.dln, r.res[l], p.ln1.W, a.rstd1, N, C)
 	}
-	be.EmbedBackward(m.embed.G, g.dres, r.ids, N, C)
+	if m.embed.G != nil {
+		be.EmbedBackward(m.embed.G, g.dres, r.ids, N, C)
+	}
 	return nil
 }
 

@@ -1,6 +1,10 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/rlhost/rlhost/trainer/compute"
+)
 
 // Within returns a Run for batches of B sequences of up to T tokens
 // (B ≤ r.B, T ≤ r.T) whose tensors are views of the leading parts of r's:
@@ -44,6 +48,26 @@ func (r *Run) Within(B, T int) (*Run, error) {
 			dres: be.View(g.dres, 0, N*C), dln: be.View(g.dln, 0, N*C),
 			dq: be.View(g.dq, 0, N*qd), dk: be.View(g.dk, 0, N*kvd), dv: be.View(g.dv, 0, N*kvd), dao: be.View(g.dao, 0, N*qd),
 			dgate: be.View(g.dgate, 0, N*I), dup: be.View(g.dup, 0, N*I), dh: be.View(g.dh, 0, N*I), dlogp: be.View(g.dlogp, 0, N),
+		}
+	}
+	if l := r.lora; l.ad != nil {
+		rank := l.ad.Cfg.Rank
+		s.lora = runLoRA{ad: l.ad, training: l.training, du: be.View(l.du, 0, N*rank), sink: l.sink, host: l.host}
+		if l.dxs != nil {
+			s.lora.dxs = be.View(l.dxs, 0, N*l.ad.maxIn)
+		}
+		for li := range l.u {
+			var u, xd [numModules]compute.Tensor
+			for _, mod := range l.ad.Cfg.Targets {
+				u[mod] = be.View(l.u[li][mod], 0, N*rank)
+				if l.xd != nil {
+					xd[mod] = be.View(l.xd[li][mod], 0, N*l.ad.layers[li][mod].In)
+				}
+			}
+			s.lora.u = append(s.lora.u, u)
+			if l.xd != nil {
+				s.lora.xd = append(s.lora.xd, xd)
+			}
 		}
 	}
 	return s, nil

@@ -1,7 +1,8 @@
 // Package modelcmd implements `rlhost model ...`: init (write a randomly
 // initialised model in Hugging Face layout), score (per-token log-probs of
-// a text or token sequence), generate (sample a continuation) and serve
-// (the embedded server on loopback).
+// a text or token sequence), generate (sample a continuation), merge
+// (fold a PEFT LoRA adapter into its base model) and serve (the embedded
+// server on loopback).
 //
 // It deliberately holds no numerics: it parses flags and wires the
 // tokenizer, trainer/model and trainer/generate together. The host's main
@@ -25,6 +26,7 @@ import (
 	"github.com/rlhost/rlhost/trainer/compute/cpu"
 	"github.com/rlhost/rlhost/trainer/generate"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
+	"github.com/rlhost/rlhost/trainer/lora"
 	"github.com/rlhost/rlhost/trainer/model"
 	"github.com/rlhost/rlhost/trainer/safetensors"
 	"github.com/rlhost/rlhost/trainer/tokenizer"
@@ -36,6 +38,7 @@ Commands:
   init      write a randomly initialised model in Hugging Face layout
   score     print the log-prob of each token given the tokens before it
   generate  sample a continuation of a prompt
+  merge     fold a LoRA adapter (PEFT layout) into its base model
   serve     serve a model over OpenAI's chat completions on loopback
 
 Run "rlhost model <command> --help" for a command's flags.
@@ -66,6 +69,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runScore(args[1:], stdout, stderr)
 	case "generate":
 		err = runGenerate(ctx, args[1:], stdout, stderr)
+	case "merge":
+		err = runMerge(args[1:], stdout, stderr)
 	case "serve":
 		err = runServe(ctx, args[1:], stdout, stderr)
 	default:
@@ -229,6 +234,7 @@ func runScore(args []string, stdout, stderr io.Writer) error {
 	temp := fs.Float64("temperature", 1, "score log softmax(logits/temperature)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	threads := fs.Int("threads", 0, "worker threads (0 = GOMAXPROCS)")
+	adapter := fs.String("adapter", "", "LoRA adapter directory (PEFT layout) to apply to the model")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -261,6 +267,15 @@ func runScore(args []string, stdout, stderr io.Writer) error {
 	r, err := m.NewRun(1, T)
 	if err != nil {
 		return err
+	}
+	if *adapter != "" {
+		a, err := lora.Load(be, m.Cfg, *adapter)
+		if err != nil {
+			return err
+		}
+		if err := r.SetAdapter(a); err != nil {
+			return err
+		}
 	}
 	in, tg := make([]int32, T), make([]int32, T)
 	for i, v := range ids {
@@ -390,5 +405,48 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintln(stdout, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(out.Tokens)), ","), "[]"))
 	}
 	fmt.Fprintf(stderr, "%d tokens, finish %s\n", len(out.Tokens), out.Finish)
+	return nil
+}
+
+func runMerge(args []string, stdout, stderr io.Writer) error {
+	fs := flagSet("merge", "merge --base DIR --adapter DIR --out DIR [flags]", stdout, stderr)
+	base := fs.String("base", "", "base model directory (Hugging Face layout)")
+	adapter := fs.String("adapter", "", "LoRA adapter directory (adapter_config.json and adapter_model.safetensors)")
+	out := fs.String("out", "", "directory to write the merged model to (created)")
+	dtype := fs.String("dtype", "f32", "weight dtype to write: f32 or bf16")
+	threads := fs.Int("threads", 0, "worker threads (0 = GOMAXPROCS)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *base == "" || *adapter == "" || *out == "" {
+		return fmt.Errorf("%w: need --base, --adapter and --out", errUsage)
+	}
+	if filepath.Clean(*out) == filepath.Clean(*base) {
+		return fmt.Errorf("%w: --out must differ from --base (the base is left as it is)", errUsage)
+	}
+	dt, err := parseDtype(*dtype)
+	if err != nil {
+		return err
+	}
+	m, be, err := loadModel(*base, *threads)
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	a, err := lora.Load(be, m.Cfg, *adapter)
+	if err != nil {
+		return err
+	}
+	if err := lora.Merge(m, a); err != nil {
+		return err
+	}
+	if err := m.Save(*out, dt); err != nil {
+		return err
+	}
+	mods := make([]string, len(a.Cfg.Targets))
+	for i, t := range a.Cfg.Targets {
+		mods[i] = t.String()
+	}
+	fmt.Fprintf(stdout, "wrote %s: %s merged with the rank-%d adapter on %s, %s\n", *out, *base, a.Cfg.Rank, strings.Join(mods, ","), dt)
 	return nil
 }
