@@ -9,8 +9,12 @@ import (
 	"io/fs"
 	"mime"
 	"net/http"
+	"os"
 	"slices"
 	"sync"
+
+	"github.com/rlhost/rlhost/trainer/lora"
+	"github.com/rlhost/rlhost/trainer/model"
 )
 
 // The server's LoRA adapters, behind vLLM's runtime adapter API so that
@@ -25,15 +29,34 @@ import (
 // and the swap happens with no generation in flight.
 
 // AdapterHost is what the server needs of LoRA: reading a PEFT directory
-// and attaching an adapter to the model it serves.
+// and attaching an adapter to the cache it generates with. LoRA (below)
+// is the one for trainer/lora's PEFT adapters.
 type AdapterHost interface {
 	// LoadAdapter reads the PEFT adapter in dir. An error wrapping
 	// fs.ErrNotExist means there is none there.
 	LoadAdapter(dir string) (any, error)
-	// UseAdapter makes the model generate with adapter (a value
-	// LoadAdapter returned), or with the base weights alone when adapter
-	// is nil. It is called while no generation runs.
-	UseAdapter(adapter any) error
+	// UseAdapter makes c generate with adapter (a value LoadAdapter
+	// returned), or with the base weights alone when adapter is nil. It
+	// is called while no generation runs.
+	UseAdapter(c *model.Cache, adapter any) error
+}
+
+// LoRA serves PEFT adapters (trainer/lora) for m: each is read onto m's
+// device and applied on top of the base weights, which stay untouched.
+func LoRA(m *model.Model) AdapterHost { return loraHost{m} }
+
+type loraHost struct{ m *model.Model }
+
+func (h loraHost) LoadAdapter(dir string) (any, error) {
+	if _, err := os.Stat(dir); err != nil {
+		return nil, err
+	}
+	return lora.Load(h.m.Device(), h.m.Cfg, dir)
+}
+
+func (h loraHost) UseAdapter(c *model.Cache, a any) error {
+	ad, _ := a.(*model.Adapter)
+	return c.SetAdapter(ad)
 }
 
 // adapterSet is the server's loaded adapters and which one the model
@@ -95,7 +118,7 @@ func (s *Server) acquire(ctx context.Context, name string) (release func(), err 
 			}
 			adapter = l.adapter
 		}
-		if err := s.Update(ctx, func() error { return a.host.UseAdapter(adapter) }); err != nil {
+		if err := s.Update(ctx, func() error { return a.host.UseAdapter(s.eng.cache, adapter) }); err != nil {
 			return nil, err
 		}
 		a.active, a.stale = name, false

@@ -7,15 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/sashabaranov/go-openai"
 
+	"github.com/rlhost/rlhost/trainer/lora"
 	"github.com/rlhost/rlhost/trainer/model"
 	"github.com/rlhost/rlhost/trainer/tokenizer"
 )
@@ -45,7 +48,7 @@ func (h *plantHost) LoadAdapter(dir string) (any, error) {
 	return string(b), nil
 }
 
-func (h *plantHost) UseAdapter(a any) error {
+func (h *plantHost) UseAdapter(_ *model.Cache, a any) error {
 	text := h.base
 	if a != nil {
 		text = a.(string)
@@ -206,4 +209,117 @@ func TestAdapterRequestsInterleaved(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// A PEFT adapter loaded through the route is served exactly: the
+// log-probs the server returns for an adapter's completion are those of
+// base + adapter scored from scratch, and the base model's are the base's.
+func TestLoRAAdapterServed(t *testing.T) {
+	tok := qwenTokenizer(t)
+	m := testModel(t, tok)
+	_, _, base := startServer(t, m, tok, Options{MaxBatch: 4, Adapters: LoRA(m)})
+	a, err := model.NewAdapter(m.Device(), m.Cfg, model.AdapterConfig{Rank: 4, Alpha: 8, Targets: []model.Module{model.QProj, model.VProj, model.DownProj}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Init(5)
+	// PEFT starts B at zero (the adapter equals the base); make it count.
+	rng := uint64(9)
+	for _, p := range a.Params() {
+		if strings.Contains(p.Name, "lora_B") {
+			w := make([]float32, p.Len())
+			for i := range w {
+				rng = rng*6364136223846793005 + 1442695040888963407
+				w[i] = float32(int64(rng>>33)%2001-1000) / 1000
+			}
+			m.Device().Upload(p.W, w)
+		}
+	}
+	dir := t.TempDir()
+	if err := lora.Save(a, dir, testModelName); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := postJSON(t, base+"/load_lora_adapter", "application/json", map[string]any{"lora_name": "a", "lora_path": dir}); status != 200 {
+		t.Fatalf("load: HTTP %d %s", status, body)
+	}
+	for _, tc := range []struct {
+		model   string
+		adapter *model.Adapter
+	}{{"a", a}, {testModelName, nil}, {"a", a}} {
+		raw, err := rawCompletion(base, tc.model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq := append(slices.Clone(raw.PromptTokenIDs), raw.Choices[0].TokenIDs...)
+		want := scoreWith(t, m, tc.adapter, seq)[len(raw.PromptTokenIDs)-1:]
+		got := raw.Choices[0].Logprobs.Content
+		if len(got) != len(raw.Choices[0].TokenIDs) || len(got) == 0 {
+			t.Fatalf("%s: %d log-probs for %d tokens", tc.model, len(got), len(raw.Choices[0].TokenIDs))
+		}
+		for i := range got {
+			if d := math.Abs(float64(got[i].Logprob - want[i])); d > 1e-3 {
+				t.Errorf("%s: token %d log-prob %v served, %v scored with the adapter %v", tc.model, i, got[i].Logprob, want[i], tc.adapter != nil)
+				break
+			}
+		}
+	}
+}
+
+type adapterResponse struct {
+	PromptTokenIDs []int `json:"prompt_token_ids"`
+	Choices        []struct {
+		TokenIDs []int `json:"token_ids"`
+		Logprobs struct {
+			Content []struct {
+				Logprob float32 `json:"logprob"`
+			} `json:"content"`
+		} `json:"logprobs"`
+	} `json:"choices"`
+}
+
+func rawCompletion(base, model string) (adapterResponse, error) {
+	b, _ := json.Marshal(map[string]any{"model": model, "messages": []map[string]string{{"role": "user", "content": "hi"}},
+		"max_tokens": 12, "seed": 3, "logprobs": true, "return_token_ids": true})
+	resp, err := http.Post(base+"/chat/completions", "application/json", bytes.NewReader(b))
+	if err != nil {
+		return adapterResponse{}, err
+	}
+	defer resp.Body.Close()
+	var r adapterResponse
+	if resp.StatusCode != 200 {
+		body, _ := io.ReadAll(resp.Body)
+		return r, fmt.Errorf("HTTP %d %s", resp.StatusCode, body)
+	}
+	return r, json.NewDecoder(resp.Body).Decode(&r)
+}
+
+// scoreWith is log p(seq[t+1] | seq[:t+1]) at temperature 1 under m with
+// adapter a (nil: the base), computed without a cache.
+func scoreWith(t *testing.T, m *model.Model, a *model.Adapter, seq []int) []float32 {
+	t.Helper()
+	T := len(seq)
+	r, err := m.NewRun(1, T)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != nil {
+		if err := r.SetAdapter(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in, tg := make([]int32, T), make([]int32, T)
+	for i, v := range seq {
+		in[i], tg[i] = int32(v), -1
+		if i+1 < T {
+			tg[i] = int32(seq[i+1])
+		}
+	}
+	if err := r.Forward(in, []int{T}); err != nil {
+		t.Fatal(err)
+	}
+	lp := make([]float32, T)
+	if err := r.LogProbs(tg, 1, lp); err != nil {
+		t.Fatal(err)
+	}
+	return lp
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/rlhost/rlhost/trainer/model"
 )
 
 // FuzzParseRequest feeds arbitrary bodies to the request parser: it never
@@ -104,4 +106,4 @@ func (dirHost) LoadAdapter(dir string) (any, error) {
 	}
 	return dir, nil
 }
-func (dirHost) UseAdapter(any) error { return nil }
+func (dirHost) UseAdapter(*model.Cache, any) error { return nil }

@@ -73,6 +73,4 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // adapterHost gives the server LoRA adapters on m.
-func adapterHost(m *model.Model) (serve.AdapterHost, error) {
-	return nil, fmt.Errorf("--enable-lora: this build has no LoRA adapters")
-}
+func adapterHost(m *model.Model) (serve.AdapterHost, error) { return serve.LoRA(m), nil }
