@@ -217,13 +217,6 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 				}
 				return 1
 			}
-			if eng.Sync != nil {
-				// The server must sample the warmed-up adapter from step 0.
-				if _, err := eng.Sync.Push(ctx, 0); err != nil {
-					a.errorf("after the warm-up: %v", err)
-					return 1
-				}
-			}
 		}
 		sink = training.NewSink(eng, train, runID, dir, rs.state.NextStep, rs.earlier)
 		sink.Title, sink.Logger = f.Run.Name, r.Logger
