@@ -67,8 +67,11 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 	s := &Settings{GRPO: grpo.DefaultConfig(), Device: "auto", KeepCheckpoints: 2, SaveDType: "f32"}
 	g := &s.GRPO
 	grpoKeys := jsonKeys(grpo.Config{})
-	schema := &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "warmup"}}}
+	schema := &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "warmup"}, {Type: "lora"}}}
 	for _, k := range grpoKeys {
+		if k == "lora" { // a block, decoded by decodeLoRA
+			continue
+		}
 		schema.Attributes = append(schema.Attributes, hcl.AttributeSchema{Name: k})
 	}
 	for _, k := range append(hostSettings, syncSettings...) {
@@ -164,6 +167,16 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 		attrErr("save_dtype", fmt.Sprintf("save_dtype %q is not one of f32, bf16", s.SaveDType))
 	}
 	for _, b := range content.Blocks {
+		if b.Type == "lora" {
+			if g.LoRA != nil {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate lora block", Subject: b.DefRange.Ptr()})
+				continue
+			}
+			l, d := decodeLoRA(f, b)
+			diags = append(diags, d...)
+			g.LoRA = l
+			continue
+		}
 		if b.Type == "warmup" && s.Sync != nil {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Warm-up with weights_sync",
 				Detail: "The warm-up fine-tunes the base weights, which the server does not have. Warm up with the embedded policy, serve the model it writes, and name that directory in model.", Subject: b.DefRange.Ptr()})
@@ -201,6 +214,10 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid warmup block",
 				Detail: "steps and batch_size must be >= 1 and learning_rate positive.", Subject: b.DefRange.Ptr()})
 		}
+	}
+	if s.Sync != nil && g.LoRA == nil && !diags.HasErrors() {
+		diags = append(diags, attrDiag(tb, "weights_sync", "Invalid trainer setting",
+			`weights_sync = "lora" trains a LoRA adapter: add a lora block (lora { rank = 16 }, see docs/vllm.md)`))
 	}
 	return s, diags
 }

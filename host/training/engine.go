@@ -12,6 +12,7 @@ import (
 	"github.com/rlhost/rlhost/trainer/device"
 	"github.com/rlhost/rlhost/trainer/grpo"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
+	"github.com/rlhost/rlhost/trainer/lora"
 	"github.com/rlhost/rlhost/trainer/model"
 	"github.com/rlhost/rlhost/trainer/safetensors"
 	"github.com/rlhost/rlhost/trainer/serve"
@@ -96,10 +97,24 @@ func Open(ctx context.Context, o EngineOptions) (e *Engine, err error) {
 	src := o.Source
 	switch {
 	case src.Checkpoint != "":
-		e.tokDir = filepath.Join(src.Checkpoint, "model")
+		weights, adapter, err := grpo.ModelDir(src.Checkpoint)
+		if err != nil {
+			return nil, err
+		}
+		e.tokDir = weights
 		if o.Train == nil {
-			if e.Model, err = model.Load(be, e.tokDir); err != nil {
+			if e.Model, err = model.Load(be, weights); err != nil {
 				return nil, err
+			}
+			if adapter != "" {
+				// Serve what the checkpoint trained: base + adapter.
+				a, err := lora.Load(be, e.Model.Cfg, adapter)
+				if err != nil {
+					return nil, err
+				}
+				if err := e.Model.SetAdapter(a); err != nil {
+					return nil, err
+				}
 			}
 			break
 		}
@@ -174,7 +189,11 @@ func Open(ctx context.Context, o EngineOptions) (e *Engine, err error) {
 func shapeOf(src Source) (*hfconfig.Config, error) {
 	switch {
 	case src.Checkpoint != "":
-		return hfconfig.Load(filepath.Join(src.Checkpoint, "model", "config.json"))
+		weights, _, err := grpo.ModelDir(src.Checkpoint)
+		if err != nil {
+			return nil, err
+		}
+		return hfconfig.Load(filepath.Join(weights, "config.json"))
 	case src.ModelDir != "":
 		return hfconfig.Load(filepath.Join(src.ModelDir, "config.json"))
 	}
@@ -201,12 +220,32 @@ func loadTokenizer(dir, file string) (*tokenizer.Tokenizer, error) {
 
 // SaveModel writes the current weights in Hugging Face layout with the
 // tokenizer files beside them, so the directory loads into rlhost,
-// transformers and vLLM.
+// transformers and vLLM. A model with a LoRA adapter is written merged
+// (the model in memory is unchanged).
 func (e *Engine) SaveModel(dir string, dt safetensors.DType) error {
-	if err := e.Model.Save(dir, dt); err != nil {
+	if a := e.Model.Adapter(); a != nil {
+		if err := lora.SaveMerged(e.Model, a, dir, dt); err != nil {
+			return err
+		}
+	} else if err := e.Model.Save(dir, dt); err != nil {
 		return err
 	}
 	return e.copyTokenizer(dir)
+}
+
+// SaveAdapter writes the model's LoRA adapter in PEFT layout (it returns
+// false when the model has none), naming the base's directory as
+// base_model_name_or_path when the base was loaded from one.
+func (e *Engine) SaveAdapter(dir string) (bool, error) {
+	a := e.Model.Adapter()
+	if a == nil {
+		return false, nil
+	}
+	base := e.Model.Dir()
+	if abs, err := filepath.Abs(base); base != "" && err == nil {
+		base = abs
+	}
+	return true, lora.Save(a, dir, base)
 }
 
 func (e *Engine) copyTokenizer(dir string) error {
@@ -234,10 +273,15 @@ func (e *Engine) Exclusive(ctx context.Context, fn func() error) error {
 
 // Checkpoint writes everything a resume needs under dir: the trainer's
 // state (dir/model holds the weights in HF layout, to which the tokenizer
-// files are added, so it also loads as a model directory).
+// files are added, so it also loads as a model directory; with LoRA,
+// dir/adapter holds the adapter and dir/model exists only for a base that
+// has no directory of its own).
 func (e *Engine) Checkpoint(dir string) error {
 	if err := e.Trainer.Save(dir); err != nil {
 		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "model")); err != nil {
+		return nil
 	}
 	return e.copyTokenizer(filepath.Join(dir, "model"))
 }

@@ -24,6 +24,7 @@ import (
 const (
 	CheckpointsDir = "checkpoints"
 	FinalDir       = "final"
+	AdapterDir     = "adapter" // the LoRA adapter in PEFT layout, beside final/ (LoRA runs only)
 	RewardsPlot    = "rewards.png"
 	runStateFile   = "run_state.json"
 )
@@ -180,7 +181,8 @@ func (k *Sink) after(_ context.Context, st *runner.Step) error {
 
 // Finish saves what the run has reached: a checkpoint unless the newest
 // one is current, and, when the run completed, the final model in Hugging
-// Face layout under OUT/final.
+// Face layout under OUT/final (merged, for a LoRA run, whose adapter goes
+// to OUT/adapter in PEFT layout).
 func (k *Sink) Finish(completed bool) error {
 	if k.nextStep > 0 && k.lastSaved != k.nextStep {
 		if err := k.checkpoint(); err != nil {
@@ -200,6 +202,13 @@ func (k *Sink) Finish(completed bool) error {
 	}
 	if err := k.Engine.SaveModel(dir, dt); err != nil {
 		return fmt.Errorf("final model: %w", err)
+	}
+	adir := filepath.Join(k.OutDir, AdapterDir)
+	if err := os.RemoveAll(adir); err != nil {
+		return fmt.Errorf("final adapter: %w", err)
+	}
+	if _, err := k.Engine.SaveAdapter(adir); err != nil {
+		return fmt.Errorf("final adapter: %w", err)
 	}
 	return nil
 }

@@ -224,15 +224,19 @@ func vllmProvider(ctx context.Context, slot **Engine, o ProviderOptions) policy.
 		if prefix == "" {
 			prefix = cfg.Name
 		}
-		e.Sync = &LoRASync{Policy: v, Dir: dir, Prefix: prefix, Save: e.SaveAdapter}
+		e.Sync = &LoRASync{Policy: v, Dir: dir, Prefix: prefix, Save: e.saveAdapter}
 		*slot = e
 		return syncedPolicy{VLLM: v, sync: e.Sync, resumeStep: o.ResumeStep}, nil
 	})
 }
 
-// SaveAdapter writes the trainer's LoRA adapter to dir in PEFT layout.
-func (e *Engine) SaveAdapter(dir string) error {
-	return fmt.Errorf("save adapter to %s: this build has no LoRA adapters", dir)
+// saveAdapter writes the engine's adapter for LoRASync.
+func (e *Engine) saveAdapter(dir string) error {
+	ok, err := e.SaveAdapter(dir)
+	if err == nil && !ok {
+		err = fmt.Errorf("the trainer has no LoRA adapter (weights_sync = \"lora\" needs a lora block)")
+	}
+	return err
 }
 
 // retokenize fills in the ids of text-only turns (see Retokenize) and

@@ -51,6 +51,9 @@ func TestDecodeWeightsSync(t *testing.T) {
   model                 = "base"
   adapter_dir           = "/shared/adapters"
   importance_ratio_warn = 0.05
+  lora {
+    rank = 8
+  }
 }`)
 	if errs != "" {
 		t.Fatal(errs)
@@ -59,7 +62,7 @@ func TestDecodeWeightsSync(t *testing.T) {
 		s.Sync.AdapterDir != "/shared/adapters" || s.Sync.RatioWarn != 0.05 {
 		t.Errorf("sync settings %+v", s.Sync)
 	}
-	s, errs = decodeWith(t, vllmPolicy, "trainer {\n  weights_sync = \"lora\"\n  model = \"base\"\n}")
+	s, errs = decodeWith(t, vllmPolicy, "trainer {\n  weights_sync = \"lora\"\n  model = \"base\"\n  lora {\n    rank = 8\n  }\n}")
 	if errs != "" || s.Sync.AdapterDir != "" || s.Sync.RatioWarn != DefaultRatioWarn {
 		t.Errorf("defaults: %+v %s", s.Sync, errs)
 	}
@@ -81,6 +84,7 @@ func TestDecodeWeightsSyncErrors(t *testing.T) {
 		{"no model", vllmPolicy, "trainer {\n  weights_sync = \"lora\"\n}", `job.hcl:10:18: Invalid trainer setting: weights_sync = "lora" needs model`},
 		{"model not a model", vllmPolicy, "trainer {\n  weights_sync = \"lora\"\n  model = \"nowhere\"\n}", `job.hcl:11:11: Invalid trainer setting: `},
 		{"sync setting without a sync", embedded, "trainer {\n  adapter_dir = \"x\"\n}", `job.hcl:6:17: Invalid trainer setting: adapter_dir is a weights_sync setting`},
+		{"no lora block", vllmPolicy, "trainer {\n  weights_sync = \"lora\"\n  model = \"base\"\n}", `job.hcl:10:18: Invalid trainer setting: weights_sync = "lora" trains a LoRA adapter: add a lora block`},
 		{"bad threshold", vllmPolicy, "trainer {\n  weights_sync = \"lora\"\n  model = \"base\"\n  importance_ratio_warn = 0\n}", `importance_ratio_warn 0 must be positive`},
 	} {
 		t.Run(c.name, func(t *testing.T) {

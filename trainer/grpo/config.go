@@ -4,8 +4,16 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/rlhost/rlhost/trainer/model"
 	"github.com/rlhost/rlhost/trainer/optim"
 )
+
+// LoRA configures training a LoRA adapter on a frozen base model: PEFT's
+// LoraConfig settings, and the seed of the adapter's initial A factors.
+type LoRA struct {
+	model.AdapterConfig
+	Seed uint64 `json:"seed"`
+}
 
 // Loss types (TRL's loss_type).
 const (
@@ -80,6 +88,11 @@ type Config struct {
 	// MaxSeqLen is the longest sequence (prompt and completion, all turns)
 	// a step accepts; activations are allocated for MicroBatch×MaxSeqLen.
 	MaxSeqLen int `json:"max_seq_len"`
+
+	// LoRA, when set, trains only a LoRA adapter: the base weights are
+	// frozen (no gradients, no optimiser state) and the reference model
+	// of beta > 0 is the base itself.
+	LoRA *LoRA `json:"lora,omitempty"`
 }
 
 // DefaultConfig returns TRL's GRPOConfig defaults where they exist
@@ -167,6 +180,11 @@ func (c Config) Validate() error {
 	}
 	if err := c.Optim().Validate(); err != nil {
 		return err
+	}
+	if c.LoRA != nil {
+		if err := c.LoRA.Validate(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

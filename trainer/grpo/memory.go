@@ -7,13 +7,14 @@ import (
 	"strings"
 
 	"github.com/rlhost/rlhost/trainer/hfconfig"
+	"github.com/rlhost/rlhost/trainer/model"
 )
 
 // Memory is an estimate, in bytes, of what a Trainer holds.
 type Memory struct {
-	Params      int64 // policy weights
-	Grads       int64 // one gradient per weight
-	Optimizer   int64 // AdamW first and second moments
+	Params      int64 // policy weights (with LoRA: the base and the adapter)
+	Grads       int64 // one gradient per trained weight
+	Optimizer   int64 // AdamW first and second moments of the trained weights
 	Reference   int64 // frozen reference weights (beta > 0)
 	Activations int64 // the MicroBatch×MaxSeqLen run: activations, logits, attention, backward scratch (and the reference's run)
 	Total       int64
@@ -52,12 +53,50 @@ func EstimateMemory(hf *hfconfig.Config, c Config) Memory {
 	host := 4*N + 2*B // the trainer's id/target/log-prob buffers
 	m := Memory{Params: P * f, Grads: P * f, Optimizer: 2 * P * f}
 	m.Activations = (run + back + host) * f
+	if c.LoRA != nil {
+		// Only the adapter trains; its activations are u = x·Aᵀ per
+		// adapted projection (and the dropped input with dropout).
+		r := int64(c.LoRA.Rank)
+		var A, acts int64
+		for _, mod := range c.LoRA.Targets {
+			in, out := loraDims(hf, mod)
+			A += r * (in + out)
+			acts += N * r
+			if c.LoRA.Dropout > 0 {
+				acts += N * in
+			}
+		}
+		m.Params += L * A * f
+		m.Grads, m.Optimizer = L*A*f, 2*L*A*f
+		m.Activations += (L*acts + N*r + C) * f
+		if c.LoRA.Dropout > 0 {
+			m.Activations += 2 * N * max(C, I) * f // scratch and host buffer
+		}
+	}
 	if c.Beta != 0 {
-		m.Reference = P * f
+		if c.LoRA == nil {
+			m.Reference = P * f // with LoRA the base is the reference
+		}
 		m.Activations += run * f
 	}
 	m.Total = m.Params + m.Grads + m.Optimizer + m.Reference + m.Activations
 	return m
+}
+
+func loraDims(hf *hfconfig.Config, mod model.Module) (in, out int64) {
+	C, I := int64(hf.HiddenSize), int64(hf.IntermediateSize)
+	qd, kvd := int64(hf.NumHeads*hf.HeadDim), int64(hf.NumKVHeads*hf.HeadDim)
+	switch mod {
+	case model.QProj:
+		return C, qd
+	case model.KProj, model.VProj:
+		return C, kvd
+	case model.OProj:
+		return qd, C
+	case model.GateProj, model.UpProj:
+		return C, I
+	}
+	return I, C
 }
 
 // CheckMemory compares EstimateMemory with the memory the system has

@@ -57,9 +57,17 @@ func TestEstimateMemoryMatchesAllocation(t *testing.T) {
 	}
 	hf.HiddenSize, hf.IntermediateSize, hf.HeadDim, hf.VocabSize = 64, 160, 16, 512
 	hf.EOSTokenIDs = []int{511}
-	for _, beta := range []float64{0, 0.1} {
+	for _, tc := range []struct {
+		beta float64
+		lora *LoRA
+	}{
+		{0, nil}, {0.1, nil},
+		{0, &LoRA{AdapterConfig: model.AdapterConfig{Rank: 8, Alpha: 16, Targets: []model.Module{model.QProj, model.VProj}}}},
+		{0.1, &LoRA{AdapterConfig: model.AdapterConfig{Rank: 8, Alpha: 16, Dropout: 0.1, Targets: model.Modules()}}},
+	} {
+		beta := tc.beta
 		c := DefaultConfig()
-		c.MicroBatch, c.MaxSeqLen, c.Beta = 4, 64, beta
+		c.MicroBatch, c.MaxSeqLen, c.Beta, c.LoRA = 4, 64, beta, tc.lora
 		be := backend32(t)
 		var before, after runtime.MemStats
 		runtime.GC()
@@ -81,9 +89,11 @@ func TestEstimateMemoryMatchesAllocation(t *testing.T) {
 		measured := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 		est := EstimateMemory(hf, c)
 		ratio := float64(measured) / float64(est.Total)
-		t.Logf("beta %g: estimate %d bytes, heap held %d bytes, ratio %.3f", beta, est.Total, measured, ratio)
-		if ratio < 0.97 || ratio > 1.2 {
-			t.Errorf("beta %g: heap held %d bytes, estimate %d (ratio %.3f outside [0.97, 1.2])", beta, measured, est.Total, ratio)
+		t.Logf("beta %g lora %v: estimate %d bytes, heap held %d bytes, ratio %.3f", beta, tc.lora != nil, est.Total, measured, ratio)
+		// The backend's packing scratch (~1 MiB here) is left out of the
+		// estimate: allow it on top of 20%.
+		if ratio < 0.97 || measured > est.Total+max(est.Total/5, 3<<19) {
+			t.Errorf("beta %g lora %v: heap held %d bytes, estimate %d (ratio %.3f: below 0.97, or above by more than max(20%%, 1.5 MiB))", beta, tc.lora != nil, measured, est.Total, ratio)
 		}
 		runtime.KeepAlive(tr)
 	}

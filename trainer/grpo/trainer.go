@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/rlhost/rlhost/trainer/model"
@@ -83,9 +84,11 @@ type Stats struct {
 type Trainer struct {
 	cfg    Config
 	m      *model.Model
-	ref    *model.Model // frozen copy when Beta > 0
-	run    *model.Run   // MicroBatch × MaxSeqLen activations
-	refRun *model.Run
+	ad     *model.Adapter // the trained adapter (LoRA), or nil
+	params []*model.Param // what the optimiser updates: m's or ad's
+	ref    *model.Model   // frozen copy when Beta > 0 (nil with LoRA: the base is the reference)
+	run    *model.Run     // MicroBatch × MaxSeqLen activations
+	refRun *model.Run     // the reference's run when Beta > 0
 	// runs are smaller runs sharing run's (or refRun's) memory, one per
 	// micro-batch shape seen: a short micro-batch costs its own size.
 	runs map[runKey]*model.Run
@@ -100,10 +103,17 @@ type Trainer struct {
 // New builds a trainer for m: it allocates gradients, AdamW moments, the
 // activations of a MicroBatch×MaxSeqLen run and, when Beta > 0, a frozen
 // reference copy of m (and its run).
-func New(m *model.Model, cfg Config) (*Trainer, error) { return newTrainer(m, nil, cfg) }
+//
+// With cfg.LoRA it trains a LoRA adapter instead: m's own adapter
+// (Model.Adapter) when it has one of the same shape, else a new one with
+// PEFT's initialisation, which New makes m's own so that generation from
+// m samples the policy. Only the adapter gets gradients and AdamW moments;
+// the reference of Beta > 0 is m without the adapter, so no copy is made.
+func New(m *model.Model, cfg Config) (*Trainer, error) { return newTrainer(m, nil, nil, cfg) }
 
-// newTrainer is New with the reference model given (nil: a copy of m).
-func newTrainer(m, ref *model.Model, cfg Config) (*Trainer, error) {
+// newTrainer is New with the reference model (nil: a copy of m) and the
+// adapter (nil: m's own or a new one) given.
+func newTrainer(m, ref *model.Model, ad *model.Adapter, cfg Config) (*Trainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("grpo: %w", err)
 	}
@@ -112,6 +122,12 @@ func newTrainer(m, ref *model.Model, cfg Config) (*Trainer, error) {
 	}
 	t := &Trainer{cfg: cfg, m: m, runs: map[runKey]*model.Run{}}
 	var err error
+	if cfg.LoRA != nil {
+		if err := t.initLoRA(ad); err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
 	if cfg.Beta != 0 {
 		t.ref = ref
 		if t.ref == nil {
@@ -128,13 +144,84 @@ func newTrainer(m, ref *model.Model, cfg Config) (*Trainer, error) {
 	if t.run, err = m.NewRun(cfg.MicroBatch, cfg.MaxSeqLen); err != nil {
 		return nil, fmt.Errorf("grpo: %w", err)
 	}
-	if t.opt, err = optim.NewAdamW(m, cfg.Optim()); err != nil {
-		return nil, fmt.Errorf("grpo: %w", err)
+	t.params = m.Params()
+	if err := t.finish(); err != nil {
+		return nil, err
 	}
-	n := cfg.MicroBatch * cfg.MaxSeqLen
-	t.ids, t.tgt, t.lens = make([]int32, n), make([]int32, n), make([]int, cfg.MicroBatch)
-	t.lp, t.dlp = make([]float32, n), make([]float32, n)
 	return t, nil
+}
+
+// finish allocates the optimiser and host buffers.
+func (t *Trainer) finish() error {
+	var err error
+	if t.opt, err = optim.NewAdamWFor(t.m.Device(), t.params, t.cfg.Optim()); err != nil {
+		return fmt.Errorf("grpo: %w", err)
+	}
+	n := t.cfg.MicroBatch * t.cfg.MaxSeqLen
+	t.ids, t.tgt, t.lens = make([]int32, n), make([]int32, n), make([]int, t.cfg.MicroBatch)
+	t.lp, t.dlp = make([]float32, n), make([]float32, n)
+	return nil
+}
+
+// initLoRA sets the trainer up to train adapter ad (nil: m's own, or a
+// new one) on the frozen m.
+func (t *Trainer) initLoRA(ad *model.Adapter) error {
+	m, cfg := t.m, t.cfg
+	if ad == nil {
+		if own := m.Adapter(); own != nil && sameShape(own.Cfg, cfg.LoRA.AdapterConfig) {
+			ad = own
+		} else {
+			var err error
+			if ad, err = model.NewAdapter(m.Device(), m.Cfg, cfg.LoRA.AdapterConfig); err != nil {
+				return fmt.Errorf("grpo: %w", err)
+			}
+			ad.Init(cfg.LoRA.Seed)
+		}
+	}
+	// Dropout may differ from the adapter's saved setting; the shape may not.
+	if !sameShape(ad.Cfg, cfg.LoRA.AdapterConfig) {
+		return fmt.Errorf("grpo: adapter (rank %d, alpha %g, %v) does not match the lora settings (rank %d, alpha %g, %v)",
+			ad.Cfg.Rank, ad.Cfg.Alpha, ad.Cfg.Targets, cfg.LoRA.Rank, cfg.LoRA.Alpha, cfg.LoRA.Targets)
+	}
+	ad.Cfg.Dropout = cfg.LoRA.Dropout
+	var err error
+	if cfg.Beta != 0 {
+		// The reference is the bare base: its run is made while the model
+		// has no adapter, so it holds no adapter or backward buffers.
+		if err := m.SetAdapter(nil); err != nil {
+			return fmt.Errorf("grpo: %w", err)
+		}
+		if t.refRun, err = m.NewRun(cfg.MicroBatch, cfg.MaxSeqLen); err != nil {
+			return fmt.Errorf("grpo: %w", err)
+		}
+	}
+	ad.AllocGrads()
+	if err := m.SetAdapter(ad); err != nil {
+		return fmt.Errorf("grpo: %w", err)
+	}
+	t.ad, t.params = ad, ad.Params()
+	if t.run, err = m.NewRun(cfg.MicroBatch, cfg.MaxSeqLen); err != nil {
+		return fmt.Errorf("grpo: %w", err)
+	}
+	t.run.SetTraining(true) // adapter dropout in the policy's forward passes
+	return t.finish()
+}
+
+// sameShape reports whether adapters of a and b compute the same function
+// of the same factors (dropout aside).
+func sameShape(a, b model.AdapterConfig) bool {
+	return a.Rank == b.Rank && a.Alpha == b.Alpha && a.RSLoRA == b.RSLoRA && slices.Equal(a.Targets, b.Targets)
+}
+
+// Adapter is the LoRA adapter being trained, or nil for full fine-tuning.
+// It is also the model's own adapter (Model.Adapter).
+func (t *Trainer) Adapter() *model.Adapter { return t.ad }
+
+// zeroGrads clears the trained parameters' gradients.
+func (t *Trainer) zeroGrads() {
+	for _, p := range t.params {
+		t.m.Device().Zero(p.G)
+	}
 }
 
 func copyWeights(dst, src *model.Model) {
@@ -195,7 +282,7 @@ func (t *Trainer) Step(ctx context.Context, groups [][]Sample) (Stats, error) {
 
 	var sum LossStats
 	for it := range t.cfg.NumIterations {
-		t.m.ZeroGrads()
+		t.zeroGrads()
 		var loss float64
 		fb := time.Now()
 		for _, mb := range mbs {
@@ -283,7 +370,7 @@ func (t *Trainer) microStep(seqs []*seq, mb []int, p LossParams, first bool) (Lo
 	if err != nil {
 		return LossStats{}, err
 	}
-	if first && t.ref != nil {
+	if first && t.refRun != nil {
 		if _, err := t.forward(t.refRun, seqs, mb, float32(t.cfg.Temperature), func(s *seq, k int, v float64) { s.ref[k] = v }); err != nil {
 			return LossStats{}, err
 		}
@@ -300,7 +387,7 @@ func (t *Trainer) microStep(seqs []*seq, mb []int, p LossParams, first bool) (Lo
 			s.isw = SamplingWeights(t.cfg.SamplingCorrection, t.cfg.SamplingClipMin, t.cfg.SamplingClipMax, s.old, sampled)
 		}
 		ls[j] = LossSeq{LogP: s.logp, OldLogP: s.old, Adv: s.adv, ISWeight: s.isw}
-		if t.ref != nil {
+		if t.refRun != nil {
 			ls[j].RefLogP = s.ref
 		}
 		grads[j] = s.grad
@@ -350,7 +437,7 @@ func (t *Trainer) SFTStep(ctx context.Context, samples []Sample) (Stats, error) 
 		st.Total = time.Since(start)
 		return st, nil
 	}
-	t.m.ZeroGrads()
+	t.zeroGrads()
 	var loss float64
 	w := 1 / float64(max(1, st.Tokens))
 	fb := time.Now()
@@ -388,13 +475,13 @@ func (t *Trainer) SFTStep(ctx context.Context, samples []Sample) (Stats, error) 
 func (t *Trainer) update(st *Stats, loss float64) string {
 	opt := time.Now()
 	defer func() { st.Optimizer += time.Since(opt) }()
-	norm := optim.ClipGradNorm(t.m, t.cfg.MaxGradNorm)
+	norm := optim.ClipGrads(t.m.Device(), t.params, t.cfg.MaxGradNorm)
 	switch {
 	case !finite(loss):
-		t.m.ZeroGrads()
+		t.zeroGrads()
 		return fmt.Sprintf("loss is %g", loss)
 	case !finite(norm):
-		t.m.ZeroGrads()
+		t.zeroGrads()
 		return fmt.Sprintf("gradient norm is %g", norm)
 	}
 	st.LR = t.opt.Update()

@@ -214,3 +214,36 @@ func TestMergeEquivalence(t *testing.T) {
 		t.Fatalf("adapter moved logits by only %g", moved)
 	}
 }
+
+// TestSaveMerged: the merged directory scores like base + adapter, and
+// the model in memory is left as it was.
+func TestSaveMerged(t *testing.T) {
+	be := device(t)
+	cfg := tiny(t)
+	m, err := model.New(be, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomize(be, m.Params(), 1, 0.3)
+	a := newAdapter(t, be, cfg, model.AdapterConfig{Rank: 2, Alpha: 3, Targets: []model.Module{model.KProj, model.OProj, model.UpProj}})
+	want, base := logits(t, m, a, testIDs), logits(t, m, nil, testIDs)
+	dir := t.TempDir()
+	if err := SaveMerged(m, a, dir, safetensors.F32); err != nil {
+		t.Fatal(err)
+	}
+	merged, err := model.Load(be, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := logits(t, merged, nil, testIDs)
+	for i := range want {
+		if math.Abs(float64(got[i]-want[i])) > 1e-4 {
+			t.Fatalf("logit %d: merged %g, base+adapter %g", i, got[i], want[i])
+		}
+	}
+	for i, v := range logits(t, m, nil, testIDs) {
+		if v != base[i] {
+			t.Fatalf("SaveMerged changed the model: logit %d %g, was %g", i, v, base[i])
+		}
+	}
+}

@@ -58,6 +58,24 @@ func (m Module) Path() string {
 	return "mlp." + m.String()
 }
 
+// MarshalText writes the Hugging Face name, so configs read as PEFT's.
+func (m Module) MarshalText() ([]byte, error) {
+	if m < 0 || m >= numModules {
+		return nil, fmt.Errorf("model: unknown module %d", int(m))
+	}
+	return []byte(m.String()), nil
+}
+
+// UnmarshalText accepts what ParseModule accepts.
+func (m *Module) UnmarshalText(b []byte) error {
+	v, ok := ParseModule(string(b))
+	if !ok {
+		return fmt.Errorf("unknown module %q (want one of q, k, v, o, gate, up, down, or q_proj ... down_proj)", b)
+	}
+	*m = v
+	return nil
+}
+
 // ParseModule accepts a Hugging Face name ("q_proj") or its short form ("q").
 func ParseModule(s string) (Module, bool) {
 	for _, m := range Modules() {
@@ -90,11 +108,11 @@ func dims(c *hfconfig.Config, mod Module) (in, out int) {
 // AdapterConfig holds a LoRA adapter's hyper-parameters, named as PEFT's
 // LoraConfig names them.
 type AdapterConfig struct {
-	Rank    int      // r
-	Alpha   float64  // lora_alpha
-	Dropout float64  // lora_dropout, on the adapter's input, in training only
-	Targets []Module // target_modules
-	RSLoRA  bool     // use_rslora: scale alpha/sqrt(r) instead of alpha/r
+	Rank    int      `json:"r"`
+	Alpha   float64  `json:"lora_alpha"`
+	Dropout float64  `json:"lora_dropout"`   // on the adapter's input, in training only
+	Targets []Module `json:"target_modules"` // HF names in JSON
+	RSLoRA  bool     `json:"use_rslora"`     // scale alpha/sqrt(r) instead of alpha/r
 }
 
 // Scale is the factor the adapter's product B·A is multiplied by.
@@ -222,6 +240,14 @@ func (a *Adapter) Init(seed uint64) {
 		}
 	}
 }
+
+// DropoutCounter is the number of training forwards that have drawn
+// dropout masks; the masks are a function of it, so a checkpoint saves it
+// and a resume restores it with SetDropoutCounter.
+func (a *Adapter) DropoutCounter() uint64 { return a.dropSeed }
+
+// SetDropoutCounter restores DropoutCounter.
+func (a *Adapter) SetDropoutCounter(n uint64) { a.dropSeed = n }
 
 // Device is the compute device the adapter lives on.
 func (a *Adapter) Device() compute.Device { return a.be }

@@ -70,6 +70,11 @@ func (m *Model) NewPackedCache(B, maxT, rows int) (*Cache, error) {
 		k.k = append(k.k, be.Alloc(B*maxT*kvd))
 		k.v = append(k.v, be.Alloc(B*maxT*kvd))
 	}
+	if m.adapter != nil {
+		if err := k.SetAdapter(m.adapter); err != nil {
+			return nil, err
+		}
+	}
 	return k, nil
 }
 

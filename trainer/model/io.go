@@ -88,6 +88,13 @@ func auxFiles() []string {
 // accordingly, and generation_config.json; tokenizer files of the directory
 // the model was loaded from are copied along.
 func (m *Model) Save(dir string, dt safetensors.DType) error {
+	return m.SaveEdited(dir, dt, nil)
+}
+
+// SaveEdited is Save with edit applied to each parameter's host copy
+// before it is written (nil: none), so a caller can write derived weights,
+// such as a LoRA merge, without changing the model.
+func (m *Model) SaveEdited(dir string, dt safetensors.DType, edit func(p *Param, data []float32) error) error {
 	dtype := map[safetensors.DType]string{safetensors.F32: "float32", safetensors.BF16: "bfloat16"}[dt]
 	if dtype == "" {
 		return fmt.Errorf("model: save: dtype %q not supported (want F32 or BF16)", dt)
@@ -99,6 +106,11 @@ func (m *Model) Save(dir string, dt safetensors.DType) error {
 	for _, p := range m.params {
 		data := make([]float32, p.Len())
 		m.be.Download(data, p.W)
+		if edit != nil {
+			if err := edit(p, data); err != nil {
+				return fmt.Errorf("model: save: %w", err)
+			}
+		}
 		ts = append(ts, safetensors.Tensor{Name: p.Name, Shape: p.Shape, Data: data})
 	}
 	if err := safetensors.Write(filepath.Join(dir, "model.safetensors"), ts, dt, map[string]string{"format": "pt"}); err != nil {

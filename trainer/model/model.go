@@ -54,7 +54,32 @@ type Model struct {
 	// srcDir is the directory the model was loaded from, for copying
 	// tokenizer and generation config files on Save.
 	srcDir string
+	// adapter is the model's own LoRA adapter (the policy's, in LoRA
+	// training): runs and caches made later start with it attached.
+	adapter *Adapter
 }
+
+// SetAdapter makes a the model's own adapter (nil: none). Runs and caches
+// made after this call start with a attached; those made before are not
+// changed. A trainer that trains a LoRA policy sets it before the server
+// builds its cache, so generation samples from base + adapter. The base
+// weights are untouched.
+func (m *Model) SetAdapter(a *Adapter) error {
+	if a != nil {
+		if err := a.compatible(m); err != nil {
+			return err
+		}
+	}
+	m.adapter = a
+	return nil
+}
+
+// Adapter is the model's own adapter, or nil.
+func (m *Model) Adapter() *Adapter { return m.adapter }
+
+// Dir is the directory the model was loaded from ("" for a model made in
+// memory).
+func (m *Model) Dir() string { return m.srcDir }
 
 // New allocates a zero-initialised model of cfg on be.
 func New(be compute.Device, cfg *hfconfig.Config) (*Model, error) {
@@ -223,7 +248,7 @@ func (m *Model) NewRun(B, T int) (*Run, error) {
 	for l := 0; l <= c.NumLayers; l++ {
 		r.res = append(r.res, be.Alloc(N*C))
 	}
-	if m.embed.G != nil {
+	if m.embed.G != nil || m.adapter != nil && m.adapter.params[0].G != nil {
 		r.allocGrads() // up front when training, so the first step allocates no tensors either
 	}
 	for range c.NumLayers {
@@ -234,6 +259,11 @@ func (m *Model) NewRun(B, T int) (*Run, error) {
 			mid: be.Alloc(N * C), ln2: be.Alloc(N * C), rstd2: be.Alloc(N),
 			gate: be.Alloc(N * I), up: be.Alloc(N * I), h: be.Alloc(N * I),
 		})
+	}
+	if m.adapter != nil {
+		if err := r.SetAdapter(m.adapter); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }

@@ -1,7 +1,8 @@
 // Package optim is the trainer's optimiser: AdamW moment buffers for every
-// parameter of a model, the learning-rate schedule of Hugging Face's
-// Trainer (constant, linear or cosine after a linear warm-up), and global
-// gradient-norm clipping as torch.nn.utils.clip_grad_norm_ does it.
+// trained parameter (a model's, or only a LoRA adapter's), the
+// learning-rate schedule of Hugging Face's Trainer (constant, linear or
+// cosine after a linear warm-up), and global gradient-norm clipping as
+// torch.nn.utils.clip_grad_norm_ does it.
 //
 // It deliberately computes no loss and runs no model: a caller fills the
 // gradients (model.Run.Backward), then calls Clip and Update once per
@@ -85,25 +86,32 @@ func (c Config) LRAt(k int) float64 {
 	return c.LR
 }
 
-// AdamW holds the moments of every parameter of one model.
+// AdamW holds the moments of every trained parameter: all of a model's,
+// or only a LoRA adapter's (the frozen base then has none).
 type AdamW struct {
-	cfg   Config
-	m     *model.Model
-	mom   []compute.Tensor
-	vel   []compute.Tensor
-	decay []bool
-	step  int // updates applied so far
+	cfg    Config
+	be     compute.Device
+	params []*model.Param
+	mom    []compute.Tensor
+	vel    []compute.Tensor
+	decay  []bool
+	step   int // updates applied so far
 }
 
 // NewAdamW allocates zeroed moments for every parameter of m (8 bytes per
 // parameter in float32).
 func NewAdamW(m *model.Model, c Config) (*AdamW, error) {
+	return NewAdamWFor(m.Device(), m.Params(), c)
+}
+
+// NewAdamWFor allocates zeroed moments for params, which live on be and
+// have gradients (a LoRA adapter's factors, say).
+func NewAdamWFor(be compute.Device, params []*model.Param, c Config) (*AdamW, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("optim: %w", err)
 	}
-	be := m.Device()
-	a := &AdamW{cfg: c, m: m}
-	for _, p := range m.Params() {
+	a := &AdamW{cfg: c, be: be, params: params}
+	for _, p := range params {
 		a.mom = append(a.mom, be.Alloc(p.Len()))
 		a.vel = append(a.vel, be.Alloc(p.Len()))
 		// The HF Trainer exempts biases and norm weights from decay; in
@@ -126,18 +134,32 @@ func (a *AdamW) Config() Config { return a.cfg }
 func (a *AdamW) NextLR() float64 { return a.cfg.LRAt(a.step) }
 
 // Moments returns the first and second moment tensors, in the order of
-// m.Params().
+// the parameters given to the constructor.
 func (a *AdamW) Moments() (m, v []compute.Tensor) { return a.mom, a.vel }
 
 // ClipGradNorm scales every gradient by maxNorm/(norm+1e-6) when the
 // global L2 norm exceeds maxNorm (maxNorm <= 0 disables clipping), and
 // returns the norm before clipping, as clip_grad_norm_ does.
 func ClipGradNorm(m *model.Model, maxNorm float64) float64 {
-	norm := m.GradNorm()
+	return ClipGrads(m.Device(), m.Params(), maxNorm)
+}
+
+// ClipGrads is ClipGradNorm over params (those without a gradient are
+// skipped).
+func ClipGrads(be compute.Device, params []*model.Param, maxNorm float64) float64 {
+	var s float64
+	for _, p := range params {
+		if p.G != nil {
+			s += be.SumSquares(p.G)
+		}
+	}
+	norm := math.Sqrt(s)
 	if maxNorm > 0 && !math.IsNaN(norm) && !math.IsInf(norm, 0) {
 		if c := maxNorm / (norm + 1e-6); c < 1 {
-			for _, p := range m.Params() {
-				m.Device().Scale(p.G, float32(c))
+			for _, p := range params {
+				if p.G != nil {
+					be.Scale(p.G, float32(c))
+				}
 			}
 		}
 	}
@@ -149,8 +171,8 @@ func ClipGradNorm(m *model.Model, maxNorm float64) float64 {
 func (a *AdamW) Update() float64 {
 	lr := a.cfg.LRAt(a.step)
 	a.step++
-	be := a.m.Device()
-	for i, p := range a.m.Params() {
+	be := a.be
+	for i, p := range a.params {
 		wd := 0.0
 		if a.decay[i] {
 			wd = a.cfg.WeightDecay

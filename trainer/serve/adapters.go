@@ -56,6 +56,9 @@ func (h loraHost) LoadAdapter(dir string) (any, error) {
 
 func (h loraHost) UseAdapter(c *model.Cache, a any) error {
 	ad, _ := a.(*model.Adapter)
+	if ad == nil {
+		ad = h.m.Adapter() // the model's own, if it has one
+	}
 	return c.SetAdapter(ad)
 }
 
