@@ -177,11 +177,6 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 			g.LoRA = l
 			continue
 		}
-		if b.Type == "warmup" && s.Sync != nil {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Warm-up with weights_sync",
-				Detail: "The warm-up fine-tunes the base weights, which the server does not have. Warm up with the embedded policy, serve the model it writes, and name that directory in model.", Subject: b.DefRange.Ptr()})
-			continue
-		}
 		if s.Warmup != nil {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate warmup block", Subject: b.DefRange.Ptr()})
 			continue

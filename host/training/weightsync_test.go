@@ -95,10 +95,3 @@ func TestDecodeWeightsSyncErrors(t *testing.T) {
 		})
 	}
 }
-
-func TestDecodeWeightsSyncRefusesWarmup(t *testing.T) {
-	_, errs := decodeWith(t, vllmPolicy, "trainer {\n  weights_sync = \"lora\"\n  model = \"base\"\n  warmup {\n    file = \"w.jsonl\"\n  }\n}")
-	if !strings.Contains(errs, "job.hcl:12:3: Warm-up with weights_sync") {
-		t.Errorf("got %s", errs)
-	}
-}

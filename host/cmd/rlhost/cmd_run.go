@@ -217,6 +217,14 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 				}
 				return 1
 			}
+			if eng.Sync != nil {
+				// The warm-up trained the adapter: the server must sample
+				// it from the first step on.
+				if _, err := eng.Sync.Push(ctx, 0); err != nil {
+					a.errorf("after the warm-up: %v", err)
+					return 1
+				}
+			}
 		}
 		sink = training.NewSink(eng, train, runID, dir, rs.state.NextStep, rs.earlier)
 		sink.Title, sink.Logger = f.Run.Name, r.Logger
