@@ -220,6 +220,12 @@ func vllmProvider(ctx context.Context, slot **Engine, o ProviderOptions) policy.
 		if dir == "" {
 			dir = filepath.Join(o.OutDir, AdaptersDir)
 		}
+		// The server resolves lora_path from its own working directory.
+		if dir, err = filepath.Abs(dir); err != nil {
+			e.Close()
+			v.Close()
+			return nil, err
+		}
 		prefix := o.RunID
 		if prefix == "" {
 			prefix = cfg.Name

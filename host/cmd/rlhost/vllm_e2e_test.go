@@ -82,8 +82,9 @@ func tinyModel(t *testing.T, dir, name string) string {
 
 // vllmJob writes dir/vllm.hcl: the coding task of trainingJob (whose
 // files it expects in dir), sampled by the server at baseURL under model
-// name, trained from modelDir with weights_sync = "lora".
-func vllmJob(t *testing.T, dir, baseURL, name, modelDir string, steps int, policyExtra, trainerExtra string) {
+// name, trained from modelDir with weights_sync = "lora", writing to
+// dir/out.
+func vllmJob(t *testing.T, dir, out, baseURL, name, modelDir string, steps int, policyExtra, trainerExtra string) {
 	t.Helper()
 	write(t, dir, "vllm.hcl", fmt.Sprintf(`
 run {
@@ -120,8 +121,8 @@ trainer {
   max_seq_len   = 64
   %s
 }
-output { dir = "vout" }
-`, steps, baseURL, name, policyExtra, modelDir, trainerExtra))
+output { dir = %q }
+`, steps, baseURL, name, policyExtra, modelDir, trainerExtra, out))
 }
 
 // The preflight stops a run whose server cannot take adapters, or is not
@@ -139,8 +140,8 @@ func TestVLLMPreflight(t *testing.T) {
 		{"no server", "http://127.0.0.1:1/v1", []string{"GET http://127.0.0.1:1/v1/models", "connection refused"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			vllmJob(t, dir, tc.url, "base", model, 1, "max_retries = 0", "")
-			r := rlhost(t, dir, "run", "vllm.hcl", "--overwrite")
+			vllmJob(t, dir, "vpre", tc.url, "base", model, 1, "max_retries = 0", "lora {\n    rank = 4\n  }")
+			r := rlhost(t, dir, "run", "vllm.hcl")
 			if r.code != 1 {
 				t.Fatalf("exit %d, want 1: %+v", r.code, r)
 			}
@@ -231,12 +232,12 @@ func TestVLLMTraining(t *testing.T) {
 	base := modelServer(t, model, "base", true)
 
 	t.Run("embedded server", func(t *testing.T) {
-		vllmJob(t, dir, base, "base", model, 3, "", "lora {\n    rank = 4\n  }")
-		r := rlhost(t, dir, "run", "vllm.hcl", "--overwrite")
+		vllmJob(t, dir, "vembedded", base, "base", model, 3, "", "lora {\n    rank = 4\n  }")
+		r := rlhost(t, dir, "run", "vllm.hcl")
 		if r.code != 0 {
 			t.Fatalf("run: %+v", r)
 		}
-		checkSynced(t, filepath.Join(dir, "vout"), 3)
+		checkSynced(t, filepath.Join(dir, "vembedded"), 3)
 		if !strings.Contains(r.stdout, "sync: ratio") {
 			t.Errorf("no sync line in the progress:\n%s", r.stdout)
 		}
@@ -244,13 +245,13 @@ func TestVLLMTraining(t *testing.T) {
 	t.Run("fake vLLM", func(t *testing.T) {
 		fv := fakevllm.New(fakevllm.Options{BaseModel: "base", AllowRuntimeLoRA: true, Upstream: base, UpstreamLoRA: true})
 		defer fv.Close()
-		vllmJob(t, dir, fv.URL()+"/v1", "base", model, 3, "", "lora {\n    rank = 4\n  }")
-		r := rlhost(t, dir, "run", "vllm.hcl", "--overwrite")
+		vllmJob(t, dir, "vfake", fv.URL()+"/v1", "base", model, 3, "", "lora {\n    rank = 4\n  }")
+		r := rlhost(t, dir, "run", "vllm.hcl")
 		if r.code != 0 {
 			t.Fatalf("run: %+v", r)
 		}
-		pushed := checkSynced(t, filepath.Join(dir, "vout"), 3)
-		id := runID(t, filepath.Join(dir, "vout"))
+		pushed := checkSynced(t, filepath.Join(dir, "vfake"), 3)
+		id := runID(t, filepath.Join(dir, "vfake"))
 		loads := fv.Loads()
 		if len(loads) != pushed {
 			t.Fatalf("the server loaded %v, want %d adapters", loads, pushed)
@@ -275,8 +276,8 @@ func TestVLLMTraining(t *testing.T) {
 	t.Run("adapter refused", func(t *testing.T) {
 		fv := fakevllm.New(fakevllm.Options{BaseModel: "base", AllowRuntimeLoRA: true, MaxLoRARank: 1, Upstream: base, UpstreamLoRA: true})
 		defer fv.Close()
-		vllmJob(t, dir, fv.URL()+"/v1", "base", model, 3, "", "lora {\n    rank = 4\n  }")
-		r := rlhost(t, dir, "run", "vllm.hcl", "--overwrite")
+		vllmJob(t, dir, "vrefused", fv.URL()+"/v1", "base", model, 3, "", "lora {\n    rank = 4\n  }")
+		r := rlhost(t, dir, "run", "vllm.hcl")
 		if r.code != 1 {
 			t.Fatalf("exit %d, want 1: %+v", r.code, r)
 		}
@@ -285,7 +286,7 @@ func TestVLLMTraining(t *testing.T) {
 				t.Errorf("stderr does not say %q:\n%s", s, r.stderr)
 			}
 		}
-		ckpts, _ := filepath.Glob(filepath.Join(dir, "vout", "checkpoints", "step-*", "run_state.json"))
+		ckpts, _ := filepath.Glob(filepath.Join(dir, "vrefused", "checkpoints", "step-*", "run_state.json"))
 		if len(ckpts) != 1 {
 			t.Errorf("checkpoints %v, want one", ckpts)
 		}
@@ -296,12 +297,12 @@ func TestVLLMTraining(t *testing.T) {
 		fv := fakevllm.New(fakevllm.Options{BaseModel: "base", AllowRuntimeLoRA: true, Upstream: base, UpstreamLoRA: true,
 			RestartAfterLoad: 1, RestartDrops: 3})
 		defer fv.Close()
-		vllmJob(t, dir, fv.URL()+"/v1", "base", model, 3, `backoff_base = "10ms"`, "lora {\n    rank = 4\n  }")
-		r := rlhost(t, dir, "run", "vllm.hcl", "--overwrite")
+		vllmJob(t, dir, "vrestart", fv.URL()+"/v1", "base", model, 3, `backoff_base = "10ms"`, "lora {\n    rank = 4\n  }")
+		r := rlhost(t, dir, "run", "vllm.hcl")
 		if r.code != 0 {
 			t.Fatalf("run: %+v", r)
 		}
-		checkSynced(t, filepath.Join(dir, "vout"), 3)
+		checkSynced(t, filepath.Join(dir, "vrestart"), 3)
 		loads := fv.Loads()
 		if fv.Restarts() != 1 || len(loads) < 2 || loads[0] != loads[1] {
 			t.Errorf("restarts %d, loads %v: want the first adapter loaded again after the restart", fv.Restarts(), loads)

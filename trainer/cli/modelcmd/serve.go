@@ -63,11 +63,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	lora := ""
+	fmt.Fprintf(stdout, "serving %s at %s\n", *name, base)
 	if *enableLoRA {
-		lora = "; LoRA adapters load at " + base + "/load_lora_adapter"
+		fmt.Fprintf(stdout, "LoRA adapters load with POST %s/load_lora_adapter\n", base)
 	}
-	fmt.Fprintf(stdout, "serving %s at %s%s\n", *name, base, lora)
 	<-ctx.Done()
 	return nil
 }
