@@ -32,8 +32,8 @@ const (
 	// AdaptersDir is where adapters go under the output directory when
 	// adapter_dir is not set.
 	AdaptersDir = "adapters"
-	// DefaultRatioWarn: warn when the mean importance ratio between the
-	// trainer's and the server's log-probs is further than this from 1.
+	// DefaultRatioWarn: warn when the mean |log importance ratio| between
+	// the trainer's and the server's log-probs is above this.
 	DefaultRatioWarn = 0.1
 )
 
@@ -46,8 +46,8 @@ type WeightsSync struct {
 	// AdapterDir is where each step's adapter is written; "" means
 	// OUT/adapters. The server must read the same path.
 	AdapterDir string
-	// RatioWarn is the drift of the mean importance ratio from 1 past
-	// which each step warns (importance_ratio_warn).
+	// RatioWarn is the mean |log importance ratio| past which each step
+	// warns (importance_ratio_warn).
 	RatioWarn float64
 }
 
@@ -261,7 +261,10 @@ func (k *Sink) retokenize(trajs []core.Trajectory, put func(string, float64)) []
 }
 
 // ratioMetrics records the importance ratio between the trainer's and
-// the sampler's log-probs and warns when its mean drifts from 1.
+// the sampler's log-probs, and warns when they drift apart: when the mean
+// |log ratio| (train/sample_logprob_diff) passes the threshold. The mean
+// ratio itself cannot tell, since its expectation under the sampler is 1
+// whatever the drift.
 func (k *Sink) ratioMetrics(step int, s grpo.Stats, put func(string, float64)) {
 	if s.SampleRatioMax == 0 {
 		return // no sampling log-probs
@@ -273,9 +276,9 @@ func (k *Sink) ratioMetrics(step int, s grpo.Stats, put func(string, float64)) {
 	if k.Settings.Sync != nil {
 		warn = k.Settings.Sync.RatioWarn
 	}
-	if math.Abs(s.SampleRatioMean-1) > warn {
-		k.logf("step %d: the trainer's log-probs drift from the server's: mean importance ratio %.3f (max %.2f, %.1f%% outside the sampling clip range), beyond importance_ratio_warn %g; a different chat template, tokenizer, dtype or adapter on the server shows here first",
-			step+1, s.SampleRatioMean, s.SampleRatioMax, 100*s.SampleRatioClipped, warn)
+	if s.SampleLogProbDiff > warn {
+		k.logf("step %d: the trainer's log-probs drift from the server's: mean |log ratio| %.4f is above importance_ratio_warn %g (ratio mean %.3f, max %.2f, %.1f%% outside the sampling clip range); a different chat template, tokenizer, dtype or adapter on the server shows here first",
+			step+1, s.SampleLogProbDiff, warn, s.SampleRatioMean, s.SampleRatioMax, 100*s.SampleRatioClipped)
 	}
 }
 
