@@ -307,7 +307,20 @@ func TestVLLMTraining(t *testing.T) {
 		}
 		ckpts, _ := filepath.Glob(filepath.Join(dir, "vrefused", "checkpoints", "step-*", "run_state.json"))
 		if len(ckpts) != 1 {
-			t.Errorf("checkpoints %v, want one", ckpts)
+			t.Fatalf("checkpoints %v, want one", ckpts)
+		}
+		// With a server that takes the adapter, --resume loads the
+		// checkpoint's adapter before its first rollout and finishes.
+		ok := fakevllm.New(fakevllm.Options{BaseModel: "base", AllowRuntimeLoRA: true, Upstream: base, UpstreamLoRA: true})
+		defer ok.Close()
+		vllmJob(t, dir, "vrefused", ok.URL()+"/v1", "base", model, 2, "", "lora {\n    rank = 4\n  }")
+		r = rlhost(t, dir, "run", "vllm.hcl", "--resume", "vrefused")
+		if r.code != 0 {
+			t.Fatalf("resume: %+v", r)
+		}
+		loads, models := ok.Loads(), ok.Models()
+		if len(loads) == 0 || !strings.HasSuffix(loads[0], "-step-1") || models[0] != loads[0] {
+			t.Errorf("after --resume the server loaded %v and the first request named %q; want the checkpoint's step-1 adapter first", loads, models[0])
 		}
 	})
 	// The server restarts mid-run: requests are retried and the adapter
