@@ -3,10 +3,12 @@
 #
 #   rlhost run examples/quickstart-lora.hcl
 #
-# The base is the quickstart's fresh random 0.64M-parameter model; the
-# supervised warm-up and GRPO both train only the adapter (rank 16 on every
-# projection of every layer), so gradients and AdamW state exist for the
-# adapter alone. The run writes the merged model to runs/quickstart-lora/final
+# The base is the quickstart's fresh random 0.64M-parameter model. The
+# supervised warm-up fine-tunes all of it (a random model cannot learn the
+# answer format through an adapter; a pretrained base would not need
+# this); GRPO then freezes it and trains only the adapter (rank 16 on
+# every projection of every layer): gradients and AdamW state exist for
+# the adapter alone. The run writes the merged model to runs/quickstart-lora/final
 # and the adapter in PEFT layout to runs/quickstart-lora/adapter.
 # See docs/lora.md.
 
@@ -52,7 +54,7 @@ policy "student" {
 }
 
 trainer {
-  learning_rate    = 0.005 # LoRA moves few weights: it takes a larger rate than full fine-tuning
+  learning_rate    = 0.002 # LoRA moves few weights: it takes a larger rate than full fine-tuning
   lr_scheduler_type = "constant"
   warmup_steps     = 3 # ramp the LR over the first updates: Adam's fresh moments make them large
   loss_type        = "dapo"
@@ -71,7 +73,8 @@ trainer {
     file          = "quickstart/warmup.jsonl"
     steps         = var.warmup_steps
     batch_size    = 16
-    learning_rate = 0.01
+    learning_rate = 0.003
+    lora          = false # a random base cannot learn the format through an adapter: warm up every weight
   }
 }
 

@@ -43,6 +43,9 @@ type Warmup struct {
 	Steps     int
 	BatchSize int
 	LR        float64
+	// LoRA is false when a LoRA run's warm-up fine-tunes every weight of
+	// the base instead of the adapter (the block's lora = false).
+	LoRA bool
 }
 
 // hostSettings are the trainer block's attributes that are not GRPO's:
@@ -186,13 +189,17 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 			Steps        *int     `hcl:"steps,optional"`
 			BatchSize    *int     `hcl:"batch_size,optional"`
 			LearningRate *float64 `hcl:"learning_rate,optional"`
+			LoRA         *bool    `hcl:"lora,optional"`
 		}
 		d := gohcl.DecodeBody(b.Body, f.EvalContext, &w)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			continue
 		}
-		s.Warmup = &Warmup{File: w.File, Source: w.File, Steps: 100, BatchSize: 8, LR: 1e-4}
+		s.Warmup = &Warmup{File: w.File, Source: w.File, Steps: 100, BatchSize: 8, LR: 1e-4, LoRA: true}
+		if w.LoRA != nil {
+			s.Warmup.LoRA = *w.LoRA
+		}
 		if !filepath.IsAbs(w.File) {
 			s.Warmup.File = filepath.Join(f.Dir, w.File)
 		}
@@ -209,6 +216,11 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid warmup block",
 				Detail: "steps and batch_size must be >= 1 and learning_rate positive.", Subject: b.DefRange.Ptr()})
 		}
+	}
+	if s.Sync != nil && s.Warmup != nil && !s.Warmup.LoRA {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Warm-up with weights_sync",
+			Detail:  "A warm-up with lora = false fine-tunes the base weights, which the vLLM server does not have. Warm up the adapter (lora = true, the default), or warm up with the embedded policy and serve the model it writes.",
+			Subject: tb.DefRange.Ptr()})
 	}
 	if s.Sync != nil && g.LoRA == nil && !diags.HasErrors() {
 		diags = append(diags, attrDiag(tb, "weights_sync", "Invalid trainer setting",

@@ -75,7 +75,12 @@ func Open(ctx context.Context, o EngineOptions) (e *Engine, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := grpo.CheckMemory(hf, o.Train.GRPO); err != nil {
+		need := o.Train.GRPO
+		if w := o.Train.Warmup; need.LoRA != nil && w != nil && !w.LoRA {
+			// The warm-up fine-tunes every weight: that is the peak.
+			need.LoRA, need.Beta = nil, 0
+		}
+		if _, err := grpo.CheckMemory(hf, need); err != nil {
 			return nil, err
 		}
 	}
@@ -235,14 +240,25 @@ func (e *Engine) SaveModel(dir string, dt safetensors.DType) error {
 
 // SaveAdapter writes the model's LoRA adapter in PEFT layout (it returns
 // false when the model has none), naming the base's directory as
-// base_model_name_or_path when the base was loaded from one.
-func (e *Engine) SaveAdapter(dir string) (bool, error) {
+// base_model_name_or_path. A base with no directory of its own (a preset
+// model, or one a full warm-up changed) is first written to baseDir, with
+// the tokenizer, so the adapter has a base to load onto.
+func (e *Engine) SaveAdapter(dir, baseDir string) (bool, error) {
 	a := e.Model.Adapter()
 	if a == nil {
 		return false, nil
 	}
 	base := e.Model.Dir()
-	if abs, err := filepath.Abs(base); base != "" && err == nil {
+	if base == "" {
+		if err := e.Model.Save(baseDir, safetensors.F32); err != nil {
+			return true, err
+		}
+		if err := e.copyTokenizer(baseDir); err != nil {
+			return true, err
+		}
+		base = baseDir
+	}
+	if abs, err := filepath.Abs(base); err == nil {
 		base = abs
 	}
 	return true, lora.Save(a, dir, base)

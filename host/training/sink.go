@@ -25,6 +25,7 @@ const (
 	CheckpointsDir = "checkpoints"
 	FinalDir       = "final"
 	AdapterDir     = "adapter" // the LoRA adapter in PEFT layout, beside final/ (LoRA runs only)
+	BaseDir        = "base"    // a LoRA run's base, when it has no directory of its own
 	RewardsPlot    = "rewards.png"
 	runStateFile   = "run_state.json"
 )
@@ -182,7 +183,8 @@ func (k *Sink) after(_ context.Context, st *runner.Step) error {
 // Finish saves what the run has reached: a checkpoint unless the newest
 // one is current, and, when the run completed, the final model in Hugging
 // Face layout under OUT/final (merged, for a LoRA run, whose adapter goes
-// to OUT/adapter in PEFT layout).
+// to OUT/adapter in PEFT layout, and its base to OUT/base when the base
+// has no directory of its own).
 func (k *Sink) Finish(completed bool) error {
 	if k.nextStep > 0 && k.lastSaved != k.nextStep {
 		if err := k.checkpoint(); err != nil {
@@ -203,11 +205,13 @@ func (k *Sink) Finish(completed bool) error {
 	if err := k.Engine.SaveModel(dir, dt); err != nil {
 		return fmt.Errorf("final model: %w", err)
 	}
-	adir := filepath.Join(k.OutDir, AdapterDir)
-	if err := os.RemoveAll(adir); err != nil {
-		return fmt.Errorf("final adapter: %w", err)
+	adir, bdir := filepath.Join(k.OutDir, AdapterDir), filepath.Join(k.OutDir, BaseDir)
+	for _, d := range []string{adir, bdir} {
+		if err := os.RemoveAll(d); err != nil {
+			return fmt.Errorf("final adapter: %w", err)
+		}
 	}
-	if _, err := k.Engine.SaveAdapter(adir); err != nil {
+	if _, err := k.Engine.SaveAdapter(adir, bdir); err != nil {
 		return fmt.Errorf("final adapter: %w", err)
 	}
 	return nil

@@ -67,9 +67,17 @@ func LoadWarmup(path string, tok *tokenizer.Tokenizer) ([]grpo.Sample, error) {
 // transcripts drawn in a seeded order, with its own optimiser (whose
 // state is dropped afterwards: GRPO starts with fresh moments). It
 // returns the mean loss of the first and the last tenth of the steps.
+//
+// In a LoRA run it trains the policy's adapter, or with w.LoRA false every
+// weight of the base (which GRPO then keeps frozen under the adapter);
+// the base's gradients are freed afterwards.
 func RunWarmup(ctx context.Context, m *model.Model, base grpo.Config, w Warmup, samples []grpo.Sample, seed uint64, progress io.Writer) (first, last float64, err error) {
 	cfg := base
 	cfg.LR, cfg.Schedule, cfg.WarmupSteps, cfg.TotalSteps, cfg.Beta = w.LR, "constant", 0, w.Steps, 0
+	if cfg.LoRA != nil && !w.LoRA {
+		cfg.LoRA = nil
+		defer m.FreeGrads()
+	}
 	tr, err := grpo.New(m, cfg)
 	if err != nil {
 		return 0, 0, fmt.Errorf("warmup: %w", err)

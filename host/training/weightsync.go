@@ -238,7 +238,11 @@ func vllmProvider(ctx context.Context, slot **Engine, o ProviderOptions) policy.
 
 // saveAdapter writes the engine's adapter for LoRASync.
 func (e *Engine) saveAdapter(dir string) error {
-	ok, err := e.SaveAdapter(dir)
+	if e.Model.Dir() == "" {
+		return fmt.Errorf("the trainer's base weights no longer match the model directory the server serves")
+	}
+	// The base is the server's own model directory, never a copy.
+	ok, err := e.SaveAdapter(dir, "")
 	if err == nil && !ok {
 		err = fmt.Errorf("the trainer has no LoRA adapter (weights_sync = \"lora\" needs a lora block)")
 	}

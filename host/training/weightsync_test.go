@@ -95,3 +95,14 @@ func TestDecodeWeightsSyncErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestDecodeWeightsSyncRefusesFullWarmup(t *testing.T) {
+	_, errs := decodeWith(t, vllmPolicy, "trainer {\n  weights_sync = \"lora\"\n  model = \"base\"\n  lora {\n    rank = 4\n  }\n  warmup {\n    file = \"w.jsonl\"\n    lora = false\n  }\n}")
+	if !strings.Contains(errs, "job.hcl:9:1: Warm-up with weights_sync") {
+		t.Errorf("got %s", errs)
+	}
+	_, errs = decodeWith(t, vllmPolicy, "trainer {\n  weights_sync = \"lora\"\n  model = \"base\"\n  lora {\n    rank = 4\n  }\n  warmup {\n    file = \"w.jsonl\"\n  }\n}")
+	if errs != "" {
+		t.Errorf("an adapter warm-up is refused: %s", errs)
+	}
+}

@@ -3,6 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"runtime/debug"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -18,7 +23,9 @@ import (
 // time split into forward+backward and optimiser, and the process's peak
 // RSS against grpo.EstimateMemory. Run it in a fresh process for a clean
 // peak.
-func grpoStep(preset string, seq int, emit func(row)) error {
+//
+// With lora set it trains a LoRA adapter on the frozen model instead.
+func grpoStep(preset string, seq int, lora *grpo.LoRA, emit func(row)) error {
 	hf, err := hfconfig.Preset(preset)
 	if err != nil {
 		return err
@@ -34,7 +41,7 @@ func grpoStep(preset string, seq int, emit func(row)) error {
 	}
 	m.Init(1, 0.02)
 	cfg := grpo.DefaultConfig()
-	cfg.MicroBatch, cfg.MaxSeqLen = 1, seq
+	cfg.MicroBatch, cfg.MaxSeqLen, cfg.LoRA = 1, seq, lora
 	tr, err := grpo.New(m, cfg)
 	if err != nil {
 		return err
@@ -49,6 +56,10 @@ func grpoStep(preset string, seq int, emit func(row)) error {
 		group[i] = s
 	}
 	batch := [][]grpo.Sample{group}
+	// The peak is the step's: what building the model left as garbage is
+	// returned to the OS and the high-water mark restarts from here.
+	debug.FreeOSMemory()
+	resetPeakRSS()
 	if _, err := tr.Step(context.Background(), batch); err != nil { // warm-up: scratch, page faults
 		return err
 	}
@@ -63,11 +74,15 @@ func grpoStep(preset string, seq int, emit func(row)) error {
 	}
 	est := grpo.EstimateMemory(hf, cfg)
 	tok := float64(2 * seq)
+	if lora != nil {
+		preset += " " + loraName(lora)
+	}
 	emit(row{fmt.Sprintf("%s GRPO step, 1 group × 2 samples × %d tokens, micro-batch 1", preset, seq),
 		fmt.Sprintf("%.2f s wall (%.0f tok/s), %.1f CPU-s", secs(st.Total), tok/secs(st.Total), stepCPU),
 		fmt.Sprintf("%.2f s fwd+bwd, %.2f s AdamW+clip", secs(st.ForwardBackward), secs(st.Optimizer)),
 		pct(secs(st.ForwardBackward), secs(st.Total))})
 	rss := vmHWM()
+	fmt.Fprintf(os.Stderr, "measure: rss %d cpu %.3f wall %.3f\n", rss, stepCPU, secs(st.Total))
 	emit(row{fmt.Sprintf("%s GRPO peak RSS", preset), mib(rss), mib(est.Total) + " grpo.EstimateMemory", fmt.Sprintf("%.2fx", float64(rss)/float64(est.Total))})
 	// Yardstick, after the peak was read: the same two sequences through a
 	// bare model run (forward, log-probs, backward), no GRPO around it.
@@ -114,4 +129,93 @@ func cpuTime() float64 {
 		return 0
 	}
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// parseLoRA reads "16:q,v" (rank 16, alpha 32 as the docs' example, on
+// q_proj and v_proj) or "16:all".
+func parseLoRA(spec string) (*grpo.LoRA, error) {
+	r, mods, ok := strings.Cut(spec, ":")
+	rank, err := strconv.Atoi(r)
+	if !ok || err != nil || rank < 1 {
+		return nil, fmt.Errorf("lora spec %q: want RANK:MODULES, e.g. 16:q,v or 16:all", spec)
+	}
+	l := &grpo.LoRA{AdapterConfig: model.AdapterConfig{Rank: rank, Alpha: float64(2 * rank)}}
+	if mods == "all" {
+		l.Targets = model.Modules()
+		return l, nil
+	}
+	for _, name := range strings.Split(mods, ",") {
+		m, ok := model.ParseModule(name)
+		if !ok {
+			return nil, fmt.Errorf("lora spec %q: unknown module %q", spec, name)
+		}
+		l.Targets = append(l.Targets, m)
+	}
+	return l, nil
+}
+
+func loraName(l *grpo.LoRA) string {
+	var mods []string
+	for _, m := range l.Targets {
+		mods = append(mods, strings.TrimSuffix(m.String(), "_proj"))
+	}
+	return fmt.Sprintf("LoRA r=%d %s", l.Rank, strings.Join(mods, ","))
+}
+
+// compareLoRA runs one GRPO step per configuration, full fine-tuning first,
+// each in a fresh process of this program (peak RSS only grows within a
+// process), and reports each LoRA configuration's peak RSS and CPU time
+// against full fine-tuning's from the same run.
+func compareLoRA(preset string, seq int, specs []string, emit func(row)) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	type result struct{ rss, cpu, wall float64 }
+	measure := func(spec string) (result, error) {
+		args := []string{"--grpo", preset, "--seq", strconv.Itoa(seq)}
+		if spec != "" {
+			args = append(args, "--lora", spec)
+		}
+		cmd := exec.Command(self, args...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return result{}, fmt.Errorf("%s %v: %w\n%s", self, args, err, stderr.String())
+		}
+		os.Stdout.Write(out)
+		for _, line := range strings.Split(stderr.String(), "\n") {
+			var r result
+			if _, err := fmt.Sscanf(line, "measure: rss %g cpu %g wall %g", &r.rss, &r.cpu, &r.wall); err == nil {
+				return r, nil
+			}
+		}
+		return result{}, fmt.Errorf("%v printed no measurement:\n%s", args, stderr.String())
+	}
+	full, err := measure("")
+	if err != nil {
+		return err
+	}
+	for _, spec := range specs {
+		l, err := parseLoRA(spec)
+		if err != nil {
+			return err
+		}
+		r, err := measure(spec)
+		if err != nil {
+			return err
+		}
+		emit(row{fmt.Sprintf("%s %s vs full fine-tuning, peak RSS of one GRPO step", preset, loraName(l)),
+			mib(int64(r.rss)), mib(int64(full.rss)) + " full fine-tuning, same run", fmt.Sprintf("%.2fx", r.rss/full.rss)})
+		emit(row{fmt.Sprintf("%s %s vs full fine-tuning, CPU time of one GRPO step", preset, loraName(l)),
+			fmt.Sprintf("%.1f CPU-s (%.1f s wall)", r.cpu, r.wall), fmt.Sprintf("%.1f CPU-s (%.1f s wall) full fine-tuning, same run", full.cpu, full.wall), fmt.Sprintf("%.2fx", r.cpu/full.cpu)})
+	}
+	return nil
+}
+
+// resetPeakRSS restarts VmHWM at the current RSS (Linux's clear_refs "5");
+// where that is not possible the peak includes the setup.
+func resetPeakRSS() {
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/rlhost/rlhost/trainer/compute"
 	"github.com/rlhost/rlhost/trainer/compute/cpu"
 	"github.com/rlhost/rlhost/trainer/generate"
+	"github.com/rlhost/rlhost/trainer/grpo"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
 	"github.com/rlhost/rlhost/trainer/model"
 )
@@ -36,10 +37,24 @@ func main() {
 	python := flag.String("torch", "", "python with torch to run the PyTorch yardstick (torch_qwen2.py) with; empty skips it")
 	script := flag.String("torch-script", "trainer/bench/torch_qwen2.py", "the PyTorch yardstick script")
 	rounds := flag.Int("rounds", 3, "with --torch: alternating rlhost/PyTorch rounds per figure (medians are reported)")
+	loraSpec := flag.String("lora", "", "with --grpo: train a LoRA adapter, RANK:MODULES (16:q,v or 16:all; alpha = 2×rank)")
+	loraCompare := flag.String("lora-compare", "", "with --grpo: semicolon-separated LoRA specs to measure against full fine-tuning, each step in its own process")
 	flag.Parse()
 	if *grpoPreset != "" {
 		fmt.Printf("Machine: %s, GOMAXPROCS=%d, %s/%s, %s\n", cpuName(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
-		err := grpoStep(*grpoPreset, *seq, func(r row) { fmt.Printf("| %s | %s | %s | %s |\n", r.name, r.value, r.baseline, r.ratio) })
+		emit := func(r row) { fmt.Printf("| %s | %s | %s | %s |\n", r.name, r.value, r.baseline, r.ratio) }
+		var err error
+		switch {
+		case *loraCompare != "":
+			err = compareLoRA(*grpoPreset, *seq, strings.Split(*loraCompare, ";"), emit)
+		case *loraSpec != "":
+			var l *grpo.LoRA
+			if l, err = parseLoRA(*loraSpec); err == nil {
+				err = grpoStep(*grpoPreset, *seq, l, emit)
+			}
+		default:
+			err = grpoStep(*grpoPreset, *seq, nil, emit)
+		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)

@@ -179,6 +179,11 @@ func ResumeWith(be compute.Device, dir string, cfg *Config) (*Trainer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grpo: resume: %w", err)
 	}
+	if cfg.LoRA != nil && mdir == filepath.Join(dir, "model") {
+		// The base is this checkpoint's copy, which pruning may delete:
+		// later checkpoints must hold their own.
+		m.ForgetDir()
+	}
 	var ref *model.Model
 	var ad *model.Adapter
 	if cfg.LoRA != nil {

@@ -118,6 +118,24 @@ func TestLoRACheckpointResume(t *testing.T) {
 			if c.OptimizerStep() != 4 || c.Adapter() == nil || c.Model().Adapter() != c.Adapter() {
 				t.Fatalf("resumed at step %d, adapter %v", c.OptimizerStep(), c.Adapter() != nil)
 			}
+			// A checkpoint of the resumed trainer refers to the same base
+			// directory, or holds its own copy when the base came from the
+			// first checkpoint (which pruning may remove).
+			dir2 := t.TempDir()
+			if err := c.Save(dir2); err != nil {
+				t.Fatal(err)
+			}
+			weights, _, err := ModelDir(dir2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := filepath.Join(dir2, "model"); tc.fromDisk {
+				if abs, _ := filepath.Abs(baseDir); weights != abs {
+					t.Fatalf("second checkpoint's base %s, want %s", weights, abs)
+				}
+			} else if weights != want {
+				t.Fatalf("second checkpoint's base %s, want its own copy %s", weights, want)
+			}
 			for i, batch := range batches[2:] {
 				st, err := c.Step(context.Background(), batch)
 				if err != nil {

@@ -174,6 +174,8 @@ func Save(a *model.Adapter, dir string, base string) error {
 		R: a.Cfg.Rank, LoraAlpha: a.Cfg.Alpha, LoraDropout: a.Cfg.Dropout, TargetModules: tm,
 		UseRSLoRA: a.Cfg.RSLoRA, Bias: "none", InferenceMode: true, InitLoraWeights: true,
 		RankPattern: map[string]any{}, AlphaPattern: map[string]any{}, LayersToTransform: json.RawMessage("null"),
+		// PEFT's LoraConfig defaults for fields rlhost does not use.
+		LoftqConfig: map[string]any{}, MegatronCore: "megatron.core",
 	}
 	b, err := json.MarshalIndent(pc, "", "  ")
 	if err != nil {

@@ -313,16 +313,18 @@ func (lo *LoRA) forward(be compute.Device, y, x, u compute.Tensor, rows, r int, 
 	be.MatMul(y, u, lo.B.W, rows, lo.Out, r, false, true, true)
 }
 
-// backward accumulates the factors' gradients and the adapter's part of
-// dx for dy = dL/dy, given the input x and the u of the forward:
-// dB += dyᵀ·u; du = scale·dy·B; dA += duᵀ·x; dx += du·A. dx may be nil
-// when the input needs no gradient. du is scratch [rows, r].
+// backward accumulates the factors' gradients (when allocated) and the
+// adapter's part of dx for dy = dL/dy, given the input x and the u of the
+// forward: dB += dyᵀ·u; du = scale·dy·B; dA += duᵀ·x; dx += du·A. du is
+// scratch [rows, r].
 func (lo *LoRA) backward(be compute.Device, dx, dy, x, u, du compute.Tensor, rows, r int, scale float32) {
-	be.MatMul(lo.B.G, dy, u, lo.Out, r, rows, true, false, true)
+	if lo.B.G != nil {
+		be.MatMul(lo.B.G, dy, u, lo.Out, r, rows, true, false, true)
+	}
 	be.MatMul(du, dy, lo.B.W, rows, r, lo.Out, false, false, false)
 	be.Scale(du, scale)
-	be.MatMul(lo.A.G, du, x, r, lo.In, rows, true, false, true)
-	if dx != nil {
-		be.MatMul(dx, du, lo.A.W, rows, lo.In, r, false, false, true)
+	if lo.A.G != nil {
+		be.MatMul(lo.A.G, du, x, r, lo.In, rows, true, false, true)
 	}
+	be.MatMul(dx, du, lo.A.W, rows, lo.In, r, false, false, true)
 }

@@ -183,23 +183,27 @@ func TestAdapterInitIsBase(t *testing.T) {
 // device. With the base frozen it must get no gradients at all.
 func TestAdapterGradient(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		targets   []Module
-		trainBase bool
-		dropout   float64
-		tied      bool
+		name         string
+		targets      []Module
+		trainBase    bool
+		dropout      float64
+		tied         bool
+		frozenAdapts bool // the adapter has no gradients: only the base trains, through it
 	}{
-		{"qv-frozen", []Module{QProj, VProj}, false, 0, true},
-		{"all-frozen-untied", allModules(), false, 0, false},
-		{"all-with-base", allModules(), true, 0, true},
-		{"all-dropout", allModules(), true, 0.3, true},
+		{"qv-frozen", []Module{QProj, VProj}, false, 0, true, false},
+		{"all-frozen-untied", allModules(), false, 0, false, false},
+		{"all-with-base", allModules(), true, 0, true, false},
+		{"all-dropout", allModules(), true, 0.3, true, false},
+		{"base-through-frozen-adapter", allModules(), true, 0, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			be := newBackend64(t)
 			cfg := tinyConfig(t, tc.tied, true)
 			m := randomModel(t, be, cfg, 5)
 			a := randomAdapter(t, be, cfg, AdapterConfig{Rank: 2, Alpha: 3, Dropout: tc.dropout, Targets: tc.targets}, 6)
-			a.AllocGrads()
+			if !tc.frozenAdapts {
+				a.AllocGrads()
+			}
 			if tc.trainBase {
 				m.AllocGrads()
 			}
@@ -237,7 +241,10 @@ func TestAdapterGradient(t *testing.T) {
 			if err := r.Backward(w); err != nil {
 				t.Fatal(err)
 			}
-			params := a.Params()
+			var params []*Param
+			if !tc.frozenAdapts {
+				params = a.Params()
+			}
 			if tc.trainBase {
 				params = append(params, m.Params()...)
 			} else {

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/rlhost/rlhost/trainer/compute"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
@@ -54,6 +55,9 @@ type Model struct {
 	// srcDir is the directory the model was loaded from, for copying
 	// tokenizer and generation config files on Save.
 	srcDir string
+	// changed is set once the weights may differ from srcDir's (AllocGrads:
+	// the model is being trained).
+	changed bool
 	// adapter is the model's own LoRA adapter (the policy's, in LoRA
 	// training): runs and caches made later start with it attached.
 	adapter *Adapter
@@ -74,12 +78,24 @@ func (m *Model) SetAdapter(a *Adapter) error {
 	return nil
 }
 
+// ForgetDir makes Dir return "" from now on, for weights whose directory
+// may go away (a checkpoint's copy, pruned later): savers then write the
+// weights instead of referring to the directory. Tokenizer files are still
+// copied from it on Save while it exists.
+func (m *Model) ForgetDir() { m.changed = true }
+
 // Adapter is the model's own adapter, or nil.
 func (m *Model) Adapter() *Adapter { return m.adapter }
 
-// Dir is the directory the model was loaded from ("" for a model made in
-// memory).
-func (m *Model) Dir() string { return m.srcDir }
+// Dir is the directory the model was loaded from while its weights are
+// still the ones there: "" for a model made in memory, and once gradients
+// were allocated for it (it is being trained).
+func (m *Model) Dir() string {
+	if m.changed {
+		return ""
+	}
+	return m.srcDir
+}
 
 // New allocates a zero-initialised model of cfg on be.
 func New(be compute.Device, cfg *hfconfig.Config) (*Model, error) {
@@ -134,8 +150,11 @@ func New(be compute.Device, cfg *hfconfig.Config) (*Model, error) {
 // weights 1. The draw is a function of seed only.
 func (m *Model) Init(seed uint64, std float64) {
 	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	var all []float32 // one host buffer for every parameter: no weights-sized garbage
 	for _, p := range m.params {
-		buf := make([]float32, p.Len())
+		all = slices.Grow(all[:0], p.Len())
+		buf := all[:p.Len()]
+		clear(buf)
 		switch {
 		case len(p.Shape) == 2:
 			for i := range buf {
@@ -169,10 +188,19 @@ func (m *Model) Param(name string) (*Param, bool) {
 
 // AllocGrads allocates zeroed gradient tensors (once).
 func (m *Model) AllocGrads() {
+	m.changed = true
 	for _, p := range m.params {
 		if p.G == nil {
 			p.G = m.be.Alloc(p.Len())
 		}
+	}
+}
+
+// FreeGrads drops the gradient tensors, freezing the weights again: a
+// Backward then computes no gradient for them (as for a LoRA base).
+func (m *Model) FreeGrads() {
+	for _, p := range m.params {
+		p.G = nil
 	}
 }
 
@@ -414,6 +442,9 @@ func (r *Run) Backward(dlogp []float32) error {
 	qd, kvd := hq*hd, hkv*hd
 
 	be.Upload(g.dlogp, dlogp)
+	if r.lora.sink != nil {
+		be.Zero(r.lora.sink) // frozen norm weights' gradients land here and are dropped
+	}
 	// Head: logits = lnf·Wlmᵀ; lnf = norm(res[L]). dlogits replaces logits.
 	be.LogProbsBackward(r.logits, g.dlogp, r.logits, r.lse, r.targets, N, V, r.invTemp)
 	dlogits := r.logits

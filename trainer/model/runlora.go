@@ -127,7 +127,7 @@ func (r *Run) loraForward(layer int, mod Module, y, x compute.Tensor) {
 func (r *Run) loraBackward(layer int, mod Module, dx, dy, x compute.Tensor) {
 	l := &r.lora
 	lo := l.ad.layers[layer][mod]
-	if lo == nil || lo.A.G == nil {
+	if lo == nil {
 		return
 	}
 	be, rank := r.m.be, l.ad.Cfg.Rank

@@ -2,6 +2,7 @@ package modelcmd
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -69,6 +70,24 @@ func TestMergeMatchesAdapter(t *testing.T) {
 	}
 	if moved < 1e-3 {
 		t.Fatalf("the adapter moved log-probs by only %g", moved)
+	}
+	// Greedy generation with the adapter equals generation from the merged model.
+	gen := func(args ...string) GenerateOutput {
+		var g GenerateOutput
+		out := mustRun(t, append([]string{"generate", "--prompt-ids", "1,5,9", "--max-tokens", "6", "--temperature", "0", "--json"}, args...)...)
+		if err := json.Unmarshal([]byte(out), &g); err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	ga, gm := gen("--model", base, "--adapter", ad), gen("--model", merged)
+	if fmt.Sprint(ga.Tokens) != fmt.Sprint(gm.Tokens) {
+		t.Fatalf("generate --adapter %v, merged model %v", ga.Tokens, gm.Tokens)
+	}
+	for i := range ga.LogProbs {
+		if math.Abs(float64(ga.LogProbs[i]-gm.LogProbs[i])) > 1e-4 {
+			t.Fatalf("token %d: log-prob with adapter %g, merged %g", i, ga.LogProbs[i], gm.LogProbs[i])
+		}
 	}
 	for _, c := range []struct {
 		args []string

@@ -334,6 +334,7 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	stopIDs := fs.String("stop-ids", "", "comma-separated extra stop token ids (EOS and <|im_end|> always stop)")
 	asJSON := fs.Bool("json", false, "print JSON with tokens and log-probs")
 	threads := fs.Int("threads", 0, "worker threads (0 = GOMAXPROCS)")
+	adapter := fs.String("adapter", "", "LoRA adapter directory (PEFT layout) to apply to the model")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -351,6 +352,15 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer be.Close()
+	if *adapter != "" {
+		a, err := lora.Load(be, m.Cfg, *adapter)
+		if err != nil {
+			return err
+		}
+		if err := m.SetAdapter(a); err != nil { // the generation cache is made after this
+			return err
+		}
+	}
 	var tok *tokenizer.Tokenizer
 	if *promptIDs == "" {
 		if tok, err = tokenizer.LoadDir(*dir); err != nil {
