@@ -67,6 +67,15 @@ func ProgressLine(m core.StepMetrics, totalSteps int) string {
 			e["train/loss"], e["train/grad_norm"], e["train/lr"], 100*e["train/clip_region"], e["train/tokens"],
 			e["train/zero_std_groups"], e["train/groups"], e["time/train_s"])
 	}
+	if e := m.Extra; e["sync/adapter_step"] > 0 {
+		// Training a policy another server samples (weights_sync): how
+		// far its log-probs are from the trainer's, and the adapter pushed.
+		fmt.Fprintf(&b, "\n  sync: ratio %.3f (max %.2f, clipped %.1f%%)  adapter step %.0f loaded  %.1fs",
+			e["train/sample_ratio_mean"], e["train/sample_ratio_max"], 100*e["train/sample_ratio_clipped"], e["sync/adapter_step"], e["time/sync_s"])
+		if n := e["train/retokenized_turns"]; n > 0 {
+			fmt.Fprintf(&b, "  retokenised %.0f turns (%.0f mismatched)", n, e["train/retokenize_mismatch"])
+		}
+	}
 	return b.String()
 }
 

@@ -46,6 +46,11 @@ type openAIPolicy struct {
 	backoffMax  time.Duration
 	// returnTokens asks for token ids and log-probs with every request.
 	returnTokens bool
+	// requestModel, when set, names the model each request asks for
+	// instead of model (provider vllm: the current LoRA adapter).
+	requestModel func() string
+
+	apiKey string // sent by the adapter routes of provider vllm
 
 	// unsetKeyEnv names the api_key_env variable that was not set: no key
 	// is sent, which keyless local servers accept; a 401 then says why.
@@ -144,6 +149,7 @@ func newOpenAI(cfg Config, _ string) (Policy, error) {
 	// host would reopen a connection for most requests.
 	tr.MaxIdleConnsPerHost = 256
 	p.http = &http.Client{Transport: tr}
+	p.apiKey = key
 	p.baseURL = baseURL
 	oc := openai.DefaultConfig(key)
 	oc.BaseURL = baseURL
@@ -247,8 +253,12 @@ func (p *openAIPolicy) Complete(ctx context.Context, req Request) (Response, err
 	if needsContentPatch(req.Messages) {
 		ctx = context.WithValue(ctx, contentPatch{}, true)
 	}
+	model := p.model
+	if p.requestModel != nil {
+		model = p.requestModel()
+	}
 	base := openai.ChatCompletionRequest{
-		Model:       p.model,
+		Model:       model,
 		Messages:    toOpenAIMessages(req.Messages),
 		Tools:       toOpenAITools(req.Tools),
 		Temperature: p.temperature,
@@ -366,7 +376,7 @@ func (p *openAIPolicy) create(ctx context.Context, creq openai.ChatCompletionReq
 		case contextLength:
 			return Response{}, fmt.Errorf("%s: %w: %s", where, ErrContextLength, describe(err))
 		case permanent:
-			return Response{}, fmt.Errorf("%s: %w: %s%s", where, ErrRejected, describe(err), p.unauthorized(err))
+			return Response{}, fmt.Errorf("%s: %w: %w%s", where, ErrRejected, serverError{err}, p.unauthorized(err))
 		}
 		if attempt >= p.maxRetries {
 			return Response{}, fmt.Errorf("%s: giving up after %d attempts: %s", where, attempt+1, describe(err))

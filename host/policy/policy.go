@@ -99,6 +99,7 @@ func New(cfg Config, baseDir string, opts ...Option) (Policy, error) {
 		"replay": newReplay,
 		"rules":  newRules,
 		"openai": newOpenAI,
+		"vllm":   newVLLM,
 	}
 	for _, o := range opts {
 		o(providers)

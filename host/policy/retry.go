@@ -132,3 +132,10 @@ func describe(err error) string {
 	}
 	return fmt.Sprintf("HTTP %d: %s", status, msg)
 }
+
+// serverError is a failure the server reported, printed as describe does,
+// which keeps go-openai's error reachable with errors.As.
+type serverError struct{ err error }
+
+func (e serverError) Error() string { return describe(e.err) }
+func (e serverError) Unwrap() error { return e.err }

@@ -31,6 +31,8 @@ type Settings struct {
 	SaveDType string
 	// Warmup is an optional supervised warm-up run before the first step.
 	Warmup *Warmup
+	// Sync is set when the policy is served elsewhere (weights_sync).
+	Sync *WeightsSync
 }
 
 // Warmup is the trainer block's warmup block: supervised fine-tuning on
@@ -75,7 +77,7 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 		}
 		schema.Attributes = append(schema.Attributes, hcl.AttributeSchema{Name: k})
 	}
-	for _, k := range hostSettings {
+	for _, k := range append(hostSettings, syncSettings...) {
 		schema.Attributes = append(schema.Attributes, hcl.AttributeSchema{Name: k})
 	}
 	content, diags := tb.Body.Content(schema)
@@ -113,6 +115,8 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 			dst = map[string]*string{"device": &s.Device, "save_dtype": &s.SaveDType}[name]
 		case "checkpoint_every", "keep_checkpoints":
 			dst = map[string]*int{"checkpoint_every": &s.CheckpointEvery, "keep_checkpoints": &s.KeepCheckpoints}[name]
+		case "weights_sync", "model", "adapter_dir", "importance_ratio_warn":
+			continue // decodeSync's
 		default:
 			// One attribute at a time into the config, so a wrong type is
 			// reported at its own line.
@@ -127,6 +131,11 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 		}
 	}
 	if diags.HasErrors() {
+		return nil, diags
+	}
+	var d hcl.Diagnostics
+	s.Sync, d = decodeSync(f, given)
+	if diags = append(diags, d...); diags.HasErrors() {
 		return nil, diags
 	}
 	g.Temperature = temperature
@@ -207,6 +216,15 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid warmup block",
 				Detail: "steps and batch_size must be >= 1 and learning_rate positive.", Subject: b.DefRange.Ptr()})
 		}
+	}
+	if s.Sync != nil && s.Warmup != nil && !s.Warmup.LoRA {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Warm-up with weights_sync",
+			Detail:  "A warm-up with lora = false fine-tunes the base weights, which the vLLM server does not have. Warm up the adapter (lora = true, the default), or warm up with the embedded policy and serve the model it writes.",
+			Subject: tb.DefRange.Ptr()})
+	}
+	if s.Sync != nil && g.LoRA == nil && !diags.HasErrors() {
+		diags = append(diags, attrDiag(tb, "weights_sync", "Invalid trainer setting",
+			`weights_sync = "lora" trains a LoRA adapter: add a lora block (lora { rank = 16 }, see docs/vllm.md)`))
 	}
 	return s, diags
 }

@@ -46,6 +46,9 @@ type Engine struct {
 	BaseURL, ModelName string
 	// Device says which compute backend was chosen and why.
 	Device string
+	// Sync pushes the adapter to the server that samples the policy when
+	// that is not Server (weights_sync); nil otherwise.
+	Sync *LoRASync
 
 	tokDir string // directory holding tokenizer.json (+ tokenizer_config.json)
 	stop   context.CancelFunc
@@ -93,9 +96,10 @@ func Open(ctx context.Context, o EngineOptions) (e *Engine, err error) {
 		return nil, err
 	}
 	e = &Engine{ModelName: o.ModelName, closer: be.Close, Device: chosen}
+	opened := e // the returns below set e to nil
 	defer func() {
 		if err != nil {
-			e.Close()
+			opened.Close()
 		}
 	}()
 	src := o.Source
@@ -301,8 +305,12 @@ func (e *Engine) Checkpoint(dir string) error {
 	return e.copyTokenizer(filepath.Join(dir, "model"))
 }
 
-// Close stops the server and frees the backend.
+// Close stops the server and frees the backend. A nil Engine (what a
+// failed Open returns) has nothing to close.
 func (e *Engine) Close() {
+	if e == nil {
+		return
+	}
 	if e.Server != nil {
 		_ = e.Server.Close()
 	}

@@ -24,13 +24,28 @@ type ProviderOptions struct {
 	// CheckOnly validates the block and its files without loading the
 	// model (rlhost validate).
 	CheckOnly bool
+	// For a policy served by vLLM (weights_sync): the run's output
+	// directory (adapters go under it by default), its id (adapter names
+	// start with it), and the step a resumed run starts at.
+	OutDir, RunID string
+	ResumeStep    int
 }
 
-// Provider makes provider "embedded" known to policy.New. Its factory
+// Provider makes providers "embedded" and "vllm" known to policy.New
+// (vllm: see vllmProvider). The embedded factory
 // opens the engine (model, trainer, server) and returns an OpenAI-protocol
 // policy pointed at the server, asking for token ids; the engine is left
 // in *slot for the caller, who closes it.
 func Provider(ctx context.Context, slot **Engine, o ProviderOptions) policy.Option {
+	embedded := embeddedProvider(ctx, slot, o)
+	vllm := vllmProvider(ctx, slot, o)
+	return func(m map[string]policy.Factory) {
+		embedded(m)
+		vllm(m)
+	}
+}
+
+func embeddedProvider(ctx context.Context, slot **Engine, o ProviderOptions) policy.Option {
 	return policy.WithProvider(ProviderName, func(cfg policy.Config, baseDir string) (policy.Policy, error) {
 		src, err := source(cfg, baseDir)
 		if err != nil {

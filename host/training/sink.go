@@ -80,7 +80,11 @@ func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 	if st.Interrupted {
 		return nil
 	}
-	batch, err := Samples(st.Trajectories)
+	trajs := st.Trajectories
+	if k.Engine.Sync != nil {
+		trajs = k.retokenize(trajs, put)
+	}
+	batch, err := Samples(trajs)
 	if err != nil {
 		return fmt.Errorf("training on step %d: %w", st.Index+1, err)
 	}
@@ -109,6 +113,7 @@ func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 		loss, kl, clipLow, clipHigh, clipRegion, gradNorm, lr, lpDiff float64
 		tokens, seqs, zero, updates                                   int
 		skipped                                                       string
+		ratio                                                         grpo.Stats
 	}
 	err = k.Engine.Exclusive(ctx, func() error {
 		s, err := k.Engine.Trainer.Step(ctx, batch.Groups)
@@ -116,6 +121,7 @@ func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 		stats.clipLow, stats.clipHigh, stats.clipRegion = s.ClipLow, s.ClipHigh, s.ClipRegion
 		stats.tokens, stats.seqs, stats.zero, stats.updates = s.Tokens, s.Sequences, s.ZeroStdGroups, s.Updates
 		stats.skipped, stats.lpDiff = s.Skipped, s.SampleLogProbDiff
+		stats.ratio = s
 		return err
 	})
 	if err != nil {
@@ -135,11 +141,18 @@ func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 	put("train/zero_std_groups", float64(stats.zero))
 	put("train/updates", float64(stats.updates))
 	put("train/sample_logprob_diff", stats.lpDiff)
+	k.ratioMetrics(st.Index, stats.ratio, put)
 	if stats.skipped != "" {
 		put("train/skipped_update", 1)
 		k.logf("step %d: update skipped: %s", st.Index+1, stats.skipped)
 	}
-	return k.after(ctx, st)
+	if err := k.after(ctx, st); err != nil {
+		return err
+	}
+	if k.Engine.Sync == nil || stats.updates == 0 {
+		return nil
+	}
+	return k.push(ctx, st, put)
 }
 
 // anyVariance reports whether some group's rewards differ.

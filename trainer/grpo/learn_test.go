@@ -120,3 +120,44 @@ func avg(xs []float64) float64 {
 	}
 	return s / float64(len(xs))
 }
+
+// TestSampleRatioStats shifts the sampler's log-probs by known amounts:
+// log 2 below the trainer's gives a ratio of exactly 2 on every token,
+// log 4 a ratio of 4, which clip_max 3 counts as clipped.
+func TestSampleRatioStats(t *testing.T) {
+	for _, tc := range []struct {
+		shift         float64
+		mean, clipped float64
+	}{{0, 1, 0}, {math.Log(2), 2, 0}, {math.Log(4), 4, 1}} {
+		be := backend32(t)
+		m := tinyModel(t, be, 32, 11)
+		cfg := DefaultConfig()
+		cfg.MaxSeqLen, cfg.MicroBatch, cfg.MaxCompletionLength = 8, 16, 4
+		tr, err := New(m, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps := [][]int{{0, 1}, {0, 1}}
+		res, err := generate.Generate(context.Background(), m, ps, generate.Options{MaxTokens: 4, Temperature: cfg.Temperature, Seed: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var group []Sample
+		for i, r := range res {
+			s := Sample{Tokens: []int32{0, 1}, Trained: []bool{false, false}, SampleLogProbs: []float32{0, 0}, Reward: float64(i)}
+			for k, tok := range r.Tokens {
+				s.Tokens = append(s.Tokens, int32(tok))
+				s.Trained = append(s.Trained, true)
+				s.SampleLogProbs = append(s.SampleLogProbs, r.LogProbs[k]-float32(tc.shift))
+			}
+			group = append(group, s)
+		}
+		st, err := tr.Step(context.Background(), [][]Sample{group})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(st.SampleRatioMean-tc.mean) > 1e-3*tc.mean || math.Abs(st.SampleRatioMax-tc.mean) > 1e-3*tc.mean || st.SampleRatioClipped != tc.clipped {
+			t.Errorf("shift %.3f: ratio mean %g max %g clipped %g, want %g, %g, %g", tc.shift, st.SampleRatioMean, st.SampleRatioMax, st.SampleRatioClipped, tc.mean, tc.mean, tc.clipped)
+		}
+	}
+}

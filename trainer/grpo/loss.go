@@ -85,6 +85,9 @@ type LossStats struct {
 
 	sampledDiff float64 // Σ |sampling log-prob - log-prob| (filled by the trainer)
 	sampledN    int
+	ratioSum    float64 // Σ exp(log-prob - sampling log-prob)
+	ratioMax    float64
+	ratioOut    int // ratios outside [sampling_clip_min, sampling_clip_max]
 }
 
 func (s *LossStats) add(o LossStats) {
@@ -96,6 +99,9 @@ func (s *LossStats) add(o LossStats) {
 	s.ClipN += o.ClipN
 	s.sampledDiff += o.sampledDiff
 	s.sampledN += o.sampledN
+	s.ratioSum += o.ratioSum
+	s.ratioMax = max(s.ratioMax, o.ratioMax)
+	s.ratioOut += o.ratioOut
 }
 
 // Loss is TRL's GRPOTrainer._compute_loss for one micro-batch (one

@@ -60,6 +60,14 @@ type Stats struct {
 	// SampleLogProbDiff is the mean |SampleLogProbs - recomputed log-prob|
 	// over trained tokens that carry a sampling log-prob (first iteration).
 	SampleLogProbDiff float64 `json:"sample_logprob_diff"`
+	// The importance ratio exp(trainer log-prob - sampling log-prob) over
+	// the same tokens: its mean, its largest value, and the fraction
+	// outside [sampling_clip_min, sampling_clip_max] (the tokens a
+	// sampling correction would clip or mask). A wrong chat template or
+	// dtype on the sampling server shows here first.
+	SampleRatioMean    float64 `json:"sample_ratio_mean"`
+	SampleRatioMax     float64 `json:"sample_ratio_max"`
+	SampleRatioClipped float64 `json:"sample_ratio_clipped"`
 	// Skipped says why an update was not applied (non-finite loss or
 	// gradient); empty when every update was applied.
 	Skipped string `json:"skipped,omitempty"`
@@ -335,6 +343,9 @@ func (st *Stats) summarise(sum LossStats) {
 	}
 	if sum.sampledN > 0 {
 		st.SampleLogProbDiff = sum.sampledDiff / float64(sum.sampledN)
+		st.SampleRatioMean = sum.ratioSum / float64(sum.sampledN)
+		st.SampleRatioMax = sum.ratioMax
+		st.SampleRatioClipped = float64(sum.ratioOut) / float64(sum.sampledN)
 	}
 }
 
@@ -392,6 +403,12 @@ func (t *Trainer) microStep(seqs []*seq, mb []int, p LossParams, first bool) (Lo
 				if len(s.sample) > 0 {
 					st.sampledDiff += math.Abs(float64(s.sample[pos]) - s.logp[k])
 					st.sampledN++
+					r := math.Exp(s.logp[k] - float64(s.sample[pos]))
+					st.ratioSum += r
+					st.ratioMax = max(st.ratioMax, r)
+					if r < t.cfg.SamplingClipMin || r > t.cfg.SamplingClipMax {
+						st.ratioOut++
+					}
 				}
 			}
 		}

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/rlhost/rlhost/trainer/model"
 )
 
 // FuzzParseRequest feeds arbitrary bodies to the request parser: it never
@@ -53,3 +56,54 @@ func FuzzParseRequest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAdapterRoutes feeds arbitrary bodies to the adapter routes: they
+// never panic, and answer 200 with vLLM's success text or an error in
+// vLLM's shape whose code is the status.
+func FuzzAdapterRoutes(f *testing.F) {
+	for _, seed := range []string{
+		`{"lora_name":"a","lora_path":"/nonexistent"}`, `{"lora_name":"a"}`, `{"lora_name":"","lora_path":""}`,
+		`{"lora_name":"m","lora_path":"/x"}`, `{"lora_name":1}`, `[]`, `{`, `null`, `{"lora_name":"a","lora_path":"/x","load_inplace":true}`,
+	} {
+		f.Add([]byte(seed), true)
+		f.Add([]byte(seed), false)
+	}
+	s := &Server{opts: Options{ModelName: "m"}, log: hclog.NewNullLogger(), adapters: newAdapterSet(dirHost{})}
+	f.Fuzz(func(t *testing.T, body []byte, load bool) {
+		w := httptest.NewRecorder()
+		route, handle := "/v1/unload_lora_adapter", s.unloadAdapter
+		if load {
+			route, handle = "/v1/load_lora_adapter", s.loadAdapter
+		}
+		r := httptest.NewRequest(http.MethodPost, route, bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		handle(w, r)
+		if w.Code == http.StatusOK {
+			if !bytes.HasPrefix(w.Body.Bytes(), []byte("Success: LoRA adapter '")) {
+				t.Fatalf("200 with body %q", w.Body.String())
+			}
+			return
+		}
+		var e struct {
+			Error struct {
+				Message string `json:"message"`
+				Code    int    `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error.Message == "" || e.Error.Code != w.Code {
+			t.Fatalf("HTTP %d body %q: %v", w.Code, w.Body.String(), err)
+		}
+	})
+}
+
+// dirHost loads any existing directory as an adapter and attaches
+// nothing: enough for the routes' bookkeeping.
+type dirHost struct{}
+
+func (dirHost) LoadAdapter(dir string) (any, error) {
+	if _, err := os.Stat(dir); err != nil {
+		return nil, err
+	}
+	return dir, nil
+}
+func (dirHost) UseAdapter(*model.Cache, any) error { return nil }

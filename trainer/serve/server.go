@@ -46,6 +46,10 @@ type Options struct {
 	ReturnTokenIDs bool
 	// Logger receives the server's logs; nil discards them.
 	Logger hclog.Logger
+	// Adapters, when set, serves LoRA adapters through vLLM's runtime
+	// adapter routes (see adapters.go); without it those routes are a 404,
+	// as on a vLLM that does not allow runtime LoRA updating.
+	Adapters AdapterHost
 }
 
 // maxBody bounds a request body.
@@ -61,6 +65,7 @@ type Server struct {
 	maxLen int
 
 	updateMu sync.Mutex
+	adapters *adapterSet // nil without Options.Adapters
 
 	mu      sync.Mutex
 	servers []*http.Server
@@ -117,6 +122,9 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, error
 	}
 	s := &Server{opts: opts, tok: tok, log: opts.Logger, maxLen: opts.MaxSeqLen, done: make(chan struct{}),
 		eng: newEngine(m, tok, cache, stop, opts.Logger)}
+	if opts.Adapters != nil {
+		s.adapters = newAdapterSet(opts.Adapters)
+	}
 	go s.eng.run()
 	return s, nil
 }
@@ -172,6 +180,20 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", s.chatCompletions)
 	mux.HandleFunc("/v1/models", s.models)
+	if s.adapters != nil {
+		mux.HandleFunc("POST /v1/load_lora_adapter", s.loadAdapter)
+		mux.HandleFunc("POST /v1/unload_lora_adapter", s.unloadAdapter)
+	} else {
+		// As vLLM without runtime LoRA updating: FastAPI's bare 404, which
+		// clients tell apart from "no such adapter".
+		for _, route := range []string{"/v1/load_lora_adapter", "/v1/unload_lora_adapter"} {
+			mux.HandleFunc(route, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusNotFound)
+				_, _ = io.WriteString(w, `{"detail":"Not Found"}`)
+			})
+		}
+	}
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
@@ -249,10 +271,10 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"object": "list",
-		"data": []map[string]any{{
+		"data": append([]map[string]any{{
 			"id": s.opts.ModelName, "object": "model", "created": 0, "owned_by": "rlhost",
 			"max_model_len": s.maxLen,
-		}},
+		}}, s.adapterCards()...),
 	})
 }
 
@@ -265,6 +287,7 @@ type params struct {
 	stream   bool
 	usage    bool // stream_options.include_usage
 	prompt   []int
+	adapter  string // the LoRA adapter the request names; "" for the base model
 }
 
 func (s *Server) parse(w http.ResponseWriter, r *http.Request) (*params, bool) {
@@ -282,10 +305,14 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request) (*params, bool) {
 		badRequest(w, "request body is not valid JSON for a chat completion: %v", err)
 		return nil, false
 	}
+	adapter := ""
 	if req.Model != s.opts.ModelName {
-		writeError(w, http.StatusNotFound, "invalid_request_error", "model_not_found",
-			fmt.Sprintf("The model `%s` does not exist. This server serves %q.", req.Model, s.opts.ModelName))
-		return nil, false
+		if !s.adapters.has(req.Model) {
+			writeError(w, http.StatusNotFound, "invalid_request_error", "model_not_found",
+				fmt.Sprintf("The model `%s` does not exist. This server serves %q.", req.Model, s.opts.ModelName))
+			return nil, false
+		}
+		adapter = req.Model
 	}
 	if len(req.Messages) == 0 {
 		badRequest(w, "messages: at least one message is required")
@@ -318,7 +345,7 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request) (*params, bool) {
 		badRequest(w, "%v", err)
 		return nil, false
 	}
-	p := &params{tools: len(tools) > 0, stream: req.Stream, ids: req.ReturnTokenIDs || s.opts.ReturnTokenIDs,
+	p := &params{adapter: adapter, tools: len(tools) > 0, stream: req.Stream, ids: req.ReturnTokenIDs || s.opts.ReturnTokenIDs,
 		usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 	j := newJob(r.Context())
 	j.stops, j.n, j.topN = stops, 1, -1
@@ -423,6 +450,13 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j := p.job
+	release, err := s.acquire(r.Context(), p.adapter)
+	if err != nil {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "model_not_found",
+			fmt.Sprintf("The model `%s` does not exist: %v", p.adapter, err))
+		return
+	}
+	defer release()
 	if err := s.eng.submit(j); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "server_error", "", err.Error())
 		return
@@ -452,7 +486,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
-	resp := chatResponse{ID: id, Object: "chat.completion", Created: created, Model: s.opts.ModelName,
+	resp := chatResponse{ID: id, Object: "chat.completion", Created: created, Model: p.modelName(s.opts.ModelName),
 		SystemFingerprint: fmt.Sprintf("rlhost-weights-%d", j.weights())}
 	completion := 0
 	for c := range choices {
@@ -552,7 +586,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *params, id st
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	base := chatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.opts.ModelName}
+	base := chatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: p.modelName(s.opts.ModelName)}
 	send := func(v any) bool {
 		data, err := json.Marshal(v)
 		if err != nil {

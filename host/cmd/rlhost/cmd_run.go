@@ -160,7 +160,8 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	}()
 
 	var eng *training.Engine
-	provider := training.Provider(ctx, &eng, training.ProviderOptions{Train: train, Checkpoint: rs.checkpoint, Logger: a.logger(cf.logLevel)})
+	provider := training.Provider(ctx, &eng, training.ProviderOptions{Train: train, Checkpoint: rs.checkpoint, Logger: a.logger(cf.logLevel),
+		OutDir: dir, RunID: runID, ResumeStep: rs.state.NextStep})
 	j, diags := job.Prepare(ctx, f, mgr, job.Options{RunID: runID, PolicyProvider: []policy.Option{provider}})
 	printDiags(a.stderr, f, diags)
 	if diags.HasErrors() {
@@ -215,6 +216,14 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 					return 130
 				}
 				return 1
+			}
+			if eng.Sync != nil {
+				// The warm-up trained the adapter: the server must sample
+				// it from the first step on.
+				if _, err := eng.Sync.Push(ctx, 0); err != nil {
+					a.errorf("after the warm-up: %v", err)
+					return 1
+				}
 			}
 		}
 		sink = training.NewSink(eng, train, runID, dir, rs.state.NextStep, rs.earlier)

@@ -19,9 +19,9 @@ func (a *app) trainSettings(f *config.File, dryRun, resume bool) (*training.Sett
 		}
 		return nil, 0
 	}
-	if pb := f.Policy(); pb != nil && pb.Provider != training.ProviderName {
-		a.errorf("the trainer block trains the policy rlhost serves itself (provider = %q), but policy %q is provider %q; add --dry-run to roll out and score only",
-			training.ProviderName, pb.Name, pb.Provider)
+	if pb := f.Policy(); pb != nil && pb.Provider != training.ProviderName && pb.Provider != training.VLLMProviderName {
+		a.errorf("the trainer block trains the policy rlhost serves itself (provider = %q) or one served by vLLM (provider = %q), but policy %q is provider %q; add --dry-run to roll out and score only",
+			training.ProviderName, training.VLLMProviderName, pb.Name, pb.Provider)
 		return nil, 1
 	}
 	s, diags := training.Decode(f, training.PolicyTemperature(f), f.Run.Steps)

@@ -36,10 +36,14 @@ func (a *app) cmdValidate(ctx context.Context, args []string) int {
 	}
 	training := "none (rollouts and scoring only)"
 	if f.Trainer != nil {
-		if _, code := a.trainSettings(f, false, false); code != 0 {
+		s, code := a.trainSettings(f, false, false)
+		if code != 0 {
 			return code
 		}
 		training = "GRPO on the embedded policy (see docs/training.md)"
+		if s.Sync != nil {
+			training = "GRPO on a LoRA adapter, hot-loaded into the vLLM server every step (see docs/vllm.md)"
+		}
 	}
 	mgr, err := a.manager(cf.logLevel)
 	if err != nil {

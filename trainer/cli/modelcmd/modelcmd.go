@@ -1,7 +1,8 @@
 // Package modelcmd implements `rlhost model ...`: init (write a randomly
 // initialised model in Hugging Face layout), score (per-token log-probs of
-// a text or token sequence), generate (sample a continuation) and merge
-// (fold a PEFT LoRA adapter into its base model).
+// a text or token sequence), generate (sample a continuation), merge
+// (fold a PEFT LoRA adapter into its base model) and serve (the embedded
+// server on loopback).
 //
 // It deliberately holds no numerics: it parses flags and wires the
 // tokenizer, trainer/model and trainer/generate together. The host's main
@@ -38,6 +39,7 @@ Commands:
   score     print the log-prob of each token given the tokens before it
   generate  sample a continuation of a prompt
   merge     fold a LoRA adapter (PEFT layout) into its base model
+  serve     serve a model over OpenAI's chat completions on loopback
 
 Run "rlhost model <command> --help" for a command's flags.
 `
@@ -69,6 +71,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runGenerate(ctx, args[1:], stdout, stderr)
 	case "merge":
 		err = runMerge(args[1:], stdout, stderr)
+	case "serve":
+		err = runServe(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "rlhost model: unknown command %q\n\n%s", args[0], usage)
 		return 2
