@@ -37,6 +37,11 @@ type RunState struct {
 	RunID    string    `json:"run_id"`
 	NextStep int       `json:"next_step"`
 	SavedAt  time.Time `json:"saved_at"`
+	// Steps are the metrics of the steps before NextStep as the trainer
+	// saw them. The runner writes a step's metrics line after the step's
+	// checkpoint, so a crash between the two leaves the line only here;
+	// a resume restores it from here (TrimOutputs).
+	Steps []core.StepMetrics `json:"steps,omitempty"`
 }
 
 // Sink is the runner's step sink that trains: each finished step's groups
@@ -228,7 +233,7 @@ func (k *Sink) checkpoint() error {
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", dir, err)
 	}
-	b, _ := json.MarshalIndent(RunState{RunID: k.RunID, NextStep: k.nextStep, SavedAt: time.Now().UTC()}, "", "  ")
+	b, _ := json.MarshalIndent(RunState{RunID: k.RunID, NextStep: k.nextStep, SavedAt: time.Now().UTC(), Steps: k.steps}, "", "  ")
 	if err := os.WriteFile(filepath.Join(dir, runStateFile), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
@@ -316,18 +321,20 @@ func splitRollout(st *runner.Step) (gen, score float64) {
 	return r * frac, r * (1 - frac)
 }
 
-// TrimOutputs drops the lines of steps at or after nextStep from the
-// trajectories and metrics of outDir, so a resumed run continues the files
-// as if it had never stopped. It returns the metrics kept.
-func TrimOutputs(outDir string, nextStep int) ([]core.StepMetrics, error) {
+// TrimOutputs drops the lines of steps at or after the checkpoint's next
+// step from the trajectories and metrics of outDir, and restores metrics
+// lines the checkpoint has but the file lost to a crash, so a resumed run
+// continues the files as if it had never stopped. It returns the metrics
+// kept.
+func TrimOutputs(outDir string, st RunState) ([]core.StepMetrics, error) {
+	nextStep := st.NextStep
 	var kept []core.StepMetrics
 	for _, name := range []string{output.TrajectoriesFile, output.MetricsFile} {
 		path := filepath.Join(outDir, name)
 		data, err := os.ReadFile(path)
-		if err != nil {
-			if os.IsNotExist(err) {
-				continue
-			}
+		if os.IsNotExist(err) && name == output.TrajectoriesFile {
+			continue
+		} else if err != nil && !os.IsNotExist(err) {
 			return nil, err
 		}
 		var out []byte
@@ -346,6 +353,12 @@ func TrimOutputs(outDir string, nextStep int) ([]core.StepMetrics, error) {
 				}
 			}
 		}
+		if name == output.MetricsFile {
+			var err error
+			if out, kept, err = restoreMetrics(out, kept, st); err != nil {
+				return nil, err
+			}
+		}
 		tmp := path + ".resume"
 		if err := os.WriteFile(tmp, out, 0o644); err != nil {
 			return nil, err
@@ -356,4 +369,29 @@ func TrimOutputs(outDir string, nextStep int) ([]core.StepMetrics, error) {
 	}
 	slices.SortFunc(kept, func(a, b core.StepMetrics) int { return a.Step - b.Step })
 	return kept, nil
+}
+
+// restoreMetrics appends to the metrics file's kept lines the checkpoint's
+// steps they lack.
+func restoreMetrics(out []byte, kept []core.StepMetrics, st RunState) ([]byte, []core.StepMetrics, error) {
+	have := map[int]bool{}
+	for _, m := range kept {
+		have[m.Step] = true
+	}
+	for _, m := range st.Steps {
+		if m.Step >= st.NextStep || have[m.Step] {
+			continue
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(out) > 0 && out[len(out)-1] != '\n' {
+			out = append(out, '\n')
+		}
+		out = append(append(out, b...), '\n')
+		kept = append(kept, m)
+		have[m.Step] = true
+	}
+	return out, kept, nil
 }

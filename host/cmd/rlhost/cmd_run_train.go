@@ -50,7 +50,7 @@ func loadResume(dir string, steps int) (resumeState, error) {
 	if st.NextStep >= steps {
 		return resumeState{checkpoint: ckpt, state: st}, nil
 	}
-	earlier, err := training.TrimOutputs(dir, st.NextStep)
+	earlier, err := training.TrimOutputs(dir, st)
 	if err != nil {
 		return resumeState{}, fmt.Errorf("--resume %s: %w", dir, err)
 	}

@@ -464,27 +464,54 @@ func TestPythonExampleJobs(t *testing.T) {
 	needPythonGRPC(t)
 	// The examples run "python3" from PATH: make that Debian's.
 	pathEnv := []string{"PATH=" + filepath.Dir(systemPython) + string(os.PathListSeparator) + os.Getenv("PATH")}
-	rewards := func(job, out string) map[string]float64 {
+	type scored struct {
+		reward  float64
+		timeout bool
+	}
+	run := func(job, out string) map[string]scored {
 		t.Helper()
 		r := rlhostEnv(t, "../../../examples", pathEnv, "run", job, "--out", out, "--steps", "1")
 		if r.code != 0 {
 			t.Fatalf("%s: %+v", job, r)
 		}
-		got := map[string]float64{}
+		got := map[string]scored{}
 		for _, tr := range readTrajectories(t, filepath.Join(out, "trajectories.jsonl")) {
 			if tr.Error != "" {
 				t.Errorf("%s: %s/%d errored: %s", job, tr.TaskID, tr.Index, tr.Error)
 			}
-			got[fmt.Sprintf("%s/%d", tr.TaskID, tr.Index)] = tr.Reward
+			got[fmt.Sprintf("%s/%d", tr.TaskID, tr.Index)] = scored{tr.Reward, tr.FinishReason == core.FinishTimeout}
 		}
 		return got
 	}
-	py := rewards("python-env/coding.hcl", t.TempDir())
-	goEnv := rewards("coding.hcl", t.TempDir())
-	if len(py) != 14 || fmt.Sprint(py) != fmt.Sprint(goEnv) {
-		t.Errorf("Python coding env rewards differ from the Go env's:\npython %v\ngo     %v", py, goEnv)
+	rewards := func(m map[string]scored) map[string]float64 {
+		out := map[string]float64{}
+		for k, v := range m {
+			out[k] = v.reward
+		}
+		return out
 	}
-	tools := rewards("python-env/tools.hcl", t.TempDir())
+	// coding.hcl gives a completion 1 s. On a machine loaded by other
+	// tests a correct completion can run out of it in one env and not the
+	// other; such a one-sided timeout is load, so the pair runs again.
+	// Any other difference fails at once.
+	for attempt := 1; ; attempt++ {
+		py := run("python-env/coding.hcl", t.TempDir())
+		goEnv := run("coding.hcl", t.TempDir())
+		if len(py) == 14 && fmt.Sprint(rewards(py)) == fmt.Sprint(rewards(goEnv)) {
+			break
+		}
+		load := len(py) == 14 && len(goEnv) == 14
+		for k, p := range py {
+			if g := goEnv[k]; p.reward != g.reward && p.timeout == g.timeout {
+				load = false
+			}
+		}
+		if !load || attempt == 3 {
+			t.Fatalf("Python coding env rewards differ from the Go env's (attempt %d):\npython %v\ngo     %v", attempt, rewards(py), rewards(goEnv))
+		}
+		t.Logf("attempt %d: a completion timed out in one env only (machine load); running both again", attempt)
+	}
+	tools := rewards(run("python-env/tools.hcl", t.TempDir()))
 	want := map[string]float64{"secret-0/0": 1, "secret-0/1": 0, "secret-1/0": 1, "secret-1/1": 0, "secret-2/0": 1, "secret-2/1": 0}
 	if fmt.Sprint(tools) != fmt.Sprint(want) {
 		t.Errorf("tools.hcl rewards %v, want %v", tools, want)
