@@ -272,7 +272,11 @@ func existingOutputs(dir string, overwrite, appendOut bool) ([]string, error) {
 	if overwrite && appendOut {
 		return nil, fmt.Errorf("--overwrite and --append exclude each other")
 	}
-	files := []string{output.TrajectoriesFile, output.MetricsFile, output.SummaryFile}
+	// A training run's model outputs belong to the run as much as its
+	// lines: left behind, an old checkpoint would outrank the new run's on
+	// --resume, and an old final/ would pass for this run's model.
+	files := []string{output.TrajectoriesFile, output.MetricsFile, output.SummaryFile, training.RewardsPlot,
+		training.CheckpointsDir, training.FinalDir, training.AdapterDir, training.BaseDir, training.AdaptersDir}
 	var existing []string
 	for _, name := range files {
 		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
@@ -290,7 +294,7 @@ func existingOutputs(dir string, overwrite, appendOut bool) ([]string, error) {
 
 func removeOutputs(dir string, names []string) error {
 	for _, name := range names {
-		if err := os.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
 			return fmt.Errorf("remove old output: %w", err)
 		}
 	}

@@ -400,6 +400,22 @@ output { dir = "out" }
 	if r2 := rlhost(t, dir, "run", "job.hcl"); r2.code == 0 || !strings.Contains(r2.stderr, "already holds a run") {
 		t.Errorf("second run into the same dir: %+v", r2)
 	}
+	// --overwrite replaces the whole earlier run, the model outputs of a
+	// training run included; a stale checkpoint would outrank the new
+	// run's on --resume.
+	stale := filepath.Join(dir, "out", "checkpoints", "step-000099")
+	if err := os.MkdirAll(stale, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "out"), "rewards.png", "old")
+	if r2 := rlhost(t, dir, "run", "job.hcl", "--overwrite"); r2.code != 0 {
+		t.Errorf("--overwrite: %+v", r2)
+	}
+	for _, p := range []string{"out/checkpoints", "out/rewards.png"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); !os.IsNotExist(err) {
+			t.Errorf("--overwrite left %s of the earlier run: %v", p, err)
+		}
+	}
 	waitNoProcesses(t, rlhostBin)
 }
 

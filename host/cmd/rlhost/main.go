@@ -49,7 +49,7 @@ func commands() []command {
 		{name: "validate", summary: "Check a job file (and every plugin's settings) without running it", run: (*app).cmdValidate},
 		{name: "plugins", summary: "List built-in and discovered plugins with versions and config schemas", run: (*app).cmdPlugins},
 		{name: "sandbox", summary: "Run a command in a fresh sandbox, or list and remove sandboxes", run: (*app).cmdSandbox},
-		{name: "model", summary: "Create, score with and sample from a model (Qwen2-family, HF layout)", run: (*app).cmdModel},
+		{name: "model", summary: "Create, score with, sample from, merge and serve a model (Qwen2-family, HF layout)", run: (*app).cmdModel},
 		{name: "tokenize", summary: "Encode or decode text with a tokenizer.json", run: (*app).cmdTokenize},
 		{name: "version", summary: "Print the rlhost version", run: (*app).cmdVersion},
 	}
@@ -98,7 +98,7 @@ func (a *app) usage(w io.Writer) {
 			fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 		}
 	}
-	fmt.Fprintf(w, "\nRun 'rlhost COMMAND --help' for a command's flags.\n\nQuick start:\n  rlhost run examples/coding.hcl --dry-run\n")
+	fmt.Fprintf(w, "\nRun 'rlhost COMMAND --help' for a command's flags.\n\nQuick start:\n  rlhost run examples/quickstart.hcl          train a small model with GRPO on this CPU\n  rlhost run examples/coding.hcl --dry-run    score shipped completions, no training\n")
 }
 
 func (a *app) cmdVersion(_ context.Context, args []string) int {
