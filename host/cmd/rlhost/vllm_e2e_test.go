@@ -84,13 +84,13 @@ func tinyModel(t *testing.T, dir, name string) string {
 // files it expects in dir), sampled by the server at baseURL under model
 // name, trained from modelDir with weights_sync = "lora", writing to
 // dir/out.
-func vllmJob(t *testing.T, dir, out, baseURL, name, modelDir string, steps int, policyExtra, trainerExtra string) {
+func vllmJob(t *testing.T, dir, out, baseURL, name, modelDir string, steps, batch int, lr float64, policyExtra, trainerExtra string) {
 	t.Helper()
 	write(t, dir, "vllm.hcl", fmt.Sprintf(`
 run {
   name        = "vl"
   steps       = %d
-  batch_size  = 2
+  batch_size  = %d
   group_size  = 8
   seed        = 7
   concurrency = 8
@@ -116,13 +116,13 @@ policy "student" {
 trainer {
   weights_sync  = "lora"
   model         = %q
-  learning_rate = 0.003
+  learning_rate = %g
   micro_batch   = 16
   max_seq_len   = 64
   %s
 }
 output { dir = %q }
-`, steps, baseURL, name, policyExtra, modelDir, trainerExtra, out))
+`, steps, batch, baseURL, name, policyExtra, modelDir, lr, trainerExtra, out))
 }
 
 // The preflight stops a run whose server cannot take adapters, or is not
@@ -140,7 +140,7 @@ func TestVLLMPreflight(t *testing.T) {
 		{"no server", "http://127.0.0.1:1/v1", []string{"GET http://127.0.0.1:1/v1/models", "connection refused"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			vllmJob(t, dir, "vpre", tc.url, "base", model, 1, "max_retries = 0", "lora {\n    rank = 4\n  }")
+			vllmJob(t, dir, "vpre", tc.url, "base", model, 1, 2, 0.003, "max_retries = 0", "lora {\n    rank = 4\n  }")
 			r := rlhost(t, dir, "run", "vllm.hcl")
 			if r.code != 1 {
 				t.Fatalf("exit %d, want 1: %+v", r.code, r)
@@ -223,9 +223,36 @@ func checkSynced(t *testing.T, out string, steps int) (pushed int) {
 	return pushed
 }
 
-// Short GRPO runs with LoRA against rlhost's own server and against the
-// fake vLLM in front of it: every update's adapter is written, loaded
-// under RUNID-step-N and sampled from by the next step. Then the failures:
+// riseSteps is long enough for the reward of the coding task to rise
+// under LoRA at a learning rate of 0.01 (about 0.0 to 0.5 in trial runs).
+const riseSteps = 10
+
+// checkRewardRises compares the mean reward of a run's first and second
+// halves: means over five steps of 32 episodes each are steady enough to
+// tell learning from noise, where three-step means were not.
+func checkRewardRises(t *testing.T, out string) {
+	t.Helper()
+	lines := readStepLines(t, filepath.Join(out, "metrics.jsonl"))
+	half := len(lines) / 2
+	var first, second float64
+	var all []string
+	for i, l := range lines {
+		if i < half {
+			first += l.RewardMean / float64(half)
+		} else {
+			second += l.RewardMean / float64(len(lines)-half)
+		}
+		all = append(all, fmt.Sprintf("%.3f", l.RewardMean))
+	}
+	t.Logf("rewards %s; first half %.3f, second half %.3f", strings.Join(all, " "), first, second)
+	if second < first+0.15 {
+		t.Errorf("reward did not rise: first half %.3f, second half %.3f", first, second)
+	}
+}
+
+// GRPO runs with LoRA against rlhost's own server and against the fake
+// vLLM in front of it: every update's adapter is written, loaded under
+// RUNID-step-N and sampled from by the next step, and the reward rises. Then the failures:
 // a refused adapter, a server restart.
 func TestVLLMTraining(t *testing.T) {
 	dir := t.TempDir()
@@ -233,12 +260,13 @@ func TestVLLMTraining(t *testing.T) {
 	base := modelServer(t, model, "base", true)
 
 	t.Run("embedded server", func(t *testing.T) {
-		vllmJob(t, dir, "vembedded", base, "base", model, 2, "", "lora {\n    rank = 4\n  }")
+		vllmJob(t, dir, "vembedded", base, "base", model, riseSteps, 4, 0.01, "", "lora {\n    rank = 4\n  }")
 		r := rlhost(t, dir, "run", "vllm.hcl")
 		if r.code != 0 {
 			t.Fatalf("run: %+v", r)
 		}
-		checkSynced(t, filepath.Join(dir, "vembedded"), 2)
+		checkSynced(t, filepath.Join(dir, "vembedded"), riseSteps)
+		checkRewardRises(t, filepath.Join(dir, "vembedded"))
 		if !strings.Contains(r.stdout, "sync: ratio") {
 			t.Errorf("no sync line in the progress:\n%s", r.stdout)
 		}
@@ -246,12 +274,13 @@ func TestVLLMTraining(t *testing.T) {
 	t.Run("fake vLLM", func(t *testing.T) {
 		fv := fakevllm.New(fakevllm.Options{BaseModel: "base", AllowRuntimeLoRA: true, Upstream: base, UpstreamLoRA: true})
 		defer fv.Close()
-		vllmJob(t, dir, "vfake", fv.URL()+"/v1", "base", model, 2, "", "lora {\n    rank = 4\n  }")
+		vllmJob(t, dir, "vfake", fv.URL()+"/v1", "base", model, riseSteps, 4, 0.01, "", "lora {\n    rank = 4\n  }")
 		r := rlhost(t, dir, "run", "vllm.hcl")
 		if r.code != 0 {
 			t.Fatalf("run: %+v", r)
 		}
-		pushed := checkSynced(t, filepath.Join(dir, "vfake"), 2)
+		pushed := checkSynced(t, filepath.Join(dir, "vfake"), riseSteps)
+		checkRewardRises(t, filepath.Join(dir, "vfake"))
 		id := runID(t, filepath.Join(dir, "vfake"))
 		loads := fv.Loads()
 		if len(loads) != pushed {
@@ -278,7 +307,7 @@ func TestVLLMTraining(t *testing.T) {
 	t.Run("server ignores the adapter", func(t *testing.T) {
 		fv := fakevllm.New(fakevllm.Options{BaseModel: "base", AllowRuntimeLoRA: true, Upstream: base})
 		defer fv.Close()
-		vllmJob(t, dir, "vignored", fv.URL()+"/v1", "base", model, 2, "", "importance_ratio_warn = 0.0001\n  lora {\n    rank = 4\n  }")
+		vllmJob(t, dir, "vignored", fv.URL()+"/v1", "base", model, 2, 2, 0.003, "", "importance_ratio_warn = 0.0001\n  lora {\n    rank = 4\n  }")
 		r := rlhost(t, dir, "run", "vllm.hcl")
 		if r.code != 0 {
 			t.Fatalf("run: %+v", r)
@@ -295,7 +324,7 @@ func TestVLLMTraining(t *testing.T) {
 	t.Run("adapter refused", func(t *testing.T) {
 		fv := fakevllm.New(fakevllm.Options{BaseModel: "base", AllowRuntimeLoRA: true, MaxLoRARank: 1, Upstream: base, UpstreamLoRA: true})
 		defer fv.Close()
-		vllmJob(t, dir, "vrefused", fv.URL()+"/v1", "base", model, 2, "", "lora {\n    rank = 4\n  }")
+		vllmJob(t, dir, "vrefused", fv.URL()+"/v1", "base", model, 2, 2, 0.003, "", "lora {\n    rank = 4\n  }")
 		r := rlhost(t, dir, "run", "vllm.hcl")
 		if r.code != 1 {
 			t.Fatalf("exit %d, want 1: %+v", r.code, r)
@@ -313,7 +342,7 @@ func TestVLLMTraining(t *testing.T) {
 		// checkpoint's adapter before its first rollout and finishes.
 		ok := fakevllm.New(fakevllm.Options{BaseModel: "base", AllowRuntimeLoRA: true, Upstream: base, UpstreamLoRA: true})
 		defer ok.Close()
-		vllmJob(t, dir, "vrefused", ok.URL()+"/v1", "base", model, 2, "", "lora {\n    rank = 4\n  }")
+		vllmJob(t, dir, "vrefused", ok.URL()+"/v1", "base", model, 2, 2, 0.003, "", "lora {\n    rank = 4\n  }")
 		r = rlhost(t, dir, "run", "vllm.hcl", "--resume", "vrefused")
 		if r.code != 0 {
 			t.Fatalf("resume: %+v", r)
@@ -329,7 +358,7 @@ func TestVLLMTraining(t *testing.T) {
 		fv := fakevllm.New(fakevllm.Options{BaseModel: "base", AllowRuntimeLoRA: true, Upstream: base, UpstreamLoRA: true,
 			RestartAfterLoad: 1, RestartDrops: 3})
 		defer fv.Close()
-		vllmJob(t, dir, "vrestart", fv.URL()+"/v1", "base", model, 2, `backoff_base = "10ms"`, "lora {\n    rank = 4\n  }")
+		vllmJob(t, dir, "vrestart", fv.URL()+"/v1", "base", model, 2, 2, 0.003, `backoff_base = "10ms"`, "lora {\n    rank = 4\n  }")
 		r := rlhost(t, dir, "run", "vllm.hcl")
 		if r.code != 0 {
 			t.Fatalf("run: %+v", r)
