@@ -125,6 +125,24 @@ func readTrajectories(t *testing.T, path string) []core.Trajectory {
 	return out
 }
 
+// runSandboxes lists the backend's records of the run whose outputs are
+// in outDir (its rlhost.run label). Other processes on the machine may own
+// sandboxes in the same state directory; only this run's are the test's.
+func runSandboxes(t *testing.T, dir, outDir string) result {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(outDir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum struct {
+		RunID string `json:"run_id"`
+	}
+	if err := json.Unmarshal(b, &sum); err != nil || sum.RunID == "" {
+		t.Fatalf("summary.json has no run id: %s %v", b, err)
+	}
+	return rlhost(t, dir, "sandbox", "list", "--json", "--label", "rlhost.run="+sum.RunID)
+}
+
 // processesOf lists live processes whose executable or arguments mention
 // path: every plugin and sandbox helper of a test binary does.
 func processesOf(path string) []string {
@@ -473,7 +491,7 @@ output { dir = "out" }
 		t.Errorf("summary.json does not say interrupted: %s %v", b, err)
 	}
 	// No sandbox of that run is left in the backend's records either.
-	r := rlhost(t, dir, "sandbox", "list", "--json")
+	r := runSandboxes(t, dir, filepath.Join(dir, "out"))
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
 		t.Errorf("sandboxes left: %+v", r)
 	}
@@ -593,7 +611,7 @@ output { dir = "out" }
 	if r.code != 0 {
 		t.Fatalf("rm --orphans: %+v", r)
 	}
-	r = rlhost(t, dir, "sandbox", "list", "--json")
+	r = runSandboxes(t, dir, filepath.Join(dir, "out"))
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
 		t.Errorf("sandboxes left after reaping: %+v", r)
 	}

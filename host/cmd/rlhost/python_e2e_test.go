@@ -246,7 +246,7 @@ func TestPythonEnvInterrupt(t *testing.T) {
 			t.Errorf("episode %s/%d finished %q, want cancelled", tr.TaskID, tr.Index, tr.FinishReason)
 		}
 	}
-	if r := rlhost(t, dir, "sandbox", "list", "--json"); r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
+	if r := runSandboxes(t, dir, filepath.Join(dir, "out")); r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
 		t.Errorf("sandboxes left: %+v", r)
 	}
 }
