@@ -539,3 +539,40 @@ func (b *Device) AdamW(param, grad, m, v compute.Tensor, h compute.AdamWParams) 
 
 // ErrNotBuilt is returned by Open in a build without the cuda tag.
 var ErrNotBuilt = errors.New("this rlhost was built without CUDA support (build it with `make build-cuda`)")
+
+var _ compute.TokenSampler = (*Device)(nil)
+
+// SampleTokens implements compute.TokenSampler: one block per row (see
+// k_sample in kernels.cuh).
+func (b *Device) SampleTokens(ids compute.Ints, logp, logits compute.Tensor, stream, step compute.Ints, rows, vocab int, s compute.Sampling) {
+	if ids.Len() < rows || logp.Len() < rows || logits.Len() < rows*vocab || stream.Len() < rows || step.Len() < rows {
+		panic(fmt.Sprintf("cuda: sample %d rows of %d from arrays of %d ids, %d log-probs, %d logits, %d streams, %d steps",
+			rows, vocab, ids.Len(), logp.Len(), logits.Len(), stream.Len(), step.Len()))
+	}
+	if s.Temperature < 0 || s.TopK < 0 || s.TopP < 0 || s.TopP > 1 {
+		b.fail(fmt.Errorf("cuda: sample: invalid temperature %g, top-k %d or top-p %g", s.Temperature, s.TopK, s.TopP))
+		return
+	}
+	var inv float32
+	if s.Temperature > 0 {
+		inv = 1 / s.Temperature
+	}
+	b.launch("k_sample", [3]int{rows, 1, 1}, pi(ids), p(logp), p(logits), pi(stream), pi(step), i32(vocab),
+		f32(inv), i32(s.TopK), f32(s.TopP), uint64(uint32(s.Seed)), uint64(uint32(s.Seed>>32)))
+}
+
+// DownloadInts implements compute.TokenSampler. The host mirror that
+// index checks read is updated too.
+func (b *Device) DownloadInts(dst []int32, src compute.Ints) {
+	x := di(src)
+	if len(dst) != len(x.host) {
+		panic(fmt.Sprintf("cuda: download of %d ints into %d", len(x.host), len(dst)))
+	}
+	if b.ok() && len(dst) > 0 {
+		if err := b.dev.DtoH(unsafe.Pointer(&dst[0]), x.ptr, 4*len(dst)); err != nil {
+			b.fail(fmt.Errorf("cuda: download ints: %w", err))
+			return
+		}
+		copy(x.host, dst)
+	}
+}

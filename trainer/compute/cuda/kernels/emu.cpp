@@ -156,6 +156,7 @@ extern "C" int emu_launch(const char* kernel, unsigned gx, unsigned gy, unsigned
 	K(k_logprobs)
 	K(k_logprobs_bwd)
 	K(k_adamw)
+	K(k_sample)
 	return 3;
 }
 

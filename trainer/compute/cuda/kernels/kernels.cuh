@@ -677,3 +677,229 @@ extern "C" __global__ void k_adamw(float* p, const float* g, float* m, float* v,
 		p[i] = pi - step * mi / (sqrtf(vi) / sq + eps);
 	}
 }
+
+// ---- sampling (generation keeps the logits on the device) ----
+
+// Philox4x32-10 (Salmon et al., SC'11): ten rounds of a keyed bijection on
+// a 128-bit counter. Counter (step, 0, stream, 0) and key (seed) make each
+// sequence's draws a pure function of (seed, sequence, token index), so
+// they do not depend on the batch or the launch geometry.
+__device__ __forceinline__ void philox4x32_10(unsigned c[4], unsigned k0, unsigned k1) {
+	for (int i = 0; i < 10; i++) {
+		u64 p0 = (u64)0xD2511F53u * c[0], p1 = (u64)0xCD9E8D57u * c[2];
+		unsigned n0 = (unsigned)(p1 >> 32) ^ c[1] ^ k0, n2 = (unsigned)(p0 >> 32) ^ c[3] ^ k1;
+		c[0] = n0, c[1] = (unsigned)p1, c[2] = n2, c[3] = (unsigned)p0;
+		k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
+	}
+}
+
+// uniform53 is a double in [0,1) from the top 53 bits of Philox's first
+// two output words.
+__device__ __forceinline__ double uniform53(unsigned seedLo, unsigned seedHi, int stream, int step) {
+	unsigned c[4] = {(unsigned)step, 0u, (unsigned)stream, 0u};
+	philox4x32_10(c, seedLo, seedHi);
+	u64 bits = ((u64)c[0] << 21) | (u64)(c[1] >> 11);
+	return (double)bits * (1.0 / 9007199254740992.0);
+}
+
+// order_key maps a float to an unsigned that sorts the same way (larger
+// float, larger key); key_float inverts it.
+__device__ __forceinline__ unsigned order_key(float f) {
+	unsigned u = (unsigned)__float_as_int(f);
+	return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float key_float(unsigned k) {
+	return __int_as_float((int)((k & 0x80000000u) ? (k ^ 0x80000000u) : ~k));
+}
+
+// search_cut returns the largest tau with F(tau) >= target, where F(tau)
+// sums w_j over the tokens with order_key(z_j) >= max(tau, lo) and w_j is
+// 1 (count) or exp(z_j*inv - mx) (mass). F falls as tau rises, so tau is
+// built four bits at a time: each pass histograms the next digit of the
+// keys that share tau's prefix (bin 16: keys above the prefix) and takes
+// the largest digit whose suffix still reaches target. Per-thread
+// histograms are added in thread order (deterministic). red holds
+// 17*NT + 17*16 floats.
+__device__ unsigned search_cut(const float* z, int vocab, float inv, float mx, bool mass, unsigned lo, float target, float* red) {
+	int t = threadIdx.x;
+	unsigned tau = 0;
+	for (int shift = 28; shift >= 0; shift -= 4) {
+		unsigned hiMask = shift == 28 ? 0u : (0xFFFFFFFFu << (shift + 4));
+		float h[17];
+		for (int i = 0; i < 17; i++) h[i] = 0;
+		for (int j = t; j < vocab; j += NT) {
+			unsigned k = order_key(z[j]);
+			if (k < lo) continue;
+			float w = mass ? expf(z[j] * inv - mx) : 1.0f;
+			unsigned pre = k & hiMask;
+			if (pre > tau)
+				h[16] += w;
+			else if (pre == tau)
+				h[(k >> shift) & 15] += w;
+		}
+		for (int i = 0; i < 17; i++) red[i * NT + t] = h[i];
+		__syncthreads();
+		for (int q = t; q < 17 * 16; q += NT) {
+			float s = 0;
+			for (int i = 0; i < 16; i++) s += red[(q / 16) * NT + (q % 16) * 16 + i];
+			red[17 * NT + q] = s;
+		}
+		__syncthreads();
+		float H[17];
+		for (int b = 0; b < 17; b++) {
+			float s = 0;
+			for (int i = 0; i < 16; i++) s += red[17 * NT + b * 16 + i];
+			H[b] = s;
+		}
+		__syncthreads();
+		float acc = H[16];
+		for (int d = 15; d >= 0; d--) {
+			acc += H[d];
+			if (acc >= target) {
+				tau |= (unsigned)d << shift;
+				break;
+			}
+		}
+	}
+	return tau;
+}
+
+// k_sample draws one token per row of logits[rows,vocab] (one block per
+// row) and writes it to ids[r] with its log-prob at the temperature over
+// the whole vocabulary (before truncation) to logp[r]. invTemp 0 is greedy
+// (the first largest logit; its log-prob at temperature 1). topk > 0 keeps
+// the topk most likely tokens (ties by id); 0 < topp < 1 then keeps the
+// smallest most-likely set whose mass reaches topp of what is left. The
+// cut is found as a threshold on the logits' order keys by a bitwise
+// search (32 block reductions), so the vocabulary is never sorted; the draw
+// scans the kept tokens in id order with Philox uniform u.
+extern "C" __global__ void k_sample(int* ids, float* logp, const float* logits, const int* stream, const int* step, int vocab,
+                                    float invTemp, int topk, float topp, unsigned seedLo, unsigned seedHi) {
+	__shared__ float red[17 * NT + 17 * 16];
+	__shared__ int redi[NT];
+	__shared__ double redd[NT];
+	__shared__ double mass[NT];
+	__shared__ int ties[NT], lastKept[NT];
+	__shared__ int pick;
+	int r = blockIdx.x, t = threadIdx.x;
+	const float* z = logits + (long long)r * vocab;
+	bool greedy = invTemp == 0.0f;
+	float inv = greedy ? 1.0f : invTemp;
+	double it = inv;
+
+	// Argmax, ties to the lowest id: each thread's candidates rise in id.
+	float best = neg_inf();
+	int bi = vocab;
+	for (int j = t; j < vocab; j += NT)
+		if (z[j] > best) best = z[j], bi = j;
+	red[t] = best, redi[t] = bi;
+	__syncthreads();
+	for (int s = NT / 2; s > 0; s >>= 1) {
+		if (t < s && (red[t + s] > red[t] || (red[t + s] == red[t] && redi[t + s] < redi[t]))) red[t] = red[t + s], redi[t] = redi[t + s];
+		__syncthreads();
+	}
+	best = red[0];
+	int arg = redi[0];
+	__syncthreads();
+	float mx = (float)(best * it);
+	double sum = 0;
+	for (int j = t; j < vocab; j += NT) sum += exp(z[j] * it - mx);
+	double lse = mx + log(block_sumd(sum, redd));
+	if (greedy) {
+		if (t == 0) ids[r] = arg, logp[r] = (float)(z[arg] * it - lse);
+		return;
+	}
+
+	// The kept set is {key > tau} plus, when need >= 0, the first need
+	// tokens (by id) with key == tau; need < 0 keeps every tie.
+	unsigned tau = 0;
+	int need = -1;
+	float keptMass = 0;
+	if (topk > 0 && topk < vocab) {
+		tau = search_cut(z, vocab, inv, mx, false, 0, (float)topk, red);
+		int above = 0;
+		float am = 0;
+		for (int j = t; j < vocab; j += NT)
+			if (order_key(z[j]) > tau) above++, am += expf(z[j] * inv - mx);
+		redi[t] = above;
+		am = block_sum(am, red);  // also the barrier for redi
+		if (t == 0) {
+			int a = 0;
+			for (int i = 0; i < NT; i++) a += redi[i];
+			redi[0] = a;
+		}
+		__syncthreads();
+		need = topk - redi[0];
+		keptMass = am + (float)need * expf(key_float(tau) * inv - mx);
+	} else {
+		float m = 0;
+		for (int j = t; j < vocab; j += NT) m += expf(z[j] * inv - mx);
+		keptMass = block_sum(m, red);
+	}
+	if (topp > 0.0f && topp < 1.0f) {
+		float target = topp * keptMass;
+		unsigned tp = search_cut(z, vocab, inv, mx, true, tau, target, red);
+		if (tp > tau) tau = tp, need = -1;
+	}
+
+	// Draw: thread t owns ids [lo,hi) in order; per-thread tie counts and
+	// kept masses are prefix-summed in thread order by thread 0.
+	int chunk = (vocab + NT - 1) / NT, lo = imin(t * chunk, vocab), hi = imin(lo + chunk, vocab);
+	int nt = 0;
+	for (int j = lo; j < hi; j++) nt += order_key(z[j]) == tau;
+	ties[t] = nt;
+	__syncthreads();
+	if (t == 0) {
+		int acc = 0;
+		for (int i = 0; i < NT; i++) {
+			int c = ties[i];
+			ties[i] = acc;
+			acc += c;
+		}
+	}
+	__syncthreads();
+	int rank = ties[t], last = -1;
+	double m = 0;
+	for (int j = lo; j < hi; j++) {
+		unsigned k = order_key(z[j]);
+		bool keep = k > tau || (k == tau && (need < 0 || rank++ < need));
+		if (keep) m += exp(z[j] * it - mx), last = j;
+	}
+	mass[t] = m, lastKept[t] = last;
+	__syncthreads();
+	if (t == 0) {
+		double total = 0;
+		int lastAll = -1;
+		for (int i = 0; i < NT; i++) total += mass[i], lastAll = lastKept[i] >= 0 ? lastKept[i] : lastAll;
+		double u = uniform53(seedLo, seedHi, stream[r], step[r]) * total;
+		int owner = -1;
+		for (int i = 0; i < NT; i++) {
+			if (mass[i] > 0 && u < mass[i]) {
+				owner = i;
+				break;
+			}
+			u -= mass[i];
+		}
+		redd[0] = u;
+		pick = owner >= 0 ? -2 - owner : lastAll;  // thread owner scans for the residual; else u fell on the rounding edge
+	}
+	__syncthreads();
+	if (pick == -2 - t) {
+		double u = redd[0];
+		int got = last;
+		rank = ties[t];
+		for (int j = lo; j < hi; j++) {
+			unsigned k = order_key(z[j]);
+			bool keep = k > tau || (k == tau && (need < 0 || rank++ < need));
+			if (!keep) continue;
+			u -= exp(z[j] * it - mx);
+			if (u < 0) {
+				got = j;
+				break;
+			}
+		}
+		pick = got;
+	}
+	__syncthreads();
+	if (t == 0) ids[r] = pick, logp[r] = (float)(z[pick] * it - lse);
+}
