@@ -903,3 +903,22 @@ extern "C" __global__ void k_sample(int* ids, float* logp, const float* logits, 
 	__syncthreads();
 	if (t == 0) ids[r] = pick, logp[r] = (float)(z[pick] * it - lse);
 }
+
+// ---- BF16 (mixed-precision GEMM operands) ----
+
+// k_to_bf16 rounds FP32 to BF16 (the top 16 bits) to nearest, ties to
+// even, as PyTorch's .to(torch.bfloat16) does; NaN stays a quiet NaN.
+extern "C" __global__ void k_to_bf16(unsigned short* out, const float* x, int n) {
+	GRID_STRIDE(i, n) {
+		unsigned u = (unsigned)__float_as_int(x[i]);
+		if ((u & 0x7fffffffu) > 0x7f800000u)
+			out[i] = (unsigned short)((u >> 16) | 0x40u);
+		else
+			out[i] = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+	}
+}
+
+// k_from_bf16 widens BF16 to FP32 (exact).
+extern "C" __global__ void k_from_bf16(float* out, const unsigned short* x, int n) {
+	GRID_STRIDE(i, n) out[i] = __int_as_float((int)((unsigned)x[i] << 16));
+}
