@@ -35,6 +35,7 @@ func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("cuda-bench", flag.ContinueOnError)
 	mode := fs.String("mode", "train", "train (fwd+bwd tokens/s) or logits (write logits of -ids)")
 	dev := fs.String("device", "cuda", "auto, cpu or cuda")
+	prec := fs.String("precision", "fp32", "fp32 or bf16 (BF16 matmuls with FP32 accumulation; cuda only)")
 	preset := fs.String("preset", "qwen2.5-0.5b", "model shape for -mode train")
 	batch := fs.Int("batch", 4, "sequences per step")
 	seq := fs.Int("seq", 512, "tokens per sequence")
@@ -45,7 +46,7 @@ func run(args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	be, why, err := device.Open(*dev)
+	be, why, err := device.OpenPrecision(*dev, *prec)
 	if err != nil {
 		return err
 	}
