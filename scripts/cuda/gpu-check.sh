@@ -21,7 +21,8 @@
 #      transformers in float32, beside transformers' own autocast-BF16 error;
 #   3. fwd+bwd tokens/s at Qwen2.5-0.5B dimensions, rlhost vs PyTorch eager in the same
 #      run, in float32 and in BF16 mixed precision (PyTorch: autocast), with MFU against
-#      PEAK_TFLOPS / PEAK_TFLOPS_BF16 (guessed from the GPU name if unset).
+#      PEAK_TFLOPS / PEAK_TFLOPS_BF16 (guessed from the GPU name if unset); then rlhost fp32
+#      with flash-style attention, for its speed and peak memory.
 # Results go to $OUT (default ./gpu-check-results).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -133,6 +134,15 @@ print(f"{sys.argv[3]} fwd+bwd tokens/s: rlhost {r['tokens_per_s']:.0f} ({r.get('
       f"ratio rlhost/pytorch {r['tokens_per_s'] / p['tokens_per_s']:.2f}")
 PY
   done
+  echo "== 3b. the same fp32 run with flash-style attention (rlhost only: speed and peak memory)"
+  "$dir/cuda-bench" -mode train -device cuda -flash -batch "${BATCH:-4}" -seq "${SEQ:-512}" \
+    -steps "${STEPS:-10}" -peak-tflops "$peak" | tee "$out/bench-rlhost-fp32-flash.json"
+  "$py" - "$out/bench-rlhost-fp32-flash.json" "$out/bench-rlhost-fp32.json" <<'PY' | tee -a "$out/summary.txt"
+import json, sys
+f, r = (json.load(open(x)) for x in sys.argv[1:3])
+print(f"fp32 flash attention: {f['tokens_per_s']:.0f} tokens/s, peak {f.get('peak_bytes', 0)/2**30:.2f} GiB; "
+      f"default attention {r['tokens_per_s']:.0f} tokens/s, peak {r.get('peak_bytes', 0)/2**30:.2f} GiB")
+PY
   echo "results in $out (summary.txt)"
 }
 
@@ -144,5 +154,5 @@ case "${1:-all}" in
     build ""
     run_bundle "$here/../../bin/cuda-gpu-check"
     ;;
-  *) sed -n '2,25p' "$0"; exit 2 ;;
+  *) sed -n '2,26p' "$0"; exit 2 ;;
 esac

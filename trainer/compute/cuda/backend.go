@@ -61,6 +61,9 @@ type Device struct {
 	// bfa and bfb are those copies, grown like the other scratch.
 	bf16     bool
 	bfa, bfb *BF16
+
+	flash bool    // LSEAttention (SetFlashAttention)
+	delta *tensor // flash backward's row terms
 }
 
 var _ compute.Device = (*Device)(nil)
@@ -694,4 +697,37 @@ func (b *Device) MatMulBF16(c compute.Tensor, a, bb *BF16, m, n, k int, transA, 
 	if err := b.dev.GemmBF16(transB, transA, n, m, k, 1, bb.ptr, ldb, a.ptr, lda, beta, p(c), n); err != nil {
 		b.fail(fmt.Errorf("cuda: bf16 gemm %dx%dx%d: %w", m, n, k, err))
 	}
+}
+
+var _ compute.LSEAttention = (*Device)(nil)
+
+// SetFlashAttention makes LSEAttention report on: the model then keeps
+// row log-sum-exps instead of attention probabilities (k_flash_*). It is
+// off by default: the kernels recompute the probabilities one row per
+// block and are not tuned, so they trade speed for O(T) memory.
+func (b *Device) SetFlashAttention(on bool) { b.flash = on }
+
+// LSEAttention implements compute.LSEAttention.
+func (b *Device) LSEAttention() bool { return b.flash }
+
+// AttentionLSE implements compute.LSEAttention.
+func (b *Device) AttentionLSE(out, lse, q, k, v compute.Tensor, lens compute.Ints, B, T, hq, hkv, d int) {
+	b.checkLens(lens, B, T)
+	if lse.Len() < B*hq*T {
+		panic(fmt.Sprintf("cuda: attention lse of %d for %dx%dx%d", lse.Len(), B, hq, T))
+	}
+	b.launch("k_flash_fwd", [3]int{T, hq, B}, p(out), p(lse), p(q), p(k), p(v), pi(lens),
+		i32(T), i32(hq), i32(hkv), i32(d), f32(attnScale(d)))
+}
+
+// AttentionLSEBackward implements compute.LSEAttention: the row terms
+// dout·out into scratch, then dQ by query rows and dK/dV by key rows.
+func (b *Device) AttentionLSEBackward(dq, dk, dv, dout, out, q, k, v, lse compute.Tensor, lens compute.Ints, B, T, hq, hkv, d int) {
+	b.checkLens(lens, B, T)
+	delta := b.scratch(&b.delta, B*hq*T)
+	b.launch("k_flash_bwd_delta", [3]int{T, hq, B}, delta.ptr, p(out), p(dout), pi(lens), i32(T), i32(hq), i32(d))
+	b.launch("k_flash_bwd_dq", [3]int{T, hq, B}, p(dq), p(dout), p(q), p(k), p(v), p(lse), delta.ptr, pi(lens),
+		i32(T), i32(hq), i32(hkv), i32(d), f32(attnScale(d)))
+	b.launch("k_flash_bwd_dkv", [3]int{T, hkv, B}, p(dk), p(dv), p(dout), p(q), p(k), p(v), p(lse), delta.ptr, pi(lens),
+		i32(T), i32(hq), i32(hkv), i32(d), f32(attnScale(d)))
 }

@@ -159,6 +159,10 @@ extern "C" int emu_launch(const char* kernel, unsigned gx, unsigned gy, unsigned
 	K(k_sample)
 	K(k_to_bf16)
 	K(k_from_bf16)
+	K(k_flash_fwd)
+	K(k_flash_bwd_delta)
+	K(k_flash_bwd_dq)
+	K(k_flash_bwd_dkv)
 	return 3;
 }
 

@@ -922,3 +922,180 @@ extern "C" __global__ void k_to_bf16(unsigned short* out, const float* x, int n)
 extern "C" __global__ void k_from_bf16(float* out, const unsigned short* x, int n) {
 	GRID_STRIDE(i, n) out[i] = __int_as_float((int)((unsigned)x[i] << 16));
 }
+
+// ---- flash-style attention: no [B,hq,T,T] probabilities ----
+//
+// The forward keeps each row's log-sum-exp (lse[B,hq,T]) instead of its
+// probabilities, and the backward recomputes p_ij = exp(s_ij - lse_i) from
+// q and k where it needs them. One block per row; keys (or queries) are
+// taken NT at a time, each thread scoring one of them into shared memory,
+// and the d outputs are then summed over the chunk as in k_attn_fwd.
+
+__device__ __forceinline__ float dotf(const float* a, const float* b, int d) {
+	float s = 0;
+	for (int e = 0; e < d; e++) s += a[e] * b[e];
+	return s;
+}
+
+extern "C" __global__ void k_flash_fwd(float* out, float* lse, const float* q, const float* k, const float* v, const int* lens, int T,
+                                       int hq, int hkv, int d, float scale) {
+	__shared__ float red[NT];
+	__shared__ float P[NT];
+	int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
+	int g = h / (hq / hkv), n = lens[b];
+	float* o = out + (((long long)b * T + i) * hq + h) * d;
+	float* L = lse + ((long long)b * hq + h) * T + i;
+	for (int e = t; e < d; e += NT) o[e] = 0;
+	if (i >= n) {
+		if (t == 0) *L = 0;
+		return;
+	}
+	const float* qi = q + (((long long)b * T + i) * hq + h) * d;
+	const float* kb = k + ((long long)b * T * hkv + g) * d;
+	const float* vb = v + ((long long)b * T * hkv + g) * d;
+	long long rs = (long long)hkv * d;  // stride between rows of k and v
+	float mx = neg_inf();
+	for (int j = t; j <= i; j += NT) mx = fmaxf(mx, dotf(qi, kb + j * rs, d) * scale);
+	mx = block_max(mx, red);
+	float sum = 0;
+	for (int j = t; j <= i; j += NT) sum += expf(dotf(qi, kb + j * rs, d) * scale - mx);
+	sum = block_sum(sum, red);
+	float l = mx + (float)log((double)sum);
+	if (t == 0) *L = l;
+	int G = row_groups(d), e0 = t % d;
+	float acc = 0;
+	for (int j0 = 0; j0 <= i; j0 += NT) {
+		int j = j0 + t, cnt = imin(NT, i - j0 + 1);
+		P[t] = j <= i ? expf(dotf(qi, kb + j * rs, d) * scale - l) : 0.0f;
+		__syncthreads();
+		if (G > 1) {
+			for (int jj = t / d; jj < cnt; jj += G) acc += P[jj] * vb[(j0 + jj) * rs + e0];
+		} else {
+			for (int e = t; e < d; e += NT) {
+				float a = 0;
+				for (int jj = 0; jj < cnt; jj++) a += P[jj] * vb[(j0 + jj) * rs + e];
+				o[e] += a;
+			}
+		}
+		__syncthreads();
+	}
+	if (G > 1) {
+		acc = group_sum(acc, d, red);
+		if (t < d) o[e0] = acc;
+	}
+}
+
+// k_flash_bwd_delta writes delta[b,h,i] = dout_i · out_i (the row term of
+// the softmax backward), 0 for rows past the sequence.
+extern "C" __global__ void k_flash_bwd_delta(float* delta, const float* out, const float* dout, const int* lens, int T, int hq, int d) {
+	__shared__ float red[NT];
+	int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+	long long row = (((long long)b * T + i) * hq + h) * d;
+	float s = 0;
+	if (i < lens[b])
+		for (int e = threadIdx.x; e < d; e += NT) s += dout[row + e] * out[row + e];
+	s = block_sum(s, red);
+	if (threadIdx.x == 0) delta[((long long)b * hq + h) * T + i] = s;
+}
+
+// k_flash_bwd_dq accumulates dq_i += scale · Σ_j ds_ij k_j with
+// ds_ij = p_ij (dout_i·v_j − delta_i), one block per query row.
+extern "C" __global__ void k_flash_bwd_dq(float* dq, const float* dout, const float* q, const float* k, const float* v, const float* lse,
+                                          const float* delta, const int* lens, int T, int hq, int hkv, int d, float scale) {
+	__shared__ float red[NT];
+	__shared__ float DS[NT];
+	int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
+	int g = h / (hq / hkv), n = lens[b];
+	if (i >= n) return;
+	long long row = (((long long)b * T + i) * hq + h) * d;
+	const float *qi = q + row, *doi = dout + row;
+	float* dqi = dq + row;
+	const float* kb = k + ((long long)b * T * hkv + g) * d;
+	const float* vb = v + ((long long)b * T * hkv + g) * d;
+	long long rs = (long long)hkv * d;
+	float l = lse[((long long)b * hq + h) * T + i], D = delta[((long long)b * hq + h) * T + i];
+	int G = row_groups(d), e0 = t % d;
+	float acc = 0;
+	for (int j0 = 0; j0 <= i; j0 += NT) {
+		int j = j0 + t, cnt = imin(NT, i - j0 + 1);
+		float ds = 0;
+		if (j <= i) {
+			float p = expf(dotf(qi, kb + j * rs, d) * scale - l);
+			ds = p * (dotf(doi, vb + j * rs, d) - D);
+		}
+		DS[t] = ds;
+		__syncthreads();
+		if (G > 1) {
+			for (int jj = t / d; jj < cnt; jj += G) acc += DS[jj] * kb[(j0 + jj) * rs + e0];
+		} else {
+			for (int e = t; e < d; e += NT) {
+				float a = 0;
+				for (int jj = 0; jj < cnt; jj++) a += DS[jj] * kb[(j0 + jj) * rs + e];
+				dqi[e] += scale * a;
+			}
+		}
+		__syncthreads();
+	}
+	if (G > 1) {
+		acc = group_sum(acc, d, red);
+		if (t < d) dqi[e0] += scale * acc;
+	}
+}
+
+// k_flash_bwd_dkv accumulates, for key row j of kv head g, dv_j += Σ p_ij
+// dout_i and dk_j += scale · Σ ds_ij q_i over the query rows i >= j of
+// every query head of the group: one block per key row, no atomics.
+extern "C" __global__ void k_flash_bwd_dkv(float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v,
+                                           const float* lse, const float* delta, const int* lens, int T, int hq, int hkv, int d,
+                                           float scale) {
+	__shared__ float red[NT];
+	__shared__ float PS[NT], DS[NT];
+	int j = blockIdx.x, g = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
+	int rep = hq / hkv, n = lens[b];
+	if (j >= n) return;
+	long long krow = (((long long)b * T + j) * hkv + g) * d;
+	const float *kj = k + krow, *vj = v + krow;
+	float *dkj = dk + krow, *dvj = dv + krow;
+	long long qs = (long long)hq * d;  // stride between rows of q and dout
+	int G = row_groups(d), e0 = t % d;
+	float acck = 0, accv = 0;
+	for (int h = g * rep; h < (g + 1) * rep; h++) {
+		const float* qb = q + ((long long)b * T * hq + h) * d;
+		const float* db = dout + ((long long)b * T * hq + h) * d;
+		const float* lh = lse + ((long long)b * hq + h) * T;
+		const float* Dh = delta + ((long long)b * hq + h) * T;
+		for (int i0 = j; i0 < n; i0 += NT) {
+			int i = i0 + t, cnt = imin(NT, n - i0);
+			float p = 0, ds = 0;
+			if (i < n) {
+				p = expf(dotf(qb + i * qs, kj, d) * scale - lh[i]);
+				ds = p * (dotf(db + i * qs, vj, d) - Dh[i]);
+			}
+			PS[t] = p, DS[t] = ds;
+			__syncthreads();
+			if (G > 1) {
+				for (int ii = t / d; ii < cnt; ii += G) {
+					accv += PS[ii] * db[(i0 + ii) * qs + e0];
+					acck += DS[ii] * qb[(i0 + ii) * qs + e0];
+				}
+			} else {
+				for (int e = t; e < d; e += NT) {
+					float av = 0, ak = 0;
+					for (int ii = 0; ii < cnt; ii++) {
+						av += PS[ii] * db[(i0 + ii) * qs + e];
+						ak += DS[ii] * qb[(i0 + ii) * qs + e];
+					}
+					dvj[e] += av;
+					dkj[e] += scale * ak;
+				}
+			}
+			__syncthreads();
+		}
+	}
+	if (G > 1) {
+		accv = group_sum(accv, d, red);
+		if (t < d) dvj[e0] += accv;
+		acck = group_sum(acck, d, red);
+		if (t < d) dkj[e0] += scale * acck;
+	}
+}
