@@ -211,7 +211,7 @@ func chiSquare(counts []int, expect []float64) (float64, int) {
 // at p = 1e-4 that a temperature off by half fails. The seed is fixed, so
 // the test is deterministic; the thresholds say how much it can detect.
 func TestSampleDistribution(t *testing.T) {
-	const V, N, seed = 24, 1500, 77
+	const V, N, seed = 24, 1000, 77
 	r := rand.New(rand.NewPCG(5, 6))
 	z := randLogits(r, V, 2.5)
 	// tied has four equal logits straddling the top-5 cut (ranks 4 to 7):
