@@ -24,6 +24,9 @@ type Settings struct {
 	// Device is "auto", "cpu" or "cuda"; auto picks CUDA when this build
 	// has it and a GPU answers, else the CPU, and says which.
 	Device string
+	// Precision is "fp32" or "bf16" (BF16 matmuls with FP32 master
+	// weights, CUDA only).
+	Precision string
 	// CheckpointEvery saves a checkpoint after every N-th step (0: only at
 	// the end and on Ctrl-C); KeepCheckpoints keeps the newest N.
 	CheckpointEvery, KeepCheckpoints int
@@ -51,7 +54,7 @@ type Warmup struct {
 // hostSettings are the trainer block's attributes that are not GRPO's:
 // the rest are grpo.Config's, under its JSON (TRL) names, so that
 // docs/grpo.md is the one reference for them.
-var hostSettings = []string{"device", "checkpoint_every", "keep_checkpoints", "save_dtype"}
+var hostSettings = []string{"device", "precision", "checkpoint_every", "keep_checkpoints", "save_dtype"}
 
 // derived are grpo.Config settings the host fills in, never the block.
 var derived = map[string]string{
@@ -67,7 +70,7 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 	if tb == nil {
 		return nil, nil
 	}
-	s := &Settings{GRPO: grpo.DefaultConfig(), Device: "auto", KeepCheckpoints: 2, SaveDType: "f32"}
+	s := &Settings{GRPO: grpo.DefaultConfig(), Device: "auto", Precision: "fp32", KeepCheckpoints: 2, SaveDType: "f32"}
 	g := &s.GRPO
 	grpoKeys := jsonKeys(grpo.Config{})
 	schema := &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "warmup"}, {Type: "lora"}}}
@@ -111,8 +114,8 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 	for name, raw := range given {
 		var dst any
 		switch name {
-		case "device", "save_dtype":
-			dst = map[string]*string{"device": &s.Device, "save_dtype": &s.SaveDType}[name]
+		case "device", "precision", "save_dtype":
+			dst = map[string]*string{"device": &s.Device, "precision": &s.Precision, "save_dtype": &s.SaveDType}[name]
 		case "checkpoint_every", "keep_checkpoints":
 			dst = map[string]*int{"checkpoint_every": &s.CheckpointEvery, "keep_checkpoints": &s.KeepCheckpoints}[name]
 		case "weights_sync", "model", "adapter_dir", "importance_ratio_warn":
@@ -159,6 +162,14 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 		}
 	default:
 		attrErr("device", fmt.Sprintf("device %q is not one of auto, cpu, cuda", s.Device))
+	}
+	switch {
+	case s.Precision != "fp32" && s.Precision != "bf16":
+		attrErr("precision", fmt.Sprintf("precision %q is not one of fp32, bf16", s.Precision))
+	case s.Precision == "bf16" && s.Device == "cpu":
+		attrErr("precision", `precision "bf16" needs device "cuda" (or "auto" on a GPU); the CPU backend computes in fp32`)
+	case s.Precision == "bf16" && !cuda.Built:
+		attrErr("precision", `precision "bf16" needs a build with the CUDA backend (make build-cuda, docs/cuda.md); this rlhost has only the CPU backend`)
 	}
 	if s.CheckpointEvery < 0 {
 		attrErr("checkpoint_every", "checkpoint_every must be >= 0 (0 saves only at the end)")

@@ -72,6 +72,9 @@ func TestDecodeTrainerBlockErrors(t *testing.T) {
 		{"bad value", "trainer {\n  loss_type = \"ppo\"\n}", `job.hcl:7,15-20: Invalid trainer setting: loss_type "ppo" is not one of`},
 		{"derived", "trainer {\n  temperature = 1\n}", "job.hcl:7,17-18: Setting not allowed here: temperature is not set in the trainer block"},
 		{"device", "trainer {\n  device = \"tpu\"\n}", `job.hcl:7,12-17: Invalid trainer setting: device "tpu" is not one of auto, cpu, cuda`},
+		{"precision", "trainer {\n  precision = \"fp8\"\n}", `job.hcl:7,15-20: Invalid trainer setting: precision "fp8" is not one of fp32, bf16`},
+		{"bf16 on the cpu", "trainer {\n  device = \"cpu\"\n  precision = \"bf16\"\n}", `job.hcl:8,15-21: Invalid trainer setting: precision "bf16" needs device "cuda"`},
+		{"bf16 without CUDA", "trainer {\n  precision = \"bf16\"\n}", `precision "bf16" needs a build with the CUDA backend`},
 		{"warmup needs a file", "trainer {\n  warmup {\n  }\n}", `Missing required argument`},
 	}
 	for _, c := range cases {

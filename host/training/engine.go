@@ -87,11 +87,11 @@ func Open(ctx context.Context, o EngineOptions) (e *Engine, err error) {
 			return nil, schema.Diagnostics{schema.Errorf([]string{"trainer", "micro_batch"}, "", "%w", err)}.Err()
 		}
 	}
-	dev := "auto"
+	dev, prec := "auto", "fp32"
 	if o.Train != nil {
-		dev = o.Train.Device
+		dev, prec = o.Train.Device, o.Train.Precision
 	}
-	be, chosen, err := device.Open(dev)
+	be, chosen, err := device.OpenPrecision(dev, prec)
 	if err != nil {
 		return nil, err
 	}

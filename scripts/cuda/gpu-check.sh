@@ -13,11 +13,16 @@
 #
 # "run" does, and stops at the first failure:
 #   1. the parity suite on the GPU: every op, then the tiny model's forward, backward,
-#      a GRPO-like update and KV-cache generation, CUDA against the CPU backend;
+#      a GRPO-like update and KV-cache generation, CUDA against the CPU backend, in FP32
+#      and in BF16 mixed precision (against a CPU that rounds the same operands), and
+#      on-device sampling (greedy, distribution, top-k/top-p sets, reproducibility);
 #   2. logits of a small random Qwen2 made by transformers, loaded by rlhost on the GPU
-#      (and on the CPU), against transformers' on the GPU;
-#   3. fwd+bwd tokens/s at Qwen2.5-0.5B dimensions, float32, rlhost vs PyTorch eager in
-#      the same run, with MFU against PEAK_TFLOPS (guessed from the GPU name if unset).
+#      (and on the CPU), against transformers' on the GPU; then rlhost in BF16 against
+#      transformers in float32, beside transformers' own autocast-BF16 error;
+#   3. fwd+bwd tokens/s at Qwen2.5-0.5B dimensions, rlhost vs PyTorch eager in the same
+#      run, in float32 and in BF16 mixed precision (PyTorch: autocast), with MFU against
+#      PEAK_TFLOPS / PEAK_TFLOPS_BF16 (guessed from the GPU name if unset); then rlhost fp32
+#      with flash-style attention, for its speed and peak memory.
 # Results go to $OUT (default ./gpu-check-results).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -66,6 +71,18 @@ peak_guess() {
   esac
 }
 
+peak_guess_bf16() {
+  # Dense BF16 tensor-core peaks (no sparsity), TFLOPS.
+  case "$1" in
+    *H100*PCIe*) echo 756 ;;
+    *H100* | *H200* | *GH200*) echo 989 ;;
+    *A100*) echo 312 ;;
+    *L40S*) echo 362 ;;
+    *A10*) echo 125 ;;
+    *) echo 0 ;;
+  esac
+}
+
 run_bundle() {
   local dir=${1:-$here}
   local out=${OUT:-$PWD/gpu-check-results}
@@ -76,9 +93,9 @@ run_bundle() {
   local gpu
   gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)
   echo "GPU: $gpu" | tee "$out/summary.txt"
-  local peak=${PEAK_TFLOPS:-$(peak_guess "$gpu")}
+  local peak=${PEAK_TFLOPS:-$(peak_guess "$gpu")} peak16=${PEAK_TFLOPS_BF16:-$(peak_guess_bf16 "$gpu")}
 
-  echo "== 1. parity suite (CUDA vs CPU, every op, tiny model step, generation)"
+  echo "== 1. parity suite (CUDA vs CPU, every op, tiny model step in fp32 and bf16, sampling, generation)"
   # The source-tree checks (kernel names, compat header) ran where it was built.
   "$dir/cuda-parity.test" -test.v -test.count=1 -test.skip 'TestLaunchedKernelsExist|TestCompatHeader' 2>&1 |
     tee "$out/parity.txt"
@@ -91,18 +108,40 @@ run_bundle() {
   "$dir/cuda-bench" -mode logits -device cpu -dir "$out/qwen2-small" -ids "$ids" >"$out/logits-rlhost-cpu.json"
   "$py" "$dir/torch_ref.py" compare "$out/logits-transformers.json" "$out/logits-rlhost-cuda.json" | tee -a "$out/summary.txt"
   "$py" "$dir/torch_ref.py" compare "$out/logits-transformers.json" "$out/logits-rlhost-cpu.json" | tee -a "$out/summary.txt"
+  # BF16: rlhost's bf16 logits against transformers' float32 ones, at a bf16 tolerance
+  # (operands rounded to 8 significant bits through two layers: about 1e-2 of the
+  # largest logit; 3e-2 leaves room). transformers' own autocast error is printed
+  # beside it for scale.
+  "$py" "$dir/torch_ref.py" logits "$out/qwen2-small" "$ids" "$out/logits-transformers-bf16.json" --bf16
+  "$dir/cuda-bench" -mode logits -device cuda -precision bf16 -dir "$out/qwen2-small" -ids "$ids" >"$out/logits-rlhost-cuda-bf16.json"
+  "$py" "$dir/torch_ref.py" compare "$out/logits-transformers.json" "$out/logits-rlhost-cuda-bf16.json" --tol 3e-2 | tee -a "$out/summary.txt"
+  "$py" "$dir/torch_ref.py" compare "$out/logits-transformers.json" "$out/logits-transformers-bf16.json" --tol 3e-2 | tee -a "$out/summary.txt"
 
-  echo "== 3. fwd+bwd tokens/s at Qwen2.5-0.5B dimensions (float32, B=${BATCH:-4}, T=${SEQ:-512}, peak ${peak} TFLOPS)"
-  "$dir/cuda-bench" -mode train -device cuda -batch "${BATCH:-4}" -seq "${SEQ:-512}" -steps "${STEPS:-10}" \
-    -peak-tflops "$peak" | tee "$out/bench-rlhost.json"
-  "$py" "$dir/torch_ref.py" bench --batch "${BATCH:-4}" --seq "${SEQ:-512}" --steps "${STEPS:-10}" \
-    --peak-tflops "$peak" | tee "$out/bench-pytorch.json"
-  "$py" - "$out/bench-rlhost.json" "$out/bench-pytorch.json" <<'PY' | tee -a "$out/summary.txt"
+  local prec pk flag
+  for prec in fp32 bf16; do
+    pk=$peak flag=
+    [ "$prec" = bf16 ] && pk=$peak16 flag=--bf16
+    echo "== 3. fwd+bwd tokens/s at Qwen2.5-0.5B dimensions ($prec, B=${BATCH:-4}, T=${SEQ:-512}, peak ${pk} TFLOPS)"
+    "$dir/cuda-bench" -mode train -device cuda -precision "$prec" -batch "${BATCH:-4}" -seq "${SEQ:-512}" \
+      -steps "${STEPS:-10}" -peak-tflops "$pk" | tee "$out/bench-rlhost-$prec.json"
+    "$py" "$dir/torch_ref.py" bench --batch "${BATCH:-4}" --seq "${SEQ:-512}" --steps "${STEPS:-10}" \
+      --peak-tflops "$pk" $flag | tee "$out/bench-pytorch-$prec.json"
+    "$py" - "$out/bench-rlhost-$prec.json" "$out/bench-pytorch-$prec.json" "$prec" <<'PY' | tee -a "$out/summary.txt"
 import json, sys
 r, p = (json.load(open(f)) for f in sys.argv[1:3])
-print(f"fwd+bwd tokens/s: rlhost {r['tokens_per_s']:.0f} ({r.get('mfu', 0):.1%} MFU, peak {r.get('peak_bytes', 0)/2**30:.2f} GiB), "
+print(f"{sys.argv[3]} fwd+bwd tokens/s: rlhost {r['tokens_per_s']:.0f} ({r.get('mfu', 0):.1%} MFU, peak {r.get('peak_bytes', 0)/2**30:.2f} GiB), "
       f"{p['device']} {p['tokens_per_s']:.0f} ({p.get('mfu', 0):.1%} MFU, peak {p['peak_bytes']/2**30:.2f} GiB); "
       f"ratio rlhost/pytorch {r['tokens_per_s'] / p['tokens_per_s']:.2f}")
+PY
+  done
+  echo "== 3b. the same fp32 run with flash-style attention (rlhost only: speed and peak memory)"
+  "$dir/cuda-bench" -mode train -device cuda -flash -batch "${BATCH:-4}" -seq "${SEQ:-512}" \
+    -steps "${STEPS:-10}" -peak-tflops "$peak" | tee "$out/bench-rlhost-fp32-flash.json"
+  "$py" - "$out/bench-rlhost-fp32-flash.json" "$out/bench-rlhost-fp32.json" <<'PY' | tee -a "$out/summary.txt"
+import json, sys
+f, r = (json.load(open(x)) for x in sys.argv[1:3])
+print(f"fp32 flash attention: {f['tokens_per_s']:.0f} tokens/s, peak {f.get('peak_bytes', 0)/2**30:.2f} GiB; "
+      f"default attention {r['tokens_per_s']:.0f} tokens/s, peak {r.get('peak_bytes', 0)/2**30:.2f} GiB")
 PY
   echo "results in $out (summary.txt)"
 }
@@ -115,5 +154,5 @@ case "${1:-all}" in
     build ""
     run_bundle "$here/../../bin/cuda-gpu-check"
     ;;
-  *) sed -n '2,22p' "$0"; exit 2 ;;
+  *) sed -n '2,26p' "$0"; exit 2 ;;
 esac

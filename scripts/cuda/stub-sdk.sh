@@ -48,6 +48,11 @@ mkdir -p "$out/include" "$out/lib" "$out/src"
   echo 'cublasStatus_t cublasCreate(cublasHandle_t *handle);'
   echo 'cublasStatus_t cublasDestroy(cublasHandle_t handle);'
   echo 'cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t streamId);'
+  # cublasGemmEx's type and compute-type constants (library_types.h and
+  # cublas_api.h of CUDA 11 and later); gorgonia's header predates them.
+  echo 'enum { CUDA_R_32F = 0, CUDA_R_16BF = 14 };'
+  echo 'enum { CUBLAS_COMPUTE_32F = 68 };'
+  echo 'enum { CUBLAS_GEMM_DEFAULT = -1 };'
   echo '#endif'
 } >"$out/include/cublas_v2.h"
 

@@ -2,11 +2,15 @@
 """PyTorch/transformers side of scripts/cuda/gpu-check.sh (runs on the GPU machine).
 
   torch_ref.py make-model DIR          save a small random Qwen2 (float32) to DIR
-  torch_ref.py logits DIR IDS OUT      write transformers' logits for IDS (comma list) to OUT (JSON)
+  torch_ref.py logits DIR IDS OUT [--bf16]
+                                       write transformers' logits for IDS (comma list) to OUT (JSON);
+                                       --bf16: under torch.autocast(bfloat16), float32 weights
   torch_ref.py compare A.json B.json   compare two logits files; exit 1 past the tolerance
-  torch_ref.py bench --batch B --seq T [--peak-tflops P]
-                                       fwd+bwd tokens/s of Qwen2.5-0.5B dimensions, float32,
-                                       PyTorch eager, same loss as cuda-bench -mode train
+  torch_ref.py bench --batch B --seq T [--peak-tflops P] [--bf16]
+                                       fwd+bwd tokens/s of Qwen2.5-0.5B dimensions, float32 (or
+                                       --bf16: autocast bfloat16 with float32 master weights, as
+                                       cuda-bench -precision bf16), PyTorch eager, same loss as
+                                       cuda-bench -mode train
 """
 import argparse
 import json
@@ -48,15 +52,16 @@ def make_model(d):
     m.save_pretrained(d, safe_serialization=True)
 
 
-def logits(d, ids, out):
+def logits(d, ids, out, bf16=False):
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     m = Qwen2ForCausalLM.from_pretrained(d, dtype=torch.float32).to(dev).eval()
     # Full-precision matmuls: the comparison is float32 against float32.
     torch.backends.cuda.matmul.allow_tf32 = False
     x = torch.tensor([[int(i) for i in ids.split(",")]], device=dev)
-    with torch.no_grad():
+    with torch.no_grad(), torch.autocast(dev, dtype=torch.bfloat16, enabled=bf16):
         z = m(input_ids=x).logits[0].float().cpu()
-    json.dump({"device": "transformers-" + dev, "vocab": z.shape[-1], "logits": z.flatten().tolist()}, open(out, "w"))
+    name = "transformers-" + dev + ("-autocast-bf16" if bf16 else "")
+    json.dump({"device": name, "vocab": z.shape[-1], "logits": z.flatten().tolist()}, open(out, "w"))
 
 
 def compare(a_path, b_path, tol=1e-3):
@@ -73,7 +78,7 @@ def compare(a_path, b_path, tol=1e-3):
     return 0 if ok else 1
 
 
-def bench(batch, seq, steps, peak):
+def bench(batch, seq, steps, peak, bf16=False):
     dev = "cuda"
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -86,7 +91,8 @@ def bench(batch, seq, steps, peak):
 
     def step():
         m.zero_grad(set_to_none=False)
-        z = m(input_ids=ids).logits
+        with torch.autocast(dev, dtype=torch.bfloat16, enabled=bf16):
+            z = m(input_ids=ids).logits
         logp = torch.log_softmax(z.float(), dim=-1).gather(-1, tgt.unsqueeze(-1)).squeeze(-1)[:, :-1]
         loss = -logp.sum() / n
         loss.backward()
@@ -108,7 +114,7 @@ def bench(batch, seq, steps, peak):
     per_layer = 2 * C * (qd + 2 * kvd) + 2 * qd * C + 2 * 3 * C * I + 2 * 2 * qd * seq / 2
     flops_tok = L * per_layer + 2 * C * V
     tps = n / el
-    r = {"device": "pytorch-" + torch.__version__ + "-eager-" + m.config._attn_implementation, "batch": batch,
+    r = {"device": "pytorch-" + torch.__version__ + "-eager-" + m.config._attn_implementation + ("-autocast-bf16" if bf16 else ""), "batch": batch,
          "seq": seq, "step_ms": el * 1e3, "tokens_per_s": tps, "tflops": 3 * flops_tok * tps / 1e12,
          "peak_bytes": torch.cuda.max_memory_allocated()}
     if peak:
@@ -121,19 +127,21 @@ def main():
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("make-model"); s.add_argument("dir")
     s = sub.add_parser("logits"); s.add_argument("dir"); s.add_argument("ids"); s.add_argument("out")
+    s.add_argument("--bf16", action="store_true")
     s = sub.add_parser("compare"); s.add_argument("a"); s.add_argument("b"); s.add_argument("--tol", type=float, default=1e-3)
     s = sub.add_parser("bench")
     s.add_argument("--batch", type=int, default=4); s.add_argument("--seq", type=int, default=512)
     s.add_argument("--steps", type=int, default=10); s.add_argument("--peak-tflops", type=float, default=0)
+    s.add_argument("--bf16", action="store_true")
     a = p.parse_args()
     if a.cmd == "make-model":
         make_model(a.dir)
     elif a.cmd == "logits":
-        logits(a.dir, a.ids, a.out)
+        logits(a.dir, a.ids, a.out, a.bf16)
     elif a.cmd == "compare":
         sys.exit(compare(a.a, a.b, a.tol))
     else:
-        bench(a.batch, a.seq, a.steps, a.peak_tflops)
+        bench(a.batch, a.seq, a.steps, a.peak_tflops, a.bf16)
 
 
 if __name__ == "__main__":

@@ -147,3 +147,18 @@ type Float64IO interface {
 	Upload64(dst Tensor, src []float64)
 	Download64(dst []float64, src Tensor)
 }
+
+// LSEAttention is implemented by devices that can run attention without
+// keeping the [B,hq,T,T] probabilities: the forward keeps each row's
+// log-sum-exp and the backward recomputes the probabilities from q and k
+// (flash-attention style), so activation memory grows with T, not T².
+// The model uses it when LSEAttention reports true.
+type LSEAttention interface {
+	LSEAttention() bool
+	// AttentionLSE is Attention with lse[B,hq,T] (the log-sum-exp of each
+	// row's scaled scores; 0 for rows past the sequence) in place of att.
+	AttentionLSE(out, lse, q, k, v Tensor, lens Ints, B, T, hq, hkv, d int)
+	// AttentionLSEBackward is AttentionBackward from the forward's output
+	// out and lse instead of att.
+	AttentionLSEBackward(dq, dk, dv, dout, out, q, k, v, lse Tensor, lens Ints, B, T, hq, hkv, d int)
+}

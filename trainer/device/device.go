@@ -19,6 +19,41 @@ import (
 // Names are the accepted settings.
 var Names = []string{"auto", "cpu", "cuda"}
 
+// Precisions are the accepted precision settings: "fp32" everywhere, and
+// "bf16" (BF16 matmul operands with FP32 accumulation and FP32 master
+// weights) on CUDA only.
+var Precisions = []string{"fp32", "bf16"}
+
+// OpenPrecision is Open with a precision. "bf16" needs the CUDA device:
+// with "cpu", or with "auto" when CUDA is unavailable, it is an error
+// saying so rather than a silent FP32 run. "" means "fp32".
+func OpenPrecision(name, precision string) (compute.Device, string, error) {
+	switch precision {
+	case "", "fp32":
+		return Open(name)
+	case "bf16":
+	default:
+		return nil, "", fmt.Errorf("unknown precision %q (want fp32 or bf16)", precision)
+	}
+	if name == "cpu" {
+		return nil, "", fmt.Errorf("precision \"bf16\" needs device \"cuda\": the CPU backend computes in fp32")
+	}
+	be, why, err := Open(name)
+	if err != nil {
+		return nil, "", err
+	}
+	g, ok := be.(*cuda.Device)
+	if !ok {
+		be.Close()
+		return nil, "", fmt.Errorf("precision \"bf16\" needs a CUDA device, and device %q chose %s", name, why)
+	}
+	if err := g.SetPrecision("bf16"); err != nil {
+		g.Close()
+		return nil, "", err
+	}
+	return g, why + ", bf16 mixed precision", nil
+}
+
 // Open returns the backend for name and a sentence saying which device
 // was chosen and why. "" means "auto".
 func Open(name string) (compute.Device, string, error) {

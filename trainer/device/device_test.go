@@ -50,3 +50,39 @@ func TestOpen(t *testing.T) {
 		})
 	}
 }
+
+func TestOpenPrecision(t *testing.T) {
+	cases := []struct {
+		name, setting, precision string
+		wantWhy, wantErr         string
+		needCUDA                 bool // case only holds in a build without CUDA
+	}{
+		{name: "cpu fp32", setting: "cpu", precision: "fp32", wantWhy: "cpu (cpu-f32"},
+		{name: "empty is fp32", setting: "cpu", precision: "", wantWhy: "cpu (cpu-f32"},
+		{name: "cpu bf16", setting: "cpu", precision: "bf16", wantErr: `precision "bf16" needs device "cuda"`},
+		{name: "auto bf16 without CUDA", setting: "auto", precision: "bf16", wantErr: `needs a CUDA device, and device "auto" chose cpu`, needCUDA: true},
+		{name: "cuda bf16 without CUDA", setting: "cuda", precision: "bf16", wantErr: "built without CUDA support", needCUDA: true},
+		{name: "unknown", setting: "cpu", precision: "fp8", wantErr: `unknown precision "fp8"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.needCUDA && cuda.Built {
+				t.Skip("this case describes a build without the cuda tag")
+			}
+			b, why, err := OpenPrecision(c.setting, c.precision)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("OpenPrecision(%q, %q) error = %v, want it to contain %q", c.setting, c.precision, err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			if !strings.Contains(why, c.wantWhy) {
+				t.Fatalf("why = %q, want it to contain %q", why, c.wantWhy)
+			}
+		})
+	}
+}

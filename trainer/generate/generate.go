@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/rlhost/rlhost/trainer/compute"
 	"github.com/rlhost/rlhost/trainer/model"
 )
 
@@ -32,8 +33,12 @@ type Options struct {
 	// StopIDs end a sequence when sampled (the stop token is kept in the
 	// output, since a policy must learn to emit it).
 	StopIDs []int
-	// Seed makes sampling reproducible: sequence b draws from PCG(Seed, b),
-	// so its tokens do not depend on what else is in the batch.
+	// Seed makes sampling reproducible: sequence b draws from PCG(Seed, b)
+	// on the host, or, on a device that samples where the logits are
+	// (compute.TokenSampler), from Philox keyed by Seed at counter (b, token
+	// index); either way its tokens do not depend on what else is in the
+	// batch. The two streams differ, so a seed draws different (equally
+	// distributed) tokens on the CPU and on a GPU.
 	Seed uint64
 }
 
@@ -84,6 +89,9 @@ func Generate(ctx context.Context, m *model.Model, prompts [][]int, o Options) (
 	stop := map[int]bool{}
 	for _, s := range o.StopIDs {
 		stop[s] = true
+	}
+	if ts, ok := m.Device().(compute.TokenSampler); ok {
+		return generateOnDevice(ctx, ts, m, cache, prompts, o, stop)
 	}
 	// Prompts are prefilled together, packed up to the cache's row budget
 	// per pass; logits[i*V:] belongs to the sequence in row[i].

@@ -145,38 +145,50 @@ func (k *Cache) Decode(ids []int32, logits []float32) error {
 // once over all rows; attention runs per run of adjacent slots with equal
 // chunk lengths, so a decode over slots 0..n-1 is one call.
 func (k *Cache) Forward(chunks []Chunk, logits []float32) error {
+	if len(logits) != len(chunks)*k.m.Cfg.VocabSize {
+		return fmt.Errorf("model: logits buffer of %d, want %d", len(logits), len(chunks)*k.m.Cfg.VocabSize)
+	}
+	lg, err := k.ForwardLogits(chunks)
+	if err != nil {
+		return err
+	}
+	k.m.be.Download(logits, lg)
+	return nil
+}
+
+// ForwardLogits is Forward leaving the logits [len(chunks), vocab] on the
+// device, in the cache's own buffer (valid until the next forward), for a
+// device that samples where they are (compute.TokenSampler).
+func (k *Cache) ForwardLogits(chunks []Chunk) (compute.Tensor, error) {
 	m, be, c := k.m, k.m.be, k.m.Cfg
 	nc := len(chunks)
 	if nc == 0 {
-		return fmt.Errorf("model: forward with no chunks")
-	}
-	if len(logits) != nc*c.VocabSize {
-		return fmt.Errorf("model: logits buffer of %d, want %d", len(logits), nc*c.VocabSize)
+		return nil, fmt.Errorf("model: forward with no chunks")
 	}
 	defer clear(k.busy)
 	rows := 0
 	for i, ch := range chunks {
 		b, tq := ch.Slot, len(ch.IDs)
 		if b < 0 || b >= k.B {
-			return fmt.Errorf("model: sequence %d in a cache of %d", b, k.B)
+			return nil, fmt.Errorf("model: sequence %d in a cache of %d", b, k.B)
 		}
 		if k.busy[b] {
-			return fmt.Errorf("model: sequence %d named twice in one forward", b)
+			return nil, fmt.Errorf("model: sequence %d named twice in one forward", b)
 		}
 		k.busy[b] = true
 		if tq == 0 {
-			return fmt.Errorf("model: sequence %d given no tokens", b)
+			return nil, fmt.Errorf("model: sequence %d given no tokens", b)
 		}
 		if k.n[b]+tq > k.maxT {
-			return fmt.Errorf("model: sequence %d would hold %d tokens, cache holds %d", b, k.n[b]+tq, k.maxT)
+			return nil, fmt.Errorf("model: sequence %d would hold %d tokens, cache holds %d", b, k.n[b]+tq, k.maxT)
 		}
 		if rows+tq > k.rows {
-			return fmt.Errorf("model: forward of more than %d rows", k.rows)
+			return nil, fmt.Errorf("model: forward of more than %d rows", k.rows)
 		}
 		k.hStart[i] = int32(k.n[b])
 		for j, id := range ch.IDs {
 			if id < 0 || int(id) >= c.VocabSize {
-				return fmt.Errorf("model: token id %d outside vocabulary of %d", id, c.VocabSize)
+				return nil, fmt.Errorf("model: token id %d outside vocabulary of %d", id, c.VocabSize)
 			}
 			k.hIDs[rows+j] = id
 			k.hPos[rows+j] = int32(k.n[b] + j)
@@ -269,9 +281,8 @@ func (k *Cache) Forward(chunks []Chunk, logits []float32) error {
 	be.Embed(last, x, lastv, nc, C)
 	be.RMSNorm(lnl, rstdl, last, m.norm.W, nc, C, eps)
 	be.MatMul(lg, lnl, m.lmHead.W, nc, V, C, false, true, false)
-	be.Download(logits, lg)
 	for _, ch := range chunks {
 		k.n[ch.Slot] += len(ch.IDs)
 	}
-	return nil
+	return lg, nil
 }

@@ -238,6 +238,11 @@ type Run struct {
 	hLensInt                []int
 	invTemp                 float32
 
+	// flash is the device's LSE attention when it asked for it at NewRun:
+	// then each layer's att holds row log-sum-exps [B,hq,T], not
+	// probabilities [B,hq,T,T].
+	flash compute.LSEAttention
+
 	res    []compute.Tensor // residual stream entering each layer, and after the last
 	acts   []layerActs
 	lnf    compute.Tensor
@@ -273,6 +278,9 @@ func (m *Model) NewRun(B, T int) (*Run, error) {
 		hLensInt: make([]int, B),
 		lnf:      be.Alloc(N * C), rstdf: be.Alloc(N), logits: be.Alloc(N * V), lse: be.Alloc(N), logp: be.Alloc(N),
 	}
+	if f, ok := be.(compute.LSEAttention); ok && f.LSEAttention() {
+		r.flash = f
+	}
 	for l := 0; l <= c.NumLayers; l++ {
 		r.res = append(r.res, be.Alloc(N*C))
 	}
@@ -283,7 +291,7 @@ func (m *Model) NewRun(B, T int) (*Run, error) {
 		r.acts = append(r.acts, layerActs{
 			ln1: be.Alloc(N * C), rstd1: be.Alloc(N),
 			q: be.Alloc(N * qd), k: be.Alloc(N * kvd), v: be.Alloc(N * kvd),
-			att: be.Alloc(B * c.NumHeads * T * T), ao: be.Alloc(N * qd),
+			att: be.Alloc(r.attLen()), ao: be.Alloc(N * qd),
 			mid: be.Alloc(N * C), ln2: be.Alloc(N * C), rstd2: be.Alloc(N),
 			gate: be.Alloc(N * I), up: be.Alloc(N * I), h: be.Alloc(N * I),
 		})
@@ -351,7 +359,11 @@ func (r *Run) Forward(ids []int32, lens []int) error {
 		}
 		be.RoPE(a.q, r.pos, N, hq, hd, c.RopeTheta)
 		be.RoPE(a.k, r.pos, N, hkv, hd, c.RopeTheta)
-		be.Attention(a.ao, a.att, a.q, a.k, a.v, r.lens, r.B, r.T, hq, hkv, hd)
+		if r.flash != nil {
+			r.flash.AttentionLSE(a.ao, a.att, a.q, a.k, a.v, r.lens, r.B, r.T, hq, hkv, hd)
+		} else {
+			be.Attention(a.ao, a.att, a.q, a.k, a.v, r.lens, r.B, r.T, hq, hkv, hd)
+		}
 		be.MatMul(a.mid, a.ao, p.o.W, N, C, qd, false, true, false)
 		if r.lora.ad != nil {
 			r.loraForward(l, OProj, a.mid, a.ao)
@@ -490,7 +502,11 @@ func (r *Run) Backward(dlogp []float32) error {
 		be.Zero(g.dq)
 		be.Zero(g.dk)
 		be.Zero(g.dv)
-		be.AttentionBackward(g.dq, g.dk, g.dv, g.dao, a.q, a.k, a.v, a.att, r.lens, r.B, r.T, hq, hkv, hd)
+		if r.flash != nil {
+			r.flash.AttentionLSEBackward(g.dq, g.dk, g.dv, g.dao, a.ao, a.q, a.k, a.v, a.att, r.lens, r.B, r.T, hq, hkv, hd)
+		} else {
+			be.AttentionBackward(g.dq, g.dk, g.dv, g.dao, a.q, a.k, a.v, a.att, r.lens, r.B, r.T, hq, hkv, hd)
+		}
 		be.RoPEBackward(g.dq, r.pos, N, hq, hd, c.RopeTheta)
 		be.RoPEBackward(g.dk, r.pos, N, hkv, hd, c.RopeTheta)
 		if p.qb != nil && p.qb.G != nil {
@@ -528,4 +544,13 @@ func (m *Model) GradNorm() float64 {
 		}
 	}
 	return math.Sqrt(s)
+}
+
+// attLen is the size of a layer's att: probabilities [B,hq,T,T], or row
+// log-sum-exps [B,hq,T] under LSE attention.
+func (r *Run) attLen() int {
+	if r.flash != nil {
+		return r.B * r.m.Cfg.NumHeads * r.T
+	}
+	return r.B * r.m.Cfg.NumHeads * r.T * r.T
 }

@@ -25,6 +25,7 @@ func (r *Run) Within(B, T int) (*Run, error) {
 		ids: be.ViewInts(r.ids, 0, N), pos: be.ViewInts(r.pos, 0, N), targets: be.ViewInts(r.targets, 0, N),
 		lens: be.ViewInts(r.lens, 0, B),
 		hIDs: r.hIDs[:N], hPos: r.hPos[:N], hTgt: r.hTgt[:N], hLens: r.hLens[:B], hLensInt: r.hLensInt[:B],
+		flash: r.flash,
 	}
 	c := r.m.Cfg
 	C, I, V := c.HiddenSize, c.IntermediateSize, c.VocabSize
@@ -38,7 +39,7 @@ func (r *Run) Within(B, T int) (*Run, error) {
 		s.acts = append(s.acts, layerActs{
 			ln1: be.View(a.ln1, 0, N*C), rstd1: be.View(a.rstd1, 0, N),
 			q: be.View(a.q, 0, N*qd), k: be.View(a.k, 0, N*kvd), v: be.View(a.v, 0, N*kvd),
-			att: be.View(a.att, 0, B*c.NumHeads*T*T), ao: be.View(a.ao, 0, N*qd),
+			att: be.View(a.att, 0, s.attLen()), ao: be.View(a.ao, 0, N*qd),
 			mid: be.View(a.mid, 0, N*C), ln2: be.View(a.ln2, 0, N*C), rstd2: be.View(a.rstd2, 0, N),
 			gate: be.View(a.gate, 0, N*I), up: be.View(a.up, 0, N*I), h: be.View(a.h, 0, N*I),
 		})

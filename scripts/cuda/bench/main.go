@@ -35,6 +35,8 @@ func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("cuda-bench", flag.ContinueOnError)
 	mode := fs.String("mode", "train", "train (fwd+bwd tokens/s) or logits (write logits of -ids)")
 	dev := fs.String("device", "cuda", "auto, cpu or cuda")
+	prec := fs.String("precision", "fp32", "fp32 or bf16 (BF16 matmuls with FP32 accumulation; cuda only)")
+	flash := fs.Bool("flash", false, "flash-style attention (row log-sum-exps, no T×T probabilities; cuda only)")
 	preset := fs.String("preset", "qwen2.5-0.5b", "model shape for -mode train")
 	batch := fs.Int("batch", 4, "sequences per step")
 	seq := fs.Int("seq", 512, "tokens per sequence")
@@ -45,11 +47,19 @@ func run(args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	be, why, err := device.Open(*dev)
+	be, why, err := device.OpenPrecision(*dev, *prec)
 	if err != nil {
 		return err
 	}
 	defer be.Close()
+	if *flash {
+		g, ok := be.(interface{ SetFlashAttention(bool) })
+		if !ok {
+			return fmt.Errorf("-flash needs the cuda device, and %s was chosen", why)
+		}
+		g.SetFlashAttention(true)
+		why += ", flash attention"
+	}
 	fmt.Fprintln(os.Stderr, "device:", why)
 	var out any
 	switch *mode {
@@ -71,6 +81,7 @@ func run(args []string, stdout io.Writer) error {
 
 type trainResult struct {
 	Device       string  `json:"device"`
+	Flash        bool    `json:"flash,omitempty"`
 	Preset       string  `json:"preset"`
 	Batch        int     `json:"batch"`
 	Seq          int     `json:"seq"`
@@ -140,7 +151,8 @@ func train(be compute.Device, preset string, B, T, steps int, peak float64) (*tr
 		}
 	}
 	el := time.Since(t0).Seconds() / float64(steps)
-	r := &trainResult{Device: be.Name(), Preset: preset, Batch: B, Seq: T, StepMS: el * 1e3, TokensPerSec: float64(N) / el}
+	lse, _ := be.(compute.LSEAttention)
+	r := &trainResult{Device: be.Name(), Flash: lse != nil && lse.LSEAttention(), Preset: preset, Batch: B, Seq: T, StepMS: el * 1e3, TokensPerSec: float64(N) / el}
 	r.TFLOPS = 3 * m.FlopsPerToken(T) * r.TokensPerSec / 1e12
 	if peak > 0 {
 		r.MFU = r.TFLOPS / peak

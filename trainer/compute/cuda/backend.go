@@ -6,8 +6,9 @@
 // The op logic (grid sizes, argument marshalling, the row-major GEMM
 // mapping) is plain Go over the Driver interface, so the cudaemu test
 // build runs it against an emulator on the CPU. The real device needs the
-// cuda build tag; without it Open says so. It does not do BF16 (see
-// docs/cuda.md), autograd or shape tracking.
+// cuda build tag; without it Open says so. Matmuls run in FP32 or, with
+// SetPrecision("bf16"), on BF16 operands with FP32 accumulation. It does
+// no autograd or shape tracking.
 package cuda
 
 import (
@@ -55,6 +56,14 @@ type Device struct {
 	partHost  []float64
 	invFreq   *tensor
 	freqKey   [2]float64
+
+	// bf16 runs MatMul on BF16 copies of its operands (SetPrecision);
+	// bfa and bfb are those copies, grown like the other scratch.
+	bf16     bool
+	bfa, bfb *BF16
+
+	flash bool    // LSEAttention (SetFlashAttention)
+	delta *tensor // flash backward's row terms
 }
 
 var _ compute.Device = (*Device)(nil)
@@ -63,7 +72,34 @@ var _ compute.Device = (*Device)(nil)
 func New(dev Driver) *Device { return &Device{dev: dev, allocs: map[uint64]int{}} }
 
 // Name implements compute.Device.
-func (b *Device) Name() string { return "cuda-f32" }
+func (b *Device) Name() string {
+	if b.bf16 {
+		return "cuda-bf16"
+	}
+	return "cuda-f32"
+}
+
+// Precisions are SetPrecision's settings.
+var Precisions = []string{"fp32", "bf16"}
+
+// SetPrecision selects how MatMul computes. "fp32" (the default) is
+// cublasSgemm in full FP32. "bf16" is mixed precision as PyTorch's
+// autocast runs a linear layer: both operands are rounded to BF16 and
+// multiplied with FP32 accumulation into an FP32 result (cublasGemmEx,
+// CUBLAS_COMPUTE_32F); parameters (the master weights), gradients,
+// AdamW's moments and every non-GEMM op stay FP32. The column sums of
+// BiasBackward and RMSNormBackward stay FP32 in either mode.
+func (b *Device) SetPrecision(p string) error {
+	switch p {
+	case "fp32", "":
+		b.bf16 = false
+	case "bf16":
+		b.bf16 = true
+	default:
+		return fmt.Errorf("cuda: precision %q is not one of fp32, bf16", p)
+	}
+	return nil
+}
 
 // DeviceName describes the device.
 func (b *Device) DeviceName() string { return b.dev.Name() }
@@ -284,6 +320,23 @@ func (b *Device) SumSquares(t compute.Tensor) float64 {
 // transpose in column-major, so cuBLAS gets B first, A second, with m and
 // n swapped and the same transpose flags.
 func (b *Device) MatMul(c, a, bb compute.Tensor, m, n, k int, transA, transB, acc bool) {
+	if b.bf16 {
+		if c.Len() < m*n || a.Len() < m*k || bb.Len() < k*n {
+			panic(fmt.Sprintf("cuda: matmul %dx%dx%d on tensors of %d, %d, %d", m, n, k, c.Len(), a.Len(), bb.Len()))
+		}
+		ha, hb := b.scratchBF16(&b.bfa, m*k), b.scratchBF16(&b.bfb, k*n)
+		if b.ok() && m > 0 && n > 0 && k > 0 {
+			b.launch("k_to_bf16", blocks1(m*k), ha.ptr, p(a), i32(m*k))
+			b.launch("k_to_bf16", blocks1(k*n), hb.ptr, p(bb), i32(k*n))
+		}
+		b.MatMulBF16(c, ha, hb, m, n, k, transA, transB, acc)
+		return
+	}
+	b.sgemm(c, a, bb, m, n, k, transA, transB, acc)
+}
+
+// sgemm is MatMul in FP32 whatever the precision.
+func (b *Device) sgemm(c, a, bb compute.Tensor, m, n, k int, transA, transB, acc bool) {
 	if c.Len() < m*n || a.Len() < m*k || bb.Len() < k*n {
 		panic(fmt.Sprintf("cuda: matmul %dx%dx%d on tensors of %d, %d, %d", m, n, k, c.Len(), a.Len(), bb.Len()))
 	}
@@ -316,7 +369,7 @@ func (b *Device) AddBias(x, bias compute.Tensor, rows, cols int) {
 // parallelism for a kernel with one thread per column, and atomics would
 // make the sum order (and so the result) vary from run to run.
 func (b *Device) BiasBackward(dbias, dy compute.Tensor, rows, cols int) {
-	b.MatMul(dbias, b.ones(rows), dy, 1, cols, rows, false, false, true)
+	b.sgemm(dbias, b.ones(rows), dy, 1, cols, rows, false, false, true)
 }
 
 // ones returns a device vector of n ones (grown on first use).
@@ -339,7 +392,7 @@ func (b *Device) RMSNormBackward(dx, dw, dout, x, w, rstd compute.Tensor, rows, 
 	// dw[1,dim] += rstd[1,rows]·(dout⊙x)[rows,dim], a GEMV (see BiasBackward).
 	prod := b.View(b.scratch(&b.prod, rows*dim), 0, rows*dim)
 	b.launch("k_mul", blocks1(rows*dim), p(prod), p(dout), p(x), i32(rows*dim))
-	b.MatMul(dw, rstd, prod, 1, dim, rows, false, false, true)
+	b.sgemm(dw, rstd, prod, 1, dim, rows, false, false, true)
 }
 
 // ropeFreqs uploads 1/theta^(2i/headDim) computed exactly as the CPU
@@ -388,17 +441,31 @@ func (b *Device) scratch(s **tensor, n int) *tensor {
 	return *s
 }
 
+// scratchBF16 is scratch for BF16 arrays: *s grown to at least n
+// elements, returned as a view of exactly n.
+func (b *Device) scratchBF16(s **BF16, n int) *BF16 {
+	if *s == nil || (*s).n < n {
+		if *s != nil {
+			b.releasePtr((*s).ptr)
+		}
+		*s = b.AllocBF16(n)
+	}
+	return &BF16{ptr: (*s).ptr, n: n}
+}
+
 // release frees t, which must be a whole allocation, after a Sync.
-func (b *Device) release(t *tensor) {
-	size, ok := b.allocs[t.ptr]
+func (b *Device) release(t *tensor) { b.releasePtr(t.ptr) }
+
+func (b *Device) releasePtr(ptr uint64) {
+	size, ok := b.allocs[ptr]
 	if !ok || b.Sync() != nil {
 		return
 	}
-	if err := b.dev.Free(t.ptr); err != nil {
+	if err := b.dev.Free(ptr); err != nil {
 		b.fail(fmt.Errorf("cuda: free: %w", err))
 		return
 	}
-	delete(b.allocs, t.ptr)
+	delete(b.allocs, ptr)
 	b.bytes -= int64(size)
 }
 
@@ -539,3 +606,128 @@ func (b *Device) AdamW(param, grad, m, v compute.Tensor, h compute.AdamWParams) 
 
 // ErrNotBuilt is returned by Open in a build without the cuda tag.
 var ErrNotBuilt = errors.New("this rlhost was built without CUDA support (build it with `make build-cuda`)")
+
+var _ compute.TokenSampler = (*Device)(nil)
+
+// SampleTokens implements compute.TokenSampler: one block per row (see
+// k_sample in kernels.cuh).
+func (b *Device) SampleTokens(ids compute.Ints, logp, logits compute.Tensor, stream, step compute.Ints, rows, vocab int, s compute.Sampling) {
+	if ids.Len() < rows || logp.Len() < rows || logits.Len() < rows*vocab || stream.Len() < rows || step.Len() < rows {
+		panic(fmt.Sprintf("cuda: sample %d rows of %d from arrays of %d ids, %d log-probs, %d logits, %d streams, %d steps",
+			rows, vocab, ids.Len(), logp.Len(), logits.Len(), stream.Len(), step.Len()))
+	}
+	if s.Temperature < 0 || s.TopK < 0 || s.TopP < 0 || s.TopP > 1 {
+		b.fail(fmt.Errorf("cuda: sample: invalid temperature %g, top-k %d or top-p %g", s.Temperature, s.TopK, s.TopP))
+		return
+	}
+	var inv float32
+	if s.Temperature > 0 {
+		inv = 1 / s.Temperature
+	}
+	b.launch("k_sample", [3]int{rows, 1, 1}, pi(ids), p(logp), p(logits), pi(stream), pi(step), i32(vocab),
+		f32(inv), i32(s.TopK), f32(s.TopP), uint64(uint32(s.Seed)), uint64(uint32(s.Seed>>32)))
+}
+
+// DownloadInts implements compute.TokenSampler. The host mirror that
+// index checks read is updated too.
+func (b *Device) DownloadInts(dst []int32, src compute.Ints) {
+	x := di(src)
+	if len(dst) != len(x.host) {
+		panic(fmt.Sprintf("cuda: download of %d ints into %d", len(x.host), len(dst)))
+	}
+	if b.ok() && len(dst) > 0 {
+		if err := b.dev.DtoH(unsafe.Pointer(&dst[0]), x.ptr, 4*len(dst)); err != nil {
+			b.fail(fmt.Errorf("cuda: download ints: %w", err))
+			return
+		}
+		copy(x.host, dst)
+	}
+}
+
+// BF16 is a bfloat16 array in device memory: the GEMM operand type of
+// mixed precision (FP32 master weights, BF16 copies for the matmuls).
+type BF16 struct {
+	ptr uint64
+	n   int
+}
+
+// Len is the number of elements.
+func (t *BF16) Len() int { return t.n }
+
+// AllocBF16 returns a zeroed BF16 array of n elements.
+func (b *Device) AllocBF16(n int) *BF16 { return &BF16{ptr: b.alloc(4 * ((n + 1) / 2)), n: n} }
+
+// ToBF16 rounds src to BF16 into dst (nearest, ties to even).
+func (b *Device) ToBF16(dst *BF16, src compute.Tensor) {
+	if dst.n != src.Len() {
+		panic(fmt.Sprintf("cuda: bf16 cast of %d into %d", src.Len(), dst.n))
+	}
+	b.launch("k_to_bf16", blocks1(dst.n), dst.ptr, p(src), i32(dst.n))
+}
+
+// FromBF16 widens src into dst (exact).
+func (b *Device) FromBF16(dst compute.Tensor, src *BF16) {
+	if dst.Len() != src.n {
+		panic(fmt.Sprintf("cuda: bf16 widen of %d into %d", src.n, dst.Len()))
+	}
+	b.launch("k_from_bf16", blocks1(src.n), p(dst), src.ptr, i32(src.n))
+}
+
+// MatMulBF16 is MatMul with BF16 operands, an FP32 result and FP32
+// accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F), the matmul of BF16
+// mixed precision; the row-major mapping is MatMul's.
+func (b *Device) MatMulBF16(c compute.Tensor, a, bb *BF16, m, n, k int, transA, transB, acc bool) {
+	if c.Len() < m*n || a.n < m*k || bb.n < k*n {
+		panic(fmt.Sprintf("cuda: bf16 matmul %dx%dx%d on tensors of %d, %d, %d", m, n, k, c.Len(), a.n, bb.n))
+	}
+	if !b.ok() || m == 0 || n == 0 {
+		return
+	}
+	lda, ldb := k, n
+	if transA {
+		lda = m
+	}
+	if transB {
+		ldb = k
+	}
+	var beta float32
+	if acc {
+		beta = 1
+	}
+	if err := b.dev.GemmBF16(transB, transA, n, m, k, 1, bb.ptr, ldb, a.ptr, lda, beta, p(c), n); err != nil {
+		b.fail(fmt.Errorf("cuda: bf16 gemm %dx%dx%d: %w", m, n, k, err))
+	}
+}
+
+var _ compute.LSEAttention = (*Device)(nil)
+
+// SetFlashAttention makes LSEAttention report on: the model then keeps
+// row log-sum-exps instead of attention probabilities (k_flash_*). It is
+// off by default: the kernels recompute the probabilities one row per
+// block and are not tuned, so they trade speed for O(T) memory.
+func (b *Device) SetFlashAttention(on bool) { b.flash = on }
+
+// LSEAttention implements compute.LSEAttention.
+func (b *Device) LSEAttention() bool { return b.flash }
+
+// AttentionLSE implements compute.LSEAttention.
+func (b *Device) AttentionLSE(out, lse, q, k, v compute.Tensor, lens compute.Ints, B, T, hq, hkv, d int) {
+	b.checkLens(lens, B, T)
+	if lse.Len() < B*hq*T {
+		panic(fmt.Sprintf("cuda: attention lse of %d for %dx%dx%d", lse.Len(), B, hq, T))
+	}
+	b.launch("k_flash_fwd", [3]int{T, hq, B}, p(out), p(lse), p(q), p(k), p(v), pi(lens),
+		i32(T), i32(hq), i32(hkv), i32(d), f32(attnScale(d)))
+}
+
+// AttentionLSEBackward implements compute.LSEAttention: the row terms
+// dout·out into scratch, then dQ by query rows and dK/dV by key rows.
+func (b *Device) AttentionLSEBackward(dq, dk, dv, dout, out, q, k, v, lse compute.Tensor, lens compute.Ints, B, T, hq, hkv, d int) {
+	b.checkLens(lens, B, T)
+	delta := b.scratch(&b.delta, B*hq*T)
+	b.launch("k_flash_bwd_delta", [3]int{T, hq, B}, delta.ptr, p(out), p(dout), pi(lens), i32(T), i32(hq), i32(d))
+	b.launch("k_flash_bwd_dq", [3]int{T, hq, B}, p(dq), p(dout), p(q), p(k), p(v), p(lse), delta.ptr, pi(lens),
+		i32(T), i32(hq), i32(hkv), i32(d), f32(attnScale(d)))
+	b.launch("k_flash_bwd_dkv", [3]int{T, hkv, B}, p(dk), p(dv), p(dout), p(q), p(k), p(v), p(lse), delta.ptr, pi(lens),
+		i32(T), i32(hq), i32(hkv), i32(d), f32(attnScale(d)))
+}

@@ -20,6 +20,9 @@ type Driver interface {
 	Launch(kernel string, grid, block [3]int, args []uint64) error
 	// Sgemm is cublasSgemm: column-major C = alpha op(A) op(B) + beta C.
 	Sgemm(transA, transB bool, m, n, k int, alpha float32, a uint64, lda int, b uint64, ldb int, beta float32, c uint64, ldc int) error
+	// GemmBF16 is cublasGemmEx with BF16 A and B, FP32 C and FP32
+	// accumulation (CUBLAS_COMPUTE_32F), column-major like Sgemm.
+	GemmBF16(transA, transB bool, m, n, k int, alpha float32, a uint64, lda int, b uint64, ldb int, beta float32, c uint64, ldc int) error
 	// Sync waits for everything queued.
 	Sync() error
 	Close() error

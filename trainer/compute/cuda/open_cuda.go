@@ -3,7 +3,7 @@
 package cuda
 
 // The driver API, modules and launches come from gorgonia.org/cu. cuBLAS
-// is called directly with the four functions below: gorgonia's cu/blas
+// is called directly with the functions below: gorgonia's cu/blas
 // takes Go slices for matrices, while this backend's matrices are device
 // addresses. cuInit is called here, not in gorgonia's package init (see
 // scripts/cuda/cuda_compat.h).
@@ -32,6 +32,14 @@ static int rl_sgemm(cublasHandle_t h, int ta, int tb, int m, int n, int k, float
 	return (int)cublasSgemm(h, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha,
 	                        (const float *)(uintptr_t)a, lda, (const float *)(uintptr_t)b, ldb, &beta,
 	                        (float *)(uintptr_t)c, ldc);
+}
+
+// BF16 inputs, FP32 output and FP32 accumulation (CUDA 11 and later).
+static int rl_gemm_bf16(cublasHandle_t h, int ta, int tb, int m, int n, int k, float alpha, uint64_t a, int lda,
+                        uint64_t b, int ldb, float beta, uint64_t c, int ldc) {
+	return (int)cublasGemmEx(h, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha,
+	                         (const void *)(uintptr_t)a, CUDA_R_16BF, lda, (const void *)(uintptr_t)b, CUDA_R_16BF, ldb,
+	                         &beta, (void *)(uintptr_t)c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 */
 import "C"
@@ -242,6 +250,17 @@ func (g *gpu) Sgemm(transA, transB bool, m, n, k int, alpha float32, a uint64, l
 	if rc := C.rl_sgemm(g.blas, cbool(transA), cbool(transB), C.int(m), C.int(n), C.int(k), C.float(alpha),
 		C.uint64_t(a), C.int(lda), C.uint64_t(b), C.int(ldb), C.float(beta), C.uint64_t(c), C.int(ldc)); rc != 0 {
 		return fmt.Errorf("cublasSgemm: cublasStatus %d", int(rc))
+	}
+	return nil
+}
+
+func (g *gpu) GemmBF16(transA, transB bool, m, n, k int, alpha float32, a uint64, lda int, b uint64, ldb int, beta float32, c uint64, ldc int) error {
+	if err := g.bind(); err != nil {
+		return err
+	}
+	if rc := C.rl_gemm_bf16(g.blas, cbool(transA), cbool(transB), C.int(m), C.int(n), C.int(k), C.float(alpha),
+		C.uint64_t(a), C.int(lda), C.uint64_t(b), C.int(ldb), C.float(beta), C.uint64_t(c), C.int(ldc)); rc != 0 {
+		return fmt.Errorf("cublasGemmEx (bf16): cublasStatus %d", int(rc))
 	}
 	return nil
 }

@@ -156,6 +156,13 @@ extern "C" int emu_launch(const char* kernel, unsigned gx, unsigned gy, unsigned
 	K(k_logprobs)
 	K(k_logprobs_bwd)
 	K(k_adamw)
+	K(k_sample)
+	K(k_to_bf16)
+	K(k_from_bf16)
+	K(k_flash_fwd)
+	K(k_flash_bwd_delta)
+	K(k_flash_bwd_dq)
+	K(k_flash_bwd_dkv)
 	return 3;
 }
 
@@ -168,6 +175,31 @@ extern "C" void emu_sgemm(int transA, int transB, int m, int n, int k, float alp
 			for (int p = 0; p < k; p++) {
 				float a = transA ? A[p + (long long)i * lda] : A[i + (long long)p * lda];
 				float bv = transB ? B[j + (long long)p * ldb] : B[p + (long long)j * ldb];
+				s += a * bv;
+			}
+			float* c = &C[i + (long long)j * ldc];
+			*c = beta == 0 ? alpha * s : alpha * s + beta * *c;
+		}
+}
+
+static float bf16_to_float(uint16_t h) {
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	std::memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+// emu_gemm_bf16 is cublasGemmEx with BF16 A and B, FP32 C and FP32
+// accumulation: each product of two BF16 values is exact in FP32, and the
+// sum is accumulated in FP32, as CUBLAS_COMPUTE_32F does (in some order).
+extern "C" void emu_gemm_bf16(int transA, int transB, int m, int n, int k, float alpha, const uint16_t* A, int lda, const uint16_t* B,
+                              int ldb, float beta, float* C, int ldc) {
+	for (int j = 0; j < n; j++)
+		for (int i = 0; i < m; i++) {
+			float s = 0;
+			for (int p = 0; p < k; p++) {
+				float a = bf16_to_float(transA ? A[p + (long long)i * lda] : A[i + (long long)p * lda]);
+				float bv = bf16_to_float(transB ? B[j + (long long)p * ldb] : B[p + (long long)j * ldb]);
 				s += a * bv;
 			}
 			float* c = &C[i + (long long)j * ldc];

@@ -19,7 +19,7 @@ import (
 var launchMu sync.Mutex
 
 // Emulator runs kernels.cuh on the CPU with CUDA's launch semantics and
-// implements cuBLAS's column-major SGEMM naively. Device pointers are C
+// implements cuBLAS's column-major SGEMM and BF16 GemmEx naively. Device pointers are C
 // heap addresses. It is single-threaded and slow: it exists to test the
 // kernels' logic and the backend's launch geometry, not to compute.
 type Emulator struct {
@@ -100,6 +100,13 @@ func (e *Emulator) Launch(kernel string, grid, block [3]int, args []uint64) erro
 func (e *Emulator) Sgemm(transA, transB bool, m, n, k int, alpha float32, a uint64, lda int, b uint64, ldb int, beta float32, c uint64, ldc int) error {
 	C.emu_sgemm(cbool(transA), cbool(transB), C.int(m), C.int(n), C.int(k), C.float(alpha),
 		(*C.float)(ptr(a)), C.int(lda), (*C.float)(ptr(b)), C.int(ldb), C.float(beta), (*C.float)(ptr(c)), C.int(ldc))
+	return nil
+}
+
+// GemmBF16 is cublasGemmEx with BF16 inputs and FP32 accumulation.
+func (e *Emulator) GemmBF16(transA, transB bool, m, n, k int, alpha float32, a uint64, lda int, b uint64, ldb int, beta float32, c uint64, ldc int) error {
+	C.emu_gemm_bf16(cbool(transA), cbool(transB), C.int(m), C.int(n), C.int(k), C.float(alpha),
+		(*C.uint16_t)(ptr(a)), C.int(lda), (*C.uint16_t)(ptr(b)), C.int(ldb), C.float(beta), (*C.float)(ptr(c)), C.int(ldc))
 	return nil
 }
 

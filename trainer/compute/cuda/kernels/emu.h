@@ -9,6 +9,8 @@ int emu_launch(const char* kernel, unsigned gx, unsigned gy, unsigned gz, unsign
                const uint64_t* args);
 void emu_sgemm(int transA, int transB, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
                float beta, float* C, int ldc);
+void emu_gemm_bf16(int transA, int transB, int m, int n, int k, float alpha, const uint16_t* A, int lda, const uint16_t* B, int ldb,
+                   float beta, float* C, int ldc);
 #ifdef __cplusplus
 }
 #endif

@@ -677,3 +677,425 @@ extern "C" __global__ void k_adamw(float* p, const float* g, float* m, float* v,
 		p[i] = pi - step * mi / (sqrtf(vi) / sq + eps);
 	}
 }
+
+// ---- sampling (generation keeps the logits on the device) ----
+
+// Philox4x32-10 (Salmon et al., SC'11): ten rounds of a keyed bijection on
+// a 128-bit counter. Counter (step, 0, stream, 0) and key (seed) make each
+// sequence's draws a pure function of (seed, sequence, token index), so
+// they do not depend on the batch or the launch geometry.
+__device__ __forceinline__ void philox4x32_10(unsigned c[4], unsigned k0, unsigned k1) {
+	for (int i = 0; i < 10; i++) {
+		u64 p0 = (u64)0xD2511F53u * c[0], p1 = (u64)0xCD9E8D57u * c[2];
+		unsigned n0 = (unsigned)(p1 >> 32) ^ c[1] ^ k0, n2 = (unsigned)(p0 >> 32) ^ c[3] ^ k1;
+		c[0] = n0, c[1] = (unsigned)p1, c[2] = n2, c[3] = (unsigned)p0;
+		k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
+	}
+}
+
+// uniform53 is a double in [0,1) from the top 53 bits of Philox's first
+// two output words.
+__device__ __forceinline__ double uniform53(unsigned seedLo, unsigned seedHi, int stream, int step) {
+	unsigned c[4] = {(unsigned)step, 0u, (unsigned)stream, 0u};
+	philox4x32_10(c, seedLo, seedHi);
+	u64 bits = ((u64)c[0] << 21) | (u64)(c[1] >> 11);
+	return (double)bits * (1.0 / 9007199254740992.0);
+}
+
+// order_key maps a float to an unsigned that sorts the same way (larger
+// float, larger key); key_float inverts it.
+__device__ __forceinline__ unsigned order_key(float f) {
+	unsigned u = (unsigned)__float_as_int(f);
+	return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float key_float(unsigned k) {
+	return __int_as_float((int)((k & 0x80000000u) ? (k ^ 0x80000000u) : ~k));
+}
+
+// search_cut returns the largest tau with F(tau) >= target, where F(tau)
+// sums w_j over the tokens with order_key(z_j) >= max(tau, lo) and w_j is
+// 1 (count) or exp(z_j*inv - mx) (mass). F falls as tau rises, so tau is
+// built four bits at a time: each pass histograms the next digit of the
+// keys that share tau's prefix (bin 16: keys above the prefix) and takes
+// the largest digit whose suffix still reaches target. Per-thread
+// histograms are added in thread order (deterministic). red holds
+// 17*NT + 17*16 floats.
+__device__ unsigned search_cut(const float* z, int vocab, float inv, float mx, bool mass, unsigned lo, float target, float* red) {
+	int t = threadIdx.x;
+	unsigned tau = 0;
+	for (int shift = 28; shift >= 0; shift -= 4) {
+		unsigned hiMask = shift == 28 ? 0u : (0xFFFFFFFFu << (shift + 4));
+		float h[17];
+		for (int i = 0; i < 17; i++) h[i] = 0;
+		for (int j = t; j < vocab; j += NT) {
+			unsigned k = order_key(z[j]);
+			if (k < lo) continue;
+			float w = mass ? expf(z[j] * inv - mx) : 1.0f;
+			unsigned pre = k & hiMask;
+			if (pre > tau)
+				h[16] += w;
+			else if (pre == tau)
+				h[(k >> shift) & 15] += w;
+		}
+		for (int i = 0; i < 17; i++) red[i * NT + t] = h[i];
+		__syncthreads();
+		for (int q = t; q < 17 * 16; q += NT) {
+			float s = 0;
+			for (int i = 0; i < 16; i++) s += red[(q / 16) * NT + (q % 16) * 16 + i];
+			red[17 * NT + q] = s;
+		}
+		__syncthreads();
+		float H[17];
+		for (int b = 0; b < 17; b++) {
+			float s = 0;
+			for (int i = 0; i < 16; i++) s += red[17 * NT + b * 16 + i];
+			H[b] = s;
+		}
+		__syncthreads();
+		float acc = H[16];
+		for (int d = 15; d >= 0; d--) {
+			acc += H[d];
+			if (acc >= target) {
+				tau |= (unsigned)d << shift;
+				break;
+			}
+		}
+	}
+	return tau;
+}
+
+// k_sample draws one token per row of logits[rows,vocab] (one block per
+// row) and writes it to ids[r] with its log-prob at the temperature over
+// the whole vocabulary (before truncation) to logp[r]. invTemp 0 is greedy
+// (the first largest logit; its log-prob at temperature 1). topk > 0 keeps
+// the topk most likely tokens (ties by id); 0 < topp < 1 then keeps the
+// smallest most-likely set whose mass reaches topp of what is left. The
+// cut is found as a threshold on the logits' order keys by a bitwise
+// search (32 block reductions), so the vocabulary is never sorted; the draw
+// scans the kept tokens in id order with Philox uniform u.
+extern "C" __global__ void k_sample(int* ids, float* logp, const float* logits, const int* stream, const int* step, int vocab,
+                                    float invTemp, int topk, float topp, unsigned seedLo, unsigned seedHi) {
+	__shared__ float red[17 * NT + 17 * 16];
+	__shared__ int redi[NT];
+	__shared__ double redd[NT];
+	__shared__ double mass[NT];
+	__shared__ int ties[NT], lastKept[NT];
+	__shared__ int pick;
+	int r = blockIdx.x, t = threadIdx.x;
+	const float* z = logits + (long long)r * vocab;
+	bool greedy = invTemp == 0.0f;
+	float inv = greedy ? 1.0f : invTemp;
+	double it = inv;
+
+	// Argmax, ties to the lowest id: each thread's candidates rise in id.
+	float best = neg_inf();
+	int bi = vocab;
+	for (int j = t; j < vocab; j += NT)
+		if (z[j] > best) best = z[j], bi = j;
+	red[t] = best, redi[t] = bi;
+	__syncthreads();
+	for (int s = NT / 2; s > 0; s >>= 1) {
+		if (t < s && (red[t + s] > red[t] || (red[t + s] == red[t] && redi[t + s] < redi[t]))) red[t] = red[t + s], redi[t] = redi[t + s];
+		__syncthreads();
+	}
+	best = red[0];
+	int arg = redi[0];
+	__syncthreads();
+	float mx = (float)(best * it);
+	double sum = 0;
+	for (int j = t; j < vocab; j += NT) sum += exp(z[j] * it - mx);
+	double lse = mx + log(block_sumd(sum, redd));
+	if (greedy) {
+		if (t == 0) ids[r] = arg, logp[r] = (float)(z[arg] * it - lse);
+		return;
+	}
+
+	// The kept set is {key > tau} plus, when need >= 0, the first need
+	// tokens (by id) with key == tau; need < 0 keeps every tie.
+	unsigned tau = 0;
+	int need = -1;
+	float keptMass = 0;
+	if (topk > 0 && topk < vocab) {
+		tau = search_cut(z, vocab, inv, mx, false, 0, (float)topk, red);
+		int above = 0;
+		float am = 0;
+		for (int j = t; j < vocab; j += NT)
+			if (order_key(z[j]) > tau) above++, am += expf(z[j] * inv - mx);
+		redi[t] = above;
+		am = block_sum(am, red);  // also the barrier for redi
+		if (t == 0) {
+			int a = 0;
+			for (int i = 0; i < NT; i++) a += redi[i];
+			redi[0] = a;
+		}
+		__syncthreads();
+		need = topk - redi[0];
+		keptMass = am + (float)need * expf(key_float(tau) * inv - mx);
+	} else {
+		float m = 0;
+		for (int j = t; j < vocab; j += NT) m += expf(z[j] * inv - mx);
+		keptMass = block_sum(m, red);
+	}
+	if (topp > 0.0f && topp < 1.0f) {
+		float target = topp * keptMass;
+		unsigned tp = search_cut(z, vocab, inv, mx, true, tau, target, red);
+		if (tp > tau) tau = tp, need = -1;
+	}
+
+	// Draw: thread t owns ids [lo,hi) in order; per-thread tie counts and
+	// kept masses are prefix-summed in thread order by thread 0.
+	int chunk = (vocab + NT - 1) / NT, lo = imin(t * chunk, vocab), hi = imin(lo + chunk, vocab);
+	int nt = 0;
+	for (int j = lo; j < hi; j++) nt += order_key(z[j]) == tau;
+	ties[t] = nt;
+	__syncthreads();
+	if (t == 0) {
+		int acc = 0;
+		for (int i = 0; i < NT; i++) {
+			int c = ties[i];
+			ties[i] = acc;
+			acc += c;
+		}
+	}
+	__syncthreads();
+	int rank = ties[t], last = -1;
+	double m = 0;
+	for (int j = lo; j < hi; j++) {
+		unsigned k = order_key(z[j]);
+		bool keep = k > tau || (k == tau && (need < 0 || rank++ < need));
+		if (keep) m += exp(z[j] * it - mx), last = j;
+	}
+	mass[t] = m, lastKept[t] = last;
+	__syncthreads();
+	if (t == 0) {
+		double total = 0;
+		int lastAll = -1;
+		for (int i = 0; i < NT; i++) total += mass[i], lastAll = lastKept[i] >= 0 ? lastKept[i] : lastAll;
+		double u = uniform53(seedLo, seedHi, stream[r], step[r]) * total;
+		int owner = -1;
+		for (int i = 0; i < NT; i++) {
+			if (mass[i] > 0 && u < mass[i]) {
+				owner = i;
+				break;
+			}
+			u -= mass[i];
+		}
+		redd[0] = u;
+		pick = owner >= 0 ? -2 - owner : lastAll;  // thread owner scans for the residual; else u fell on the rounding edge
+	}
+	__syncthreads();
+	if (pick == -2 - t) {
+		double u = redd[0];
+		int got = last;
+		rank = ties[t];
+		for (int j = lo; j < hi; j++) {
+			unsigned k = order_key(z[j]);
+			bool keep = k > tau || (k == tau && (need < 0 || rank++ < need));
+			if (!keep) continue;
+			u -= exp(z[j] * it - mx);
+			if (u < 0) {
+				got = j;
+				break;
+			}
+		}
+		pick = got;
+	}
+	__syncthreads();
+	if (t == 0) ids[r] = pick, logp[r] = (float)(z[pick] * it - lse);
+}
+
+// ---- BF16 (mixed-precision GEMM operands) ----
+
+// k_to_bf16 rounds FP32 to BF16 (the top 16 bits) to nearest, ties to
+// even, as PyTorch's .to(torch.bfloat16) does; NaN stays a quiet NaN.
+extern "C" __global__ void k_to_bf16(unsigned short* out, const float* x, int n) {
+	GRID_STRIDE(i, n) {
+		unsigned u = (unsigned)__float_as_int(x[i]);
+		if ((u & 0x7fffffffu) > 0x7f800000u)
+			out[i] = (unsigned short)((u >> 16) | 0x40u);
+		else
+			out[i] = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+	}
+}
+
+// k_from_bf16 widens BF16 to FP32 (exact).
+extern "C" __global__ void k_from_bf16(float* out, const unsigned short* x, int n) {
+	GRID_STRIDE(i, n) out[i] = __int_as_float((int)((unsigned)x[i] << 16));
+}
+
+// ---- flash-style attention: no [B,hq,T,T] probabilities ----
+//
+// The forward keeps each row's log-sum-exp (lse[B,hq,T]) instead of its
+// probabilities, and the backward recomputes p_ij = exp(s_ij - lse_i) from
+// q and k where it needs them. One block per row; keys (or queries) are
+// taken NT at a time, each thread scoring one of them into shared memory,
+// and the d outputs are then summed over the chunk as in k_attn_fwd.
+
+__device__ __forceinline__ float dotf(const float* a, const float* b, int d) {
+	float s = 0;
+	for (int e = 0; e < d; e++) s += a[e] * b[e];
+	return s;
+}
+
+extern "C" __global__ void k_flash_fwd(float* out, float* lse, const float* q, const float* k, const float* v, const int* lens, int T,
+                                       int hq, int hkv, int d, float scale) {
+	__shared__ float red[NT];
+	__shared__ float P[NT];
+	int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
+	int g = h / (hq / hkv), n = lens[b];
+	float* o = out + (((long long)b * T + i) * hq + h) * d;
+	float* L = lse + ((long long)b * hq + h) * T + i;
+	for (int e = t; e < d; e += NT) o[e] = 0;
+	if (i >= n) {
+		if (t == 0) *L = 0;
+		return;
+	}
+	const float* qi = q + (((long long)b * T + i) * hq + h) * d;
+	const float* kb = k + ((long long)b * T * hkv + g) * d;
+	const float* vb = v + ((long long)b * T * hkv + g) * d;
+	long long rs = (long long)hkv * d;  // stride between rows of k and v
+	float mx = neg_inf();
+	for (int j = t; j <= i; j += NT) mx = fmaxf(mx, dotf(qi, kb + j * rs, d) * scale);
+	mx = block_max(mx, red);
+	float sum = 0;
+	for (int j = t; j <= i; j += NT) sum += expf(dotf(qi, kb + j * rs, d) * scale - mx);
+	sum = block_sum(sum, red);
+	float l = mx + (float)log((double)sum);
+	if (t == 0) *L = l;
+	int G = row_groups(d), e0 = t % d;
+	float acc = 0;
+	for (int j0 = 0; j0 <= i; j0 += NT) {
+		int j = j0 + t, cnt = imin(NT, i - j0 + 1);
+		P[t] = j <= i ? expf(dotf(qi, kb + j * rs, d) * scale - l) : 0.0f;
+		__syncthreads();
+		if (G > 1) {
+			for (int jj = t / d; jj < cnt; jj += G) acc += P[jj] * vb[(j0 + jj) * rs + e0];
+		} else {
+			for (int e = t; e < d; e += NT) {
+				float a = 0;
+				for (int jj = 0; jj < cnt; jj++) a += P[jj] * vb[(j0 + jj) * rs + e];
+				o[e] += a;
+			}
+		}
+		__syncthreads();
+	}
+	if (G > 1) {
+		acc = group_sum(acc, d, red);
+		if (t < d) o[e0] = acc;
+	}
+}
+
+// k_flash_bwd_delta writes delta[b,h,i] = dout_i · out_i (the row term of
+// the softmax backward), 0 for rows past the sequence.
+extern "C" __global__ void k_flash_bwd_delta(float* delta, const float* out, const float* dout, const int* lens, int T, int hq, int d) {
+	__shared__ float red[NT];
+	int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+	long long row = (((long long)b * T + i) * hq + h) * d;
+	float s = 0;
+	if (i < lens[b])
+		for (int e = threadIdx.x; e < d; e += NT) s += dout[row + e] * out[row + e];
+	s = block_sum(s, red);
+	if (threadIdx.x == 0) delta[((long long)b * hq + h) * T + i] = s;
+}
+
+// k_flash_bwd_dq accumulates dq_i += scale · Σ_j ds_ij k_j with
+// ds_ij = p_ij (dout_i·v_j − delta_i), one block per query row.
+extern "C" __global__ void k_flash_bwd_dq(float* dq, const float* dout, const float* q, const float* k, const float* v, const float* lse,
+                                          const float* delta, const int* lens, int T, int hq, int hkv, int d, float scale) {
+	__shared__ float red[NT];
+	__shared__ float DS[NT];
+	int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
+	int g = h / (hq / hkv), n = lens[b];
+	if (i >= n) return;
+	long long row = (((long long)b * T + i) * hq + h) * d;
+	const float *qi = q + row, *doi = dout + row;
+	float* dqi = dq + row;
+	const float* kb = k + ((long long)b * T * hkv + g) * d;
+	const float* vb = v + ((long long)b * T * hkv + g) * d;
+	long long rs = (long long)hkv * d;
+	float l = lse[((long long)b * hq + h) * T + i], D = delta[((long long)b * hq + h) * T + i];
+	int G = row_groups(d), e0 = t % d;
+	float acc = 0;
+	for (int j0 = 0; j0 <= i; j0 += NT) {
+		int j = j0 + t, cnt = imin(NT, i - j0 + 1);
+		float ds = 0;
+		if (j <= i) {
+			float p = expf(dotf(qi, kb + j * rs, d) * scale - l);
+			ds = p * (dotf(doi, vb + j * rs, d) - D);
+		}
+		DS[t] = ds;
+		__syncthreads();
+		if (G > 1) {
+			for (int jj = t / d; jj < cnt; jj += G) acc += DS[jj] * kb[(j0 + jj) * rs + e0];
+		} else {
+			for (int e = t; e < d; e += NT) {
+				float a = 0;
+				for (int jj = 0; jj < cnt; jj++) a += DS[jj] * kb[(j0 + jj) * rs + e];
+				dqi[e] += scale * a;
+			}
+		}
+		__syncthreads();
+	}
+	if (G > 1) {
+		acc = group_sum(acc, d, red);
+		if (t < d) dqi[e0] += scale * acc;
+	}
+}
+
+// k_flash_bwd_dkv accumulates, for key row j of kv head g, dv_j += Σ p_ij
+// dout_i and dk_j += scale · Σ ds_ij q_i over the query rows i >= j of
+// every query head of the group: one block per key row, no atomics.
+extern "C" __global__ void k_flash_bwd_dkv(float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v,
+                                           const float* lse, const float* delta, const int* lens, int T, int hq, int hkv, int d,
+                                           float scale) {
+	__shared__ float red[NT];
+	__shared__ float PS[NT], DS[NT];
+	int j = blockIdx.x, g = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
+	int rep = hq / hkv, n = lens[b];
+	if (j >= n) return;
+	long long krow = (((long long)b * T + j) * hkv + g) * d;
+	const float *kj = k + krow, *vj = v + krow;
+	float *dkj = dk + krow, *dvj = dv + krow;
+	long long qs = (long long)hq * d;  // stride between rows of q and dout
+	int G = row_groups(d), e0 = t % d;
+	float acck = 0, accv = 0;
+	for (int h = g * rep; h < (g + 1) * rep; h++) {
+		const float* qb = q + ((long long)b * T * hq + h) * d;
+		const float* db = dout + ((long long)b * T * hq + h) * d;
+		const float* lh = lse + ((long long)b * hq + h) * T;
+		const float* Dh = delta + ((long long)b * hq + h) * T;
+		for (int i0 = j; i0 < n; i0 += NT) {
+			int i = i0 + t, cnt = imin(NT, n - i0);
+			float p = 0, ds = 0;
+			if (i < n) {
+				p = expf(dotf(qb + i * qs, kj, d) * scale - lh[i]);
+				ds = p * (dotf(db + i * qs, vj, d) - Dh[i]);
+			}
+			PS[t] = p, DS[t] = ds;
+			__syncthreads();
+			if (G > 1) {
+				for (int ii = t / d; ii < cnt; ii += G) {
+					accv += PS[ii] * db[(i0 + ii) * qs + e0];
+					acck += DS[ii] * qb[(i0 + ii) * qs + e0];
+				}
+			} else {
+				for (int e = t; e < d; e += NT) {
+					float av = 0, ak = 0;
+					for (int ii = 0; ii < cnt; ii++) {
+						av += PS[ii] * db[(i0 + ii) * qs + e];
+						ak += DS[ii] * qb[(i0 + ii) * qs + e];
+					}
+					dvj[e] += av;
+					dkj[e] += scale * ak;
+				}
+			}
+			__syncthreads();
+		}
+	}
+	if (G > 1) {
+		accv = group_sum(accv, d, red);
+		if (t < d) dvj[e0] += accv;
+		acck = group_sum(acck, d, red);
+		if (t < d) dkj[e0] += scale * acck;
+	}
+}

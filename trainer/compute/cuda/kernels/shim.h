@@ -30,4 +30,10 @@ inline float __int_as_float(int i) {
 	return f;
 }
 
+inline int __float_as_int(float f) {
+	int i;
+	memcpy(&i, &f, sizeof i);
+	return i;
+}
+
 #endif

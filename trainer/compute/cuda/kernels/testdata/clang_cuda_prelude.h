@@ -14,3 +14,4 @@ __device__ double sqrt(double);
 __device__ double cos(double);
 __device__ double sin(double);
 __device__ inline float __int_as_float(int i) { return __nvvm_bitcast_i2f(i); }
+__device__ inline int __float_as_int(float f) { return __nvvm_bitcast_f2i(f); }
