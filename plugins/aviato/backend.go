@@ -22,9 +22,11 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/pluginbase"
+	"github.com/rlhost/rlhost/core/pace"
 	"github.com/rlhost/rlhost/core/procowner"
 	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/core/statedir"
 	pb "github.com/rlhost/rlhost/plugins/aviato/proto/coreweave/aviato/v1beta1"
 )
 
@@ -40,7 +42,7 @@ type Backend struct {
 	owner    procowner.Owner
 	live     map[string]core.SandboxInfo // created by this process, by id
 	starting chan struct{}
-	pace     *pacer
+	pace     *pace.Pacer
 	closed   bool
 }
 
@@ -72,11 +74,7 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 		return diags
 	}
 	if set.stateDir == "" {
-		d, err := defaultStateDir()
-		if err != nil {
-			return append(diags, schema.Errorf([]string{"state_dir"}, "no state directory", "%v", err))
-		}
-		set.stateDir = d
+		set.stateDir = statedir.Default("aviato")
 	} else {
 		set.stateDir = cfg.Path(set.stateDir)
 	}
@@ -95,7 +93,7 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 	}
 	b.set, b.conn, b.rpc, b.owner = set, conn, pb.NewATCServiceClient(conn), procowner.Current()
 	b.starting = make(chan struct{}, set.maxStarting)
-	b.pace = &pacer{interval: time.Duration(float64(time.Second) / set.createRate)}
+	b.pace = pace.NewPacer(set.createRate)
 	b.mu.Unlock()
 
 	err = b.call(ctx, "probe", 0, func(ctx context.Context) error {
@@ -161,7 +159,7 @@ func (b *Backend) Create(ctx context.Context, spec core.SandboxSpec) (core.Sandb
 		return core.SandboxInfo{}, ctx.Err()
 	}
 	defer func() { <-b.starting }()
-	if err := b.pace.wait(ctx); err != nil {
+	if err := b.pace.Wait(ctx); err != nil {
 		return core.SandboxInfo{}, err
 	}
 	labels := map[string]string{}

@@ -76,7 +76,7 @@ func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (co
 		// the command's working directory and run it by relative path.
 		sc.inFile = true
 		file := ".rlhost-exec-" + sc.nonce + ".sh"
-		err := retry(ctx, "upload exec script", b.opts(s), func(ctx context.Context) error {
+		err := withRetry(ctx, "upload exec script", b.opts(s), func(ctx context.Context) error {
 			return h.FileSystem.UploadFile(ctx, []byte(sc.render()), path.Join(dir, file))
 		})
 		if err != nil {
@@ -89,7 +89,7 @@ func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (co
 	defer cancel()
 	start := time.Now()
 	var resp *types.ExecuteResponse
-	err = retry(callCtx, "exec in "+id, callOpts{retries: s.maxRetries, retryIf: only429}, func(c context.Context) error {
+	err = withRetry(callCtx, "exec in "+id, callOpts{retries: s.maxRetries, retryIf: only429}, func(c context.Context) error {
 		r, err := h.Process.ExecuteCommand(c, cmd, options.WithCwd(dir), options.WithExecuteTimeout(time.Duration(secs)*time.Second))
 		resp = r
 		return err
@@ -177,7 +177,7 @@ func (b *Backend) ReadFile(ctx context.Context, id, p string, maxBytes int64) ([
 		maxBytes = defaultReadBytes
 	}
 	var info *types.FileInfo
-	err = retry(ctx, "stat "+abs, b.opts(s), func(ctx context.Context) error {
+	err = withRetry(ctx, "stat "+abs, b.opts(s), func(ctx context.Context) error {
 		i, err := h.FileSystem.GetFileInfo(ctx, abs)
 		info = i
 		return err
@@ -192,7 +192,7 @@ func (b *Backend) ReadFile(ctx context.Context, id, p string, maxBytes int64) ([
 		return nil, fmt.Errorf("daytona read %s: %d bytes > %d: %w", abs, info.Size, maxBytes, core.ErrTooLarge)
 	}
 	var data []byte
-	err = retry(ctx, "read "+abs, b.opts(s), func(ctx context.Context) error {
+	err = withRetry(ctx, "read "+abs, b.opts(s), func(ctx context.Context) error {
 		rc, err := h.FileSystem.DownloadFileStream(ctx, abs)
 		if err != nil {
 			return err
@@ -221,7 +221,7 @@ func (b *Backend) WriteFile(ctx context.Context, id, p string, data []byte, mode
 	if err != nil {
 		return err
 	}
-	err = retry(ctx, "write "+abs, b.opts(s), func(ctx context.Context) error {
+	err = withRetry(ctx, "write "+abs, b.opts(s), func(ctx context.Context) error {
 		return h.FileSystem.UploadFile(ctx, data, abs)
 	})
 	if err != nil {
@@ -231,7 +231,7 @@ func (b *Backend) WriteFile(ctx context.Context, id, p string, data []byte, mode
 		return nil
 	}
 	perm := fmt.Sprintf("%04o", os.FileMode(mode).Perm())
-	return retry(ctx, "chmod "+abs, b.opts(s), func(ctx context.Context) error {
+	return withRetry(ctx, "chmod "+abs, b.opts(s), func(ctx context.Context) error {
 		return h.FileSystem.SetFilePermissions(ctx, abs, options.WithPermissionMode(perm))
 	})
 }
@@ -249,7 +249,7 @@ func (b *Backend) ListFiles(ctx context.Context, id, p string) ([]core.FileInfo,
 		return nil, err
 	}
 	var list []*types.FileInfo
-	err = retry(ctx, "list "+abs, b.opts(s), func(ctx context.Context) error {
+	err = withRetry(ctx, "list "+abs, b.opts(s), func(ctx context.Context) error {
 		l, err := h.FileSystem.ListFiles(ctx, abs)
 		list = l
 		return err
