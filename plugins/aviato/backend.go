@@ -21,8 +21,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/pluginbase"
 	"github.com/rlhost/rlhost/core/pace"
+	"github.com/rlhost/rlhost/core/pluginbase"
 	"github.com/rlhost/rlhost/core/procowner"
 	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"

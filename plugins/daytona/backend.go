@@ -60,6 +60,7 @@ type Backend struct {
 type tracked struct {
 	name, id string
 	workdir  string
+	output   int64        // limits.output of the sandbox's spec: the exec default cap
 	sb       *sdk.Sandbox // with rlhost's toolbox client; nil until started
 	created  time.Time
 	labels   map[string]string
@@ -284,7 +285,7 @@ func (b *Backend) create(ctx context.Context, s settings) (core.SandboxInfo, err
 		}
 	}
 
-	t := &tracked{name: name, workdir: s.workdir, created: time.Now().UTC(), labels: labels}
+	t := &tracked{name: name, workdir: s.workdir, output: s.outputBytes, created: time.Now().UTC(), labels: labels}
 	b.mu.Lock()
 	b.byName[name] = t
 	b.mu.Unlock()
@@ -456,6 +457,18 @@ func (b *Backend) handle(ctx context.Context, s settings, id string) (*sdk.Sandb
 	b.foreign[id] = h
 	b.mu.Unlock()
 	return h, s.workdir, nil
+}
+
+// outputCap is the default per-stream output cap of execs in sandbox id:
+// its own spec's limits.output when this process made it, else the
+// block's.
+func (b *Backend) outputCap(id string, block int64) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t := b.byID[id]; t != nil && t.output > 0 {
+		return t.output
+	}
+	return block
 }
 
 // bare is an SDK handle for control-plane calls on a sandbox by id or name,

@@ -49,7 +49,7 @@ func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (co
 	}
 	limit := req.MaxOutputBytes
 	if limit <= 0 {
-		limit = s.outputBytes
+		limit = b.outputCap(id, s.outputBytes)
 	}
 	dir := workdir
 	if req.Dir != "" {
@@ -221,9 +221,13 @@ func (b *Backend) WriteFile(ctx context.Context, id, p string, data []byte, mode
 	if err != nil {
 		return err
 	}
-	err = withRetry(ctx, "write "+abs, b.opts(s), func(ctx context.Context) error {
-		return h.FileSystem.UploadFile(ctx, data, abs)
-	})
+	upload := func(ctx context.Context) error { return h.FileSystem.UploadFile(ctx, data, abs) }
+	if len(data) == 0 {
+		// The generated toolbox client leaves an empty file out of the
+		// multipart body, and the daemon answers 400: make it with sh.
+		upload = func(ctx context.Context) error { return emptyFile(ctx, h, abs, s.apiTimeout) }
+	}
+	err = withRetry(ctx, "write "+abs, b.opts(s), upload)
 	if err != nil {
 		return err
 	}
@@ -234,6 +238,24 @@ func (b *Backend) WriteFile(ctx context.Context, id, p string, data []byte, mode
 	return withRetry(ctx, "chmod "+abs, b.opts(s), func(ctx context.Context) error {
 		return h.FileSystem.SetFilePermissions(ctx, abs, options.WithPermissionMode(perm))
 	})
+}
+
+// emptyFile creates (or truncates) the empty file abs, and its parents.
+func emptyFile(ctx context.Context, h *sdk.Sandbox, abs string, timeout time.Duration) error {
+	dir := path.Dir(abs)
+	if err := h.FileSystem.CreateFolder(ctx, dir, options.WithMode("0755")); err != nil {
+		return err
+	}
+	secs := max(int(math.Ceil(timeout.Seconds())), 1)
+	resp, err := h.Process.ExecuteCommand(ctx, inlineCommand(": > "+shQuote(path.Base(abs))),
+		options.WithCwd(dir), options.WithExecuteTimeout(time.Duration(secs)*time.Second))
+	if err != nil {
+		return err
+	}
+	if resp.ExitCode != 0 {
+		return fmt.Errorf("create empty file %s: exit %d: %s", abs, resp.ExitCode, excerpt(resp.Result))
+	}
+	return nil
 }
 
 // ListFiles lists a directory. Paths come back in the form given: relative

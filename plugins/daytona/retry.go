@@ -127,4 +127,3 @@ func classify(what string, err error) error {
 	}
 	return fmt.Errorf("daytona %s: %w", what, err)
 }
-

@@ -57,6 +57,7 @@ type Harness struct {
 // Run runs the whole suite against h.
 func Run(t *testing.T, h Harness) {
 	t.Run("Limits", func(t *testing.T) { testLimits(t, h) })
+	t.Run("LimitsHonoured", func(t *testing.T) { testLimitsHonoured(t, h) })
 	t.Run("Sandbox", func(t *testing.T) { testSandbox(t, h) })
 	t.Run("LabelsListDestroy", func(t *testing.T) { testLabels(t, h) })
 	t.Run("ShutdownLeavesNothing", func(t *testing.T) { testShutdown(t, h) })
@@ -178,6 +179,62 @@ func testLimits(t *testing.T, h Harness) {
 				t.Errorf("limits.%s is not enforced, but Configure did not reject it on [limits %s]: %v", n.Name, n.Name, diags)
 			}
 		})
+	}
+}
+
+// limitProbes check, for the limits a test can trip quickly and on every
+// backend that enforces them, that a sandbox created with the limit keeps
+// to it. (Memory, pids and the rest cost too much to trip in a suite every
+// backend runs; backends test those themselves.)
+var limitProbes = []struct {
+	name  string
+	set   func(*core.Limits)
+	check func(t *testing.T, b sandboxplugin.Backend, id string)
+}{
+	{"output", func(l *core.Limits) { l.OutputBytes = 2000 }, func(t *testing.T, b sandboxplugin.Backend, id string) {
+		res, err := b.Exec(context.Background(), id, core.ExecRequest{Command: sh("head -c 5000 /dev/zero"), Timeout: 30 * time.Second})
+		if err != nil || len(res.Stdout) != 2000 || !res.OutputTruncated {
+			t.Errorf("5000 bytes under limits.output = 2000: %d bytes, truncated %v, %v", len(res.Stdout), res.OutputTruncated, err)
+		}
+	}},
+	{"file_size", func(l *core.Limits) { l.FileSizeBytes = 64 << 10 }, func(t *testing.T, b sandboxplugin.Backend, id string) {
+		ctx := context.Background()
+		if err := b.WriteFile(ctx, id, "too-big", make([]byte, 100<<10), 0o644); !errors.Is(err, core.ErrTooLarge) {
+			t.Errorf("WriteFile of 100 KiB under limits.file_size = 64 KiB: %v, want ErrTooLarge", err)
+		}
+		res, err := b.Exec(ctx, id, core.ExecRequest{Command: sh("head -c 100000 /dev/zero > too-big-exec"), Timeout: 30 * time.Second})
+		if err != nil || res.ExitCode == 0 {
+			t.Errorf("a command writing 100000 bytes under limits.file_size = 64 KiB: exit %d, %v", res.ExitCode, err)
+		}
+	}},
+	{"cpu_time", func(l *core.Limits) { l.CPUTime = time.Second }, func(t *testing.T, b sandboxplugin.Backend, id string) {
+		res, err := b.Exec(context.Background(), id, core.ExecRequest{Command: sh("while :; do :; done"), Timeout: 60 * time.Second})
+		if err != nil || !res.CPUTimeExceeded || res.TimedOut {
+			t.Errorf("a busy loop under limits.cpu_time = 1s: cpu_time_exceeded %v, timed out %v, exit %d, %v", res.CPUTimeExceeded, res.TimedOut, res.ExitCode, err)
+		}
+	}},
+}
+
+// testLimitsHonoured creates one sandbox with every probed limit the
+// backend enforces and trips each.
+func testLimitsHonoured(t *testing.T, h Harness) {
+	var spec core.SandboxSpec
+	var probes []int
+	for i, p := range limitProbes {
+		if slices.Contains(h.Limits, p.name) {
+			p.set(&spec.Limits)
+			probes = append(probes, i)
+		}
+	}
+	if len(probes) == 0 {
+		t.Logf("the backend enforces none of the probed limits (%d probes)", len(limitProbes))
+		return
+	}
+	b := start(t, h, h.Settings(t), core.SandboxSpec{})
+	id := create(t, b, spec).ID
+	t.Cleanup(func() { b.Destroy(context.Background(), id) })
+	for _, i := range probes {
+		t.Run(limitProbes[i].name, func(t *testing.T) { limitProbes[i].check(t, b, id) })
 	}
 }
 
