@@ -24,6 +24,7 @@ import (
 	"github.com/rlhost/rlhost/core/pace"
 	"github.com/rlhost/rlhost/core/pluginbase"
 	"github.com/rlhost/rlhost/core/procowner"
+	"github.com/rlhost/rlhost/core/retry"
 	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
 	"github.com/rlhost/rlhost/core/statedir"
@@ -41,7 +42,8 @@ type Backend struct {
 	rpc      pb.ATCServiceClient
 	owner    procowner.Owner
 	live     map[string]core.SandboxInfo // created by this process, by id
-	starting chan struct{}
+	output   map[string]int64            // their limits.output: the exec default cap
+	starting *pace.Cap                   // max_starting
 	pace     *pace.Pacer
 	closed   bool
 }
@@ -50,7 +52,9 @@ var _ sandboxplugin.Backend = (*Backend)(nil)
 
 // New returns an unconfigured backend that reads credentials from the
 // process environment.
-func New() *Backend { return &Backend{getenv: os.Getenv, live: map[string]core.SandboxInfo{}} }
+func New() *Backend {
+	return &Backend{getenv: os.Getenv, live: map[string]core.SandboxInfo{}, output: map[string]int64{}}
+}
 
 // Info describes the backend and its settings.
 func (b *Backend) Info() pluginbase.Info {
@@ -92,7 +96,7 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 		b.conn.Close()
 	}
 	b.set, b.conn, b.rpc, b.owner = set, conn, pb.NewATCServiceClient(conn), procowner.Current()
-	b.starting = make(chan struct{}, set.maxStarting)
+	b.starting = pace.NewCap(set.maxStarting)
 	b.pace = pace.NewPacer(set.createRate)
 	b.mu.Unlock()
 
@@ -153,12 +157,10 @@ func (b *Backend) Create(ctx context.Context, spec core.SandboxSpec) (core.Sandb
 	if d.HasErrors() {
 		return core.SandboxInfo{}, fmt.Errorf("aviato create: %w", d.Err())
 	}
-	select {
-	case b.starting <- struct{}{}:
-	case <-ctx.Done():
-		return core.SandboxInfo{}, ctx.Err()
+	if err := b.starting.Take(ctx); err != nil {
+		return core.SandboxInfo{}, err
 	}
-	defer func() { <-b.starting }()
+	defer b.starting.Put()
 	if err := b.pace.Wait(ctx); err != nil {
 		return core.SandboxInfo{}, err
 	}
@@ -194,7 +196,7 @@ func (b *Backend) Create(ctx context.Context, spec core.SandboxSpec) (core.Sandb
 	id := resp.GetSandboxId()
 	info := core.SandboxInfo{ID: id, Backend: backendName, Labels: labels, State: "running", CreatedAt: time.Now().UTC(), Isolation: isolationCloud}
 	b.mu.Lock()
-	b.live[id] = info
+	b.live[id], b.output[id] = info, set.outputBytes
 	b.mu.Unlock()
 	fail := func(err error) (core.SandboxInfo, error) {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.set.apiTimeout)
@@ -241,12 +243,8 @@ func (b *Backend) waitRunning(ctx context.Context, id string) error {
 		default:
 			return fmt.Errorf("aviato sandbox %s is %s, not RUNNING", id, strings.TrimPrefix(st.String(), "SANDBOX_STATUS_"))
 		}
-		t := time.NewTimer(poll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if retry.Sleep(ctx, poll) != nil {
 			return fmt.Errorf("aviato sandbox %s not RUNNING within %s: %w", id, b.set.startTimeout, context.DeadlineExceeded)
-		case <-t.C:
 		}
 		poll = min(time.Duration(float64(poll)*1.5), 2*time.Second)
 	}
@@ -266,6 +264,21 @@ func (b *Backend) resolve(p string) (string, error) {
 	return path.Clean(p), nil
 }
 
+// resolveFile is resolve for the file calls, which are confined to the
+// workspace as on every backend: a path that leaves it (by "..", or an
+// absolute one elsewhere) is refused before the service sees it.
+func (b *Backend) resolveFile(p string) (string, error) {
+	abs, err := b.resolve(p)
+	if err != nil {
+		return "", err
+	}
+	ws := path.Clean(b.set.workdir)
+	if abs != ws && !strings.HasPrefix(abs, ws+"/") && ws != "/" {
+		return "", fmt.Errorf("%q is outside the workspace %s: %w", p, ws, core.ErrInvalidPath)
+	}
+	return abs, nil
+}
+
 // Exec runs argv through the exec script (exec.go).
 func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (core.ExecResult, error) {
 	if err := b.ready(); err != nil {
@@ -283,6 +296,11 @@ func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (co
 		timeout = b.set.execTimeout
 	}
 	limit := req.MaxOutputBytes
+	if limit <= 0 {
+		b.mu.Lock()
+		limit = b.output[id]
+		b.mu.Unlock()
+	}
 	if limit <= 0 {
 		limit = b.set.outputBytes
 	}
@@ -325,7 +343,7 @@ func (b *Backend) ReadFile(ctx context.Context, id, p string, maxBytes int64) ([
 	if err := b.ready(); err != nil {
 		return nil, err
 	}
-	abs, err := b.resolve(p)
+	abs, err := b.resolveFile(p)
 	if err != nil {
 		return nil, err
 	}
@@ -356,7 +374,7 @@ func (b *Backend) WriteFile(ctx context.Context, id, p string, data []byte, mode
 	if err := b.ready(); err != nil {
 		return err
 	}
-	abs, err := b.resolve(p)
+	abs, err := b.resolveFile(p)
 	if err != nil {
 		return err
 	}
@@ -398,7 +416,7 @@ func (b *Backend) WriteFile(ctx context.Context, id, p string, data []byte, mode
 // ListFiles lists a directory with stat(1), as the API has no listing call.
 // Names holding a newline cannot be listed this way and are skipped.
 func (b *Backend) ListFiles(ctx context.Context, id, p string) ([]core.FileInfo, error) {
-	abs, err := b.resolve(p)
+	abs, err := b.resolveFile(p)
 	if err != nil {
 		return nil, err
 	}
@@ -450,6 +468,7 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 	if err == nil || errors.Is(err, core.ErrNotFound) {
 		b.mu.Lock()
 		delete(b.live, id)
+		delete(b.output, id)
 		b.mu.Unlock()
 	}
 	return err
