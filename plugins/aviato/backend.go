@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/inflight"
 	"github.com/rlhost/rlhost/core/pace"
 	"github.com/rlhost/rlhost/core/pluginbase"
 	"github.com/rlhost/rlhost/core/procowner"
@@ -45,7 +46,7 @@ type Backend struct {
 	output   map[string]int64            // their limits.output: the exec default cap
 	starting *pace.Cap                   // max_starting
 	pace     *pace.Pacer
-	closed   bool
+	gate     *inflight.Gate // Creates in progress, for Shutdown
 }
 
 var _ sandboxplugin.Backend = (*Backend)(nil)
@@ -53,7 +54,7 @@ var _ sandboxplugin.Backend = (*Backend)(nil)
 // New returns an unconfigured backend that reads credentials from the
 // process environment.
 func New() *Backend {
-	return &Backend{getenv: os.Getenv, live: map[string]core.SandboxInfo{}, output: map[string]int64{}}
+	return &Backend{getenv: os.Getenv, live: map[string]core.SandboxInfo{}, output: map[string]int64{}, gate: inflight.New()}
 }
 
 // Info describes the backend and its settings.
@@ -131,8 +132,8 @@ func (b *Backend) ready() error {
 	switch {
 	case b.rpc == nil:
 		return errors.New("aviato backend is not configured")
-	case b.closed:
-		return fmt.Errorf("aviato backend is shut down: %w", core.ErrUnavailable)
+	case b.gate.Closed():
+		return fmt.Errorf("aviato backend: %w", inflight.ErrClosed)
 	}
 	return nil
 }
@@ -157,6 +158,13 @@ func (b *Backend) Create(ctx context.Context, spec core.SandboxSpec) (core.Sandb
 	if d.HasErrors() {
 		return core.SandboxInfo{}, fmt.Errorf("aviato create: %w", d.Err())
 	}
+	// Shutdown cancels and waits for creates in progress before it lists
+	// what to delete, so none slips past it.
+	ctx, done, err := b.gate.Enter(ctx)
+	if err != nil {
+		return core.SandboxInfo{}, fmt.Errorf("aviato backend: %w", err)
+	}
+	defer done()
 	if err := b.starting.Take(ctx); err != nil {
 		return core.SandboxInfo{}, err
 	}
@@ -185,7 +193,7 @@ func (b *Backend) Create(ctx context.Context, spec core.SandboxSpec) (core.Sandb
 		req.ResourceLimits = &pb.ResourceRequest{Cpu: set.cpu, Memory: set.memory}
 	}
 	var resp *pb.StartSandboxResponse
-	err := b.call(ctx, "start sandbox", set.maxRetries, func(ctx context.Context) error {
+	err = b.call(ctx, "start sandbox", set.maxRetries, func(ctx context.Context) error {
 		var err error
 		resp, err = b.rpc.Start(b.authed(ctx), req)
 		return err
@@ -549,10 +557,12 @@ func (b *Backend) ReapOrphans(ctx context.Context) ([]core.SandboxInfo, error) {
 // Start answer was lost (found by the owner tag), and removes the record.
 func (b *Backend) Shutdown(ctx context.Context) error {
 	b.mu.Lock()
-	if b.closed || b.rpc == nil {
-		b.mu.Unlock()
+	configured := b.rpc != nil
+	b.mu.Unlock()
+	if first, _ := b.gate.Close(ctx); !first || !configured {
 		return nil
 	}
+	b.mu.Lock()
 	ids := make([]string, 0, len(b.live))
 	mine := map[string]bool{}
 	for id := range b.live {
@@ -584,9 +594,6 @@ func (b *Backend) Shutdown(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	b.mu.Lock()
-	b.closed = true
-	b.mu.Unlock()
 	if len(errs) == 0 {
 		_ = os.Remove(recordPath(b.set.stateDir, b.owner))
 	}

@@ -21,6 +21,7 @@ import (
 	toolbox "github.com/daytonaio/daytona/libs/toolbox-api-client-go"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/inflight"
 	"github.com/rlhost/rlhost/core/pace"
 	"github.com/rlhost/rlhost/core/pluginbase"
 	"github.com/rlhost/rlhost/core/procowner"
@@ -49,10 +50,7 @@ type Backend struct {
 	byName     map[string]*tracked
 	byID       map[string]*tracked
 	foreign    map[string]*sdk.Sandbox // handles of sandboxes other processes made
-	closed     bool
-	life       context.Context
-	endLife    context.CancelFunc
-	inflight   sync.WaitGroup
+	gate       *inflight.Gate // calls in progress, for Shutdown
 	configured bool
 }
 
@@ -69,12 +67,11 @@ type tracked struct {
 
 // New returns an unconfigured backend.
 func New() *Backend {
-	life, end := context.WithCancel(context.Background())
 	o := procowner.Current()
 	return &Backend{
 		owner: o, host: o.Host,
 		byName: map[string]*tracked{}, byID: map[string]*tracked{}, foreign: map[string]*sdk.Sandbox{},
-		life: life, endLife: end,
+		gate: inflight.New(),
 		http: &http.Client{Transport: transport()},
 	}
 }
@@ -127,7 +124,7 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 	apiCfg.AddDefaultHeader("X-Daytona-Source", "rlhost")
 
 	b.mu.Lock()
-	if b.configured || b.closed {
+	if b.configured || b.gate.Closed() {
 		b.mu.Unlock()
 		return append(diags, schema.Errorf(nil, "daytona backend already configured", "Configure is called once per plugin process"))
 	}
@@ -173,8 +170,8 @@ func (b *Backend) ready() (settings, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
-	case b.closed:
-		return settings{}, fmt.Errorf("daytona backend: %w: shut down", core.ErrUnavailable)
+	case b.gate.Closed():
+		return settings{}, fmt.Errorf("daytona backend: %w", inflight.ErrClosed)
 	case !b.configured:
 		return settings{}, errors.New("daytona backend: not configured")
 	}
@@ -188,16 +185,11 @@ func (b *Backend) opts(s settings) callOpts {
 // bind derives a context that also ends when Shutdown starts, and counts
 // the call as in flight so Shutdown can wait for it.
 func (b *Backend) bind(ctx context.Context) (context.Context, func(), error) {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil, nil, fmt.Errorf("daytona backend: %w: shut down", core.ErrUnavailable)
+	ctx, done, err := b.gate.Enter(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("daytona backend: %w", err)
 	}
-	b.inflight.Add(1)
-	b.mu.Unlock()
-	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(b.life, cancel)
-	return ctx, func() { stop(); cancel(); b.inflight.Done() }, nil
+	return ctx, done, nil
 }
 
 func randomName() string {
@@ -701,27 +693,17 @@ func (b *Backend) ReapOrphans(ctx context.Context) ([]core.SandboxInfo, error) {
 // on the deletes: a sandbox left behind costs money until auto-stop.
 func (b *Backend) Shutdown(ctx context.Context) error {
 	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil
-	}
-	b.closed = true
 	configured, s := b.configured, b.s
 	b.mu.Unlock()
-	b.endLife()
-	if !configured {
-		return nil
-	}
-	if ctx.Err() != nil {
+	if configured && ctx.Err() != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), s.apiTimeout)
 		defer cancel()
 	}
-	waited := make(chan struct{})
-	go func() { b.inflight.Wait(); close(waited) }()
-	select {
-	case <-waited:
-	case <-ctx.Done():
+	// A call that outlives ctx is not waited for: the deletes below must
+	// still run.
+	if first, _ := b.gate.Close(ctx); !first || !configured {
+		return nil
 	}
 
 	b.mu.Lock()
