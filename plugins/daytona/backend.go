@@ -50,7 +50,7 @@ type Backend struct {
 	byName     map[string]*tracked
 	byID       map[string]*tracked
 	foreign    map[string]*sdk.Sandbox // handles of sandboxes other processes made
-	gate       *inflight.Gate // calls in progress, for Shutdown
+	gate       *inflight.Gate          // calls in progress, for Shutdown
 	configured bool
 }
 
