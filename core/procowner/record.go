@@ -112,3 +112,30 @@ func Dead[T any](r Records, host string, owner func(T) Owner, keep func(T) bool)
 	}
 	return out, nil
 }
+
+// Sweep reaps the records of dead owners that Dead finds: reap deletes
+// what one record names and returns the record of what it could not delete
+// (nil when nothing is left) and the errors it met. A record left with
+// nothing is removed; otherwise it is rewritten with what is left, for the
+// next sweep. Records are visited in no particular order.
+func Sweep[T any](r Records, host string, owner func(T) Owner, keep func(T) bool, reap func(rec T) (left *T, err error)) error {
+	recs, err := Dead(r, host, owner, keep)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for p, rec := range recs {
+		left, err := reap(rec)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if left == nil {
+			if err := r.Remove(p); err != nil {
+				errs = append(errs, err)
+			}
+		} else if err := r.Write(p, *left); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

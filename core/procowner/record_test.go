@@ -1,9 +1,11 @@
 package procowner
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -66,5 +68,57 @@ func TestLabelsRoundTrip(t *testing.T) {
 		if _, ok := FromLabels(l); ok {
 			t.Errorf("FromLabels(%v) read an owner", l)
 		}
+	}
+}
+
+func TestSweep(t *testing.T) {
+	me := Current()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	r := Records{Dir: t.TempDir()}
+	type rec struct {
+		Owner Owner    `json:"owner"`
+		Left  []string `json:"left"`
+	}
+	owner := func(x rec) Owner { return x.Owner }
+	done := Owner{Host: me.Host, PID: cmd.Process.Pid}
+	stuck := Owner{Host: me.Host, PID: cmd.Process.Pid, Start: "x/1"}
+	alive := me
+	for _, x := range []rec{{Owner: done, Left: []string{"a"}}, {Owner: alive, Left: []string{"b"}}} {
+		if err := r.Write(r.Path(x.Owner), x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stuckPath := filepath.Join(r.Dir, "stuck.json")
+	if err := r.Write(stuckPath, rec{Owner: stuck, Left: []string{"c", "d"}}); err != nil {
+		t.Fatal(err)
+	}
+	var reaped []string
+	err := Sweep(r, me.Host, owner, nil, func(x rec) (*rec, error) {
+		reaped = append(reaped, x.Left...)
+		if len(x.Left) == 2 {
+			x.Left = x.Left[1:] // "c" deleted, "d" not
+			return &x, errors.New("d: refused")
+		}
+		return nil, nil
+	})
+	if err == nil || err.Error() != "d: refused" {
+		t.Errorf("Sweep error %v, want the reaper's", err)
+	}
+	slices.Sort(reaped)
+	if !slices.Equal(reaped, []string{"a", "c", "d"}) {
+		t.Errorf("reaped %v; a live owner's record was reaped, or a dead one's missed", reaped)
+	}
+	if _, err := os.Stat(r.Path(done)); !os.IsNotExist(err) {
+		t.Errorf("a record left with nothing is still there: %v", err)
+	}
+	if _, err := os.Stat(r.Path(alive)); err != nil {
+		t.Errorf("a live owner's record is gone: %v", err)
+	}
+	left, err := Dead(r, me.Host, owner, nil)
+	if err != nil || len(left) != 1 || !slices.Equal(left[stuckPath].Left, []string{"d"}) {
+		t.Errorf("after the sweep, dead records %v, %v; want stuck.json with d", left, err)
 	}
 }

@@ -525,32 +525,26 @@ func (b *Backend) ReapOrphans(ctx context.Context) ([]core.SandboxInfo, error) {
 	if err := b.ready(); err != nil {
 		return nil, err
 	}
-	recs, err := deadRecords(b.set.stateDir, b.owner.Host, b.set.baseURL)
-	if err != nil {
-		return nil, err
-	}
 	var out []core.SandboxInfo
-	var errs []error
-	for p, rec := range recs {
+	err := sweepRecords(b.set.stateDir, b.owner.Host, b.set.baseURL, func(rec record) (*record, error) {
 		found, err := b.list(ctx, []string{managedTag, ownerTag(rec.Owner)}, nil)
 		if err != nil {
-			errs = append(errs, err)
-			continue
+			return &rec, err
 		}
-		ok := true
+		var errs []error
 		for _, s := range found {
 			if err := b.Destroy(ctx, s.ID); err != nil && !errors.Is(err, core.ErrNotFound) {
 				errs = append(errs, err)
-				ok = false
 				continue
 			}
 			out = append(out, s)
 		}
-		if ok {
-			_ = os.Remove(p)
+		if len(errs) > 0 {
+			return &rec, errors.Join(errs...)
 		}
-	}
-	return out, errors.Join(errs...)
+		return nil, nil
+	})
+	return out, err
 }
 
 // Shutdown deletes every sandbox this process made, including any whose

@@ -37,10 +37,9 @@ func writeRecord(dir string, rec record) error {
 	return r.Write(r.Path(rec.Owner), rec)
 }
 
-// deadRecords returns the records of dead owners on host for baseURL, by
-// file path.
-func deadRecords(dir, host, baseURL string) (map[string]record, error) {
-	return procowner.Dead(procowner.Records{Dir: dir}, host,
+// sweepRecords reaps the records of dead owners on host for baseURL.
+func sweepRecords(dir, host, baseURL string, reap func(record) (*record, error)) error {
+	return procowner.Sweep(procowner.Records{Dir: dir}, host,
 		func(r record) procowner.Owner { return r.Owner },
-		func(r record) bool { return r.BaseURL == baseURL })
+		func(r record) bool { return r.BaseURL == baseURL }, reap)
 }

@@ -637,12 +637,9 @@ func (b *Backend) ReapOrphans(ctx context.Context) ([]core.SandboxInfo, error) {
 	var errs []error
 	seen := map[string]bool{}
 
-	recs, err := b.state.deadRecords(b.host, s.apiURL)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for file, rec := range recs {
+	err = b.state.sweep(b.host, s.apiURL, func(rec stateRecord) (*stateRecord, error) {
 		left := stateRecord{Owner: rec.Owner, APIURL: rec.APIURL, RunID: rec.RunID, Sandboxes: map[string]stateEntry{}}
+		var errs []error
 		for _, name := range rec.sortedNames() {
 			e := rec.Sandboxes[name]
 			key := e.ID
@@ -656,17 +653,18 @@ func (b *Backend) ReapOrphans(ctx context.Context) ([]core.SandboxInfo, error) {
 				continue
 			}
 			seen[key] = true
-			if !found {
-				continue
+			if found {
+				removed = append(removed, core.SandboxInfo{ID: key, Backend: backendName, CreatedAt: e.CreatedAt, Isolation: isolationCloud,
+					Labels: map[string]string{runLabel: rec.RunID}})
 			}
-			removed = append(removed, core.SandboxInfo{ID: key, Backend: backendName, CreatedAt: e.CreatedAt, Isolation: isolationCloud,
-				Labels: map[string]string{runLabel: rec.RunID}})
 		}
 		if len(left.Sandboxes) == 0 {
-			b.state.store.Remove(file)
-		} else if err := b.state.store.Write(file, left); err != nil {
-			errs = append(errs, err)
+			return nil, errors.Join(errs...)
 		}
+		return &left, errors.Join(errs...)
+	})
+	if err != nil {
+		errs = append(errs, err)
 	}
 
 	list, err := b.list(ctx, s, map[string]string{ownerHostLabel: b.host})

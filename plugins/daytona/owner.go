@@ -80,11 +80,11 @@ func (f *stateFile) flushLocked() error {
 	return f.store.Write(f.path, f.rec)
 }
 
-// deadRecords loads the records left by dead owners on host for apiURL.
-func (f *stateFile) deadRecords(host, apiURL string) (map[string]stateRecord, error) {
-	return procowner.Dead(f.store, host,
+// sweep reaps the records left by dead owners on host for apiURL.
+func (f *stateFile) sweep(host, apiURL string, reap func(stateRecord) (*stateRecord, error)) error {
+	return procowner.Sweep(f.store, host,
 		func(r stateRecord) procowner.Owner { return r.Owner },
-		func(r stateRecord) bool { return r.APIURL == apiURL })
+		func(r stateRecord) bool { return r.APIURL == apiURL }, reap)
 }
 
 // sortedNames returns the record's sandbox names in a stable order.
