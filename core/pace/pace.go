@@ -10,6 +10,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/rlhost/rlhost/core/retry"
 )
 
 // Pacer lets calls through at most rate per second, across goroutines,
@@ -48,18 +50,7 @@ func (p *Pacer) Wait(ctx context.Context) error {
 	}
 	p.next = at.Add(p.interval)
 	p.mu.Unlock()
-	d := time.Until(at)
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return retry.Sleep(ctx, time.Until(at))
 }
 
 // Cap counts things against a hard limit. A Cap of limit <= 0 admits

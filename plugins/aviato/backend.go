@@ -292,7 +292,7 @@ func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (co
 	if err := b.ready(); err != nil {
 		return core.ExecResult{}, err
 	}
-	if err := checkArgv(req.Command, req.Env); err != nil {
+	if err := sandboxplugin.CheckArgv(req.Command, req.Env); err != nil {
 		return core.ExecResult{}, fmt.Errorf("aviato exec: %w", err)
 	}
 	dir, err := b.resolve(req.Dir)

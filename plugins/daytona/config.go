@@ -2,7 +2,6 @@ package daytona
 
 import (
 	"math"
-	"regexp"
 	"strings"
 	"time"
 
@@ -109,9 +108,6 @@ type settings struct {
 	workdir                string
 	runID                  string
 }
-
-// envName is the shared rule, for exec-time checks.
-var envName = regexp.MustCompile(sandboxplugin.EnvNamePattern)
 
 // validate turns a Config and the block's SandboxSpec into settings. Every
 // field Daytona cannot honour is an error diagnostic whose Path names the

@@ -17,6 +17,7 @@ import (
 	"github.com/daytonaio/daytona/libs/sdk-go/pkg/types"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
 )
 
 // only429 retries an exec only when the proxy refused it outright: any
@@ -247,7 +248,7 @@ func emptyFile(ctx context.Context, h *sdk.Sandbox, abs string, timeout time.Dur
 		return err
 	}
 	secs := max(int(math.Ceil(timeout.Seconds())), 1)
-	resp, err := h.Process.ExecuteCommand(ctx, inlineCommand(": > "+shQuote(path.Base(abs))),
+	resp, err := h.Process.ExecuteCommand(ctx, inlineCommand(": > "+sandboxplugin.ShellQuote(path.Base(abs))),
 		options.WithCwd(dir), options.WithExecuteTimeout(time.Duration(secs)*time.Second))
 	if err != nil {
 		return err
