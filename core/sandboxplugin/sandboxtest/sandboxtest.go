@@ -1,8 +1,10 @@
 // Package sandboxtest is the conformance suite every sandbox backend must
-// pass: it drives a backend the way the host does, over real gRPC with the
-// go-plugin machinery, and checks the behaviour environments and the host
-// rely on (exec, files, labels, limits, Shutdown, the orphan sweep after a
-// crash). It is the sibling of core/envplugin/envtest.
+// pass: it drives a backend the way the host does, over real gRPC between
+// the plugin's server and the host's client (sandboxplugin.Plugin, with the
+// message limits of a plugin process), and checks the behaviour
+// environments and the host rely on (exec, files, labels, limits,
+// Shutdown, the orphan sweep after a crash). It is the sibling of
+// core/envplugin/envtest.
 //
 // A backend's own test file describes the backend in a Harness and calls
 // Run, and calls CrashChild first thing in its TestMain. Where backends
@@ -19,16 +21,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"net"
 	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-plugin"
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/pluginbase"
@@ -64,19 +71,41 @@ func Run(t *testing.T, h Harness) {
 	t.Run("OrphanSweepAfterCrash", func(t *testing.T) { testCrash(t, h) })
 }
 
-// Serve runs b behind a real in-process go-plugin gRPC connection and
-// returns the host-side client, closed when the test ends.
+// Serve runs b behind a real gRPC connection, set up as a plugin process
+// and the host set it up (the plugin side's server is pluginbase's, with
+// its message limits; the host side dials with go-plugin's call options),
+// and returns the host-side client. Everything is closed when the test
+// ends.
 func Serve(t testing.TB, b sandboxplugin.Backend) sandboxplugin.Backend {
 	t.Helper()
-	client, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{
-		pluginbase.KindSandbox: &sandboxplugin.Plugin{Impl: b},
-	})
-	t.Cleanup(func() { _ = client.Close() })
-	raw, err := client.Dispense(pluginbase.KindSandbox)
+	dir, err := os.MkdirTemp("", "sandboxtest-")
 	if err != nil {
-		t.Fatalf("dispense sandbox plugin: %v", err)
+		t.Fatal(err)
 	}
-	return raw.(*sandboxplugin.Client)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ln, err := net.Listen("unix", filepath.Join(dir, "plugin.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &sandboxplugin.Plugin{Impl: b, Logger: hclog.NewNullLogger()}
+	srv := pluginbase.NewGRPCServer(nil)
+	if err := p.GRPCServer(nil, srv); err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient("unix://"+ln.Addr().String(),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32), grpc.MaxCallSendMsgSize(math.MaxInt32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	client, err := p.GRPCClient(context.Background(), nil, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client.(sandboxplugin.Backend)
 }
 
 // runID is the run every suite backend belongs to.
@@ -365,7 +394,7 @@ func testSandbox(t *testing.T, h Harness) {
 		for i := range bin {
 			bin[i] = byte(i)
 		}
-		large := bytes.Repeat([]byte("0123456789abcdef"), 3<<16) // 3 MiB
+		large := bytes.Repeat([]byte("0123456789abcdef"), 5<<16) // 5 MiB: more than one gRPC message holds by default
 		tests := []struct {
 			path string
 			data []byte
