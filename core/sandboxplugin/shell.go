@@ -3,6 +3,7 @@ package sandboxplugin
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 )
 
@@ -15,6 +16,22 @@ import (
 // special, and a single quote is written as '"'"'.
 func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
+}
+
+// ShellExports is one `export NAME='value'` line per variable, sorted by
+// name so the same request always renders the same script. Check the names
+// with CheckArgv first.
+func ShellExports(env map[string]string) string {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString("export " + k + "=" + ShellQuote(env[k]) + "\n")
+	}
+	return b.String()
 }
 
 // CheckArgv refuses an exec request a shell cannot carry exactly: an empty

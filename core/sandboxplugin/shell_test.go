@@ -47,3 +47,21 @@ func FuzzShellQuote(f *testing.F) {
 		}
 	})
 }
+
+func TestShellExports(t *testing.T) {
+	env := map[string]string{"B": "it's", "A": "$HOME\n", "C": ""}
+	script := ShellExports(env) + `printf '%s|%s|%s' "$A" "$B" "$C"`
+	out, err := exec.Command("/bin/sh", "-c", script).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != "$HOME\n|it's|" {
+		t.Errorf("exports read back as %q", out)
+	}
+	if ShellExports(env) != ShellExports(map[string]string{"C": "", "A": "$HOME\n", "B": "it's"}) {
+		t.Error("the same env rendered two ways")
+	}
+	if ShellExports(nil) != "" {
+		t.Error("no env rendered something")
+	}
+}

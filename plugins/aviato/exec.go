@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/rlhost/rlhost/core/sandboxplugin"
@@ -66,14 +65,7 @@ func (s execScript) render() string {
 		w("printf '%%s' %s | base64 -d | ", sandboxplugin.ShellQuote(base64.StdEncoding.EncodeToString(s.stdin)))
 	}
 	w("(\n")
-	keys := make([]string, 0, len(s.env))
-	for k := range s.env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		w("export %s=%s\n", k, sandboxplugin.ShellQuote(s.env[k]))
-	}
+	b.WriteString(sandboxplugin.ShellExports(s.env))
 	w("exec \"$@\"\n)")
 	switch {
 	case s.stdinFile != "":

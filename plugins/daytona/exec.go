@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -71,14 +70,7 @@ func (s execScript) render() string {
 		w("printf '%%s' %s | base64 -d | ", sandboxplugin.ShellQuote(base64.StdEncoding.EncodeToString(s.stdin)))
 	}
 	w("(\n")
-	keys := make([]string, 0, len(s.env))
-	for k := range s.env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		w("export %s=%s\n", k, sandboxplugin.ShellQuote(s.env[k]))
-	}
+	b.WriteString(sandboxplugin.ShellExports(s.env))
 	w("exec")
 	for _, a := range s.argv {
 		w(" %s", sandboxplugin.ShellQuote(a))
