@@ -470,7 +470,8 @@ func testSandbox(t *testing.T, h Harness) {
 
 // testLabels checks labels, List by label, Destroy and a second Destroy.
 func testLabels(t *testing.T, h Harness) {
-	b := start(t, h, h.Settings(t), core.SandboxSpec{})
+	settings := h.Settings(t)
+	b := start(t, h, settings, core.SandboxSpec{})
 	ctx := context.Background()
 	suite := label(t)
 	a := create(t, b, core.SandboxSpec{Labels: map[string]string{"suite": suite, "role": "a"}})
@@ -519,8 +520,16 @@ func testLabels(t *testing.T, h Harness) {
 	if _, err := b.Exec(ctx, a.ID, core.ExecRequest{Command: []string{"true"}}); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("Exec in a destroyed sandbox: %v, want ErrNotFound", err)
 	}
-	if err := b.Destroy(ctx, c.ID); err != nil {
-		t.Errorf("Destroy: %v", err)
+	// Another process (`rlhost sandbox list/rm`) sees and destroys it.
+	other := start(t, h, settings, core.SandboxSpec{})
+	if list, err := other.List(ctx, map[string]string{"suite": suite}); err != nil || len(list) != 1 || list[0].ID != c.ID {
+		t.Errorf("another backend's List = %+v, %v; want [%s]", list, err, c.ID)
+	}
+	if err := other.Destroy(ctx, c.ID); err != nil {
+		t.Errorf("Destroy from another backend: %v", err)
+	}
+	if got := ids(map[string]string{"suite": suite}); len(got) != 0 {
+		t.Errorf("List after another backend's Destroy = %v", got)
 	}
 }
 
