@@ -1,7 +1,7 @@
 // Package statedir picks the default directory where a sandbox backend
 // keeps its cross-process records (sandbox entries, crash records), so that
-// every backend puts them under the same root and a user finds them in one
-// place.
+// every backend puts them under the same roots and a user finds them in
+// one place.
 //
 // It only names the directory; it creates nothing, and the backend's
 // state_dir setting overrides it.
@@ -13,21 +13,31 @@ import (
 	"path/filepath"
 )
 
-// Default is the state directory of the backend called name:
-// /var/lib/rlhost/NAME as root, else $XDG_STATE_HOME/rlhost/NAME, else
+// PerUser is the state directory of the backend called name for the
+// current user: $XDG_STATE_HOME/rlhost/NAME, else
 // ~/.local/state/rlhost/NAME, else (no home directory) a per-user
-// directory under the system's temporary directory.
-func Default(name string) string {
-	return forUser(name, os.Geteuid(), os.Getenv("XDG_STATE_HOME"), home, os.TempDir())
+// directory under the system's temporary directory. Cloud backends use it:
+// their records are one user's runs.
+func PerUser(name string) string {
+	return perUser(name, os.Geteuid(), os.Getenv("XDG_STATE_HOME"), os.UserHomeDir, os.TempDir())
 }
 
-func home() (string, error) { return os.UserHomeDir() }
+// Machine is PerUser, except as root: /var/lib/rlhost/NAME. Backends whose
+// sandboxes are this machine's own processes use it, so that every root
+// process (a run, `rlhost sandbox rm`) finds the same records.
+func Machine(name string) string {
+	return machine(name, os.Geteuid(), os.Getenv("XDG_STATE_HOME"), os.UserHomeDir, os.TempDir())
+}
 
-func forUser(name string, euid int, xdg string, home func() (string, error), tmp string) string {
-	switch {
-	case euid == 0:
+func machine(name string, euid int, xdg string, home func() (string, error), tmp string) string {
+	if euid == 0 {
 		return filepath.Join("/var/lib/rlhost", name)
-	case xdg != "":
+	}
+	return perUser(name, euid, xdg, home, tmp)
+}
+
+func perUser(name string, euid int, xdg string, home func() (string, error), tmp string) string {
+	if xdg != "" {
 		return filepath.Join(xdg, "rlhost", name)
 	}
 	if h, err := home(); err == nil && h != "" {

@@ -79,7 +79,7 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 		return diags
 	}
 	if set.stateDir == "" {
-		set.stateDir = statedir.Default("aviato")
+		set.stateDir = statedir.PerUser("aviato")
 	} else {
 		set.stateDir = cfg.Path(set.stateDir)
 	}

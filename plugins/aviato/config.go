@@ -60,7 +60,7 @@ func configSpec() schema.Spec {
 		schema.String("api_timeout", "timeout of each API call attempt (not of exec)").WithDefault("30s"),
 		schema.String("start_timeout", "how long Create waits for a sandbox to be RUNNING").WithDefault("5m"),
 		schema.Number("max_retries", "retries of a call the service answered UNAVAILABLE or RESOURCE_EXHAUSTED").WithDefault(defaultMaxRetries),
-		schema.String("state_dir", "where the per-user record of owners is kept; empty = /var/lib/rlhost/aviato as root, else $XDG_STATE_HOME/rlhost/aviato").WithDefault(""),
+		schema.String("state_dir", "where the per-user record of owners is kept; empty = $XDG_STATE_HOME/rlhost/aviato").WithDefault(""),
 	}}
 }
 

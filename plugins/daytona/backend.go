@@ -110,7 +110,7 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 	}
 	dir := s.stateDir
 	if dir == "" {
-		dir = statedir.Default(backendName)
+		dir = statedir.PerUser(backendName)
 	}
 	st, err := openState(dir, b.owner, s.apiURL, s.runID)
 	if err != nil {

@@ -79,7 +79,7 @@ func configSpec() schema.Spec {
 		schema.String("api_timeout", "timeout of each API call attempt (not of exec)").WithDefault("30s"),
 		schema.String("start_timeout", "how long Create waits for a sandbox to reach STARTED").WithDefault("5m"),
 		schema.Number("max_retries", "retries of a call that got 429 or 5xx").WithDefault(defaultMaxRetries),
-		schema.String("state_dir", "where the per-user record of live sandboxes is kept; empty = /var/lib/rlhost/daytona as root, else $XDG_STATE_HOME/rlhost/daytona").WithDefault(""),
+		schema.String("state_dir", "where the per-user record of live sandboxes is kept; empty = $XDG_STATE_HOME/rlhost/daytona").WithDefault(""),
 	}}
 }
 

@@ -180,7 +180,7 @@ func (c Config) validate(cfgBase schema.Config) (settings, schema.Diagnostics) {
 	}
 	s.stateDir = c.StateDir
 	if s.stateDir == "" {
-		s.stateDir = statedir.Default("local")
+		s.stateDir = statedir.Machine("local")
 	} else {
 		s.stateDir = cfgBase.Path(s.stateDir)
 	}
