@@ -4,8 +4,9 @@
 // up. The start time guards against a recycled pid.
 //
 // It only answers for processes on this host; an owner elsewhere is never
-// reported dead. It keeps no records itself: backends store owners where
-// they see fit (labels, tags, a state file).
+// reported dead. It stores owners as labels (Labels, FromLabels) or as one
+// crash-record file per process (Records); what a record lists, and how a
+// backend deletes what a dead owner left, is the backend's.
 package procowner
 
 import (
@@ -55,6 +56,13 @@ func (o Owner) Dead(host string) bool {
 	}
 	now := ProcessStart(o.PID)
 	return now != "" && now != o.Start
+}
+
+// Running says whether pid is still the process that started at start (a
+// ProcessStart token): false once it exited, or its pid was reused, or the
+// machine rebooted.
+func Running(pid int, start string) bool {
+	return pid > 0 && start != "" && ProcessStart(pid) == start
 }
 
 // ProcessStart identifies when pid started on this boot, or "" when that

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/duration"
+	"github.com/rlhost/rlhost/core/labels"
 	"github.com/rlhost/rlhost/core/schema"
 )
 
@@ -378,7 +379,7 @@ func (d *decoder) sandboxes() hcl.Diagnostics {
 			}
 		}
 		for k := range s.Spec.Labels {
-			if strings.HasPrefix(k, "rlhost.") {
+			if labels.Reserved(k) {
 				diags = append(diags, attrErr(nil, s.AttrRanges["labels"], "", "Reserved label", fmt.Sprintf("Label %q uses the reserved prefix \"rlhost.\", which rlhost sets itself.", k)))
 			}
 		}

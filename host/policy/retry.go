@@ -8,11 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/rlhost/rlhost/core/retry"
 )
 
 // maxRetryAfter bounds how long a server's Retry-After can park a request,
@@ -77,48 +78,16 @@ func classify(err error) errClass {
 
 // backoffCeiling is base*2^attempt capped at max.
 func backoffCeiling(attempt int, base, max time.Duration) time.Duration {
-	d := base
-	for range attempt {
-		if d >= max/2 {
-			return max
-		}
-		d *= 2
-	}
-	return min(d, max)
+	return retry.Ceiling(attempt, base, max)
 }
 
 // parseRetryAfter reads a Retry-After header: delay-seconds or an HTTP date.
 func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if secs, err := strconv.ParseFloat(v, 64); err == nil {
-		if secs < 0 {
-			return 0, false
-		}
-		return min(time.Duration(secs*float64(time.Second)), maxRetryAfter), true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return min(max(t.Sub(now), 0), maxRetryAfter), true
-	}
-	return 0, false
+	return retry.After(v, now, maxRetryAfter)
 }
 
 // sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func sleepCtx(ctx context.Context, d time.Duration) error { return retry.Sleep(ctx, d) }
 
 // describe renders a server failure without the request, which may carry
 // prompts (and never carries the key: go-openai keeps it in headers only).

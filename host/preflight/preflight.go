@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/rlhost/rlhost/core/labels"
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/pluginmgr"
 	"github.com/rlhost/rlhost/host/policy"
@@ -26,7 +27,7 @@ import (
 
 // probeLabel is a label no sandbox carries: listing by it costs the backend
 // one authenticated call and returns nothing.
-const probeLabel = "rlhost.preflight"
+const probeLabel = labels.Preflight
 
 // Check checks the run's policy and the sandbox backend of the run's env.
 // pol and backend may be nil (nothing to check: a replay policy, an env

@@ -20,6 +20,7 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/envplugin"
+	"github.com/rlhost/rlhost/core/labels"
 	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/host/output"
 	"github.com/rlhost/rlhost/host/policy"
@@ -28,9 +29,9 @@ import (
 // Labels the runner puts on every sandbox, so `rlhost sandbox list/rm` and
 // orphan sweeps can find a run's sandboxes.
 const (
-	LabelRun     = "rlhost.run"
-	LabelEnv     = "rlhost.env"
-	LabelEpisode = "rlhost.episode"
+	LabelRun     = labels.Run
+	LabelEnv     = labels.Env
+	LabelEpisode = labels.Episode
 )
 
 // cleanupTimeout bounds ending an episode and destroying its sandbox after

@@ -21,10 +21,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/inflight"
+	"github.com/rlhost/rlhost/core/pace"
 	"github.com/rlhost/rlhost/core/pluginbase"
 	"github.com/rlhost/rlhost/core/procowner"
+	"github.com/rlhost/rlhost/core/retry"
 	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/core/statedir"
 	pb "github.com/rlhost/rlhost/plugins/aviato/proto/coreweave/aviato/v1beta1"
 )
 
@@ -39,16 +43,19 @@ type Backend struct {
 	rpc      pb.ATCServiceClient
 	owner    procowner.Owner
 	live     map[string]core.SandboxInfo // created by this process, by id
-	starting chan struct{}
-	pace     *pacer
-	closed   bool
+	output   map[string]int64            // their limits.output: the exec default cap
+	starting *pace.Cap                   // max_starting
+	pace     *pace.Pacer
+	gate     *inflight.Gate // Creates in progress, for Shutdown
 }
 
 var _ sandboxplugin.Backend = (*Backend)(nil)
 
 // New returns an unconfigured backend that reads credentials from the
 // process environment.
-func New() *Backend { return &Backend{getenv: os.Getenv, live: map[string]core.SandboxInfo{}} }
+func New() *Backend {
+	return &Backend{getenv: os.Getenv, live: map[string]core.SandboxInfo{}, output: map[string]int64{}, gate: inflight.New()}
+}
 
 // Info describes the backend and its settings.
 func (b *Backend) Info() pluginbase.Info {
@@ -72,11 +79,7 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 		return diags
 	}
 	if set.stateDir == "" {
-		d, err := defaultStateDir()
-		if err != nil {
-			return append(diags, schema.Errorf([]string{"state_dir"}, "no state directory", "%v", err))
-		}
-		set.stateDir = d
+		set.stateDir = statedir.PerUser("aviato")
 	} else {
 		set.stateDir = cfg.Path(set.stateDir)
 	}
@@ -94,8 +97,8 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 		b.conn.Close()
 	}
 	b.set, b.conn, b.rpc, b.owner = set, conn, pb.NewATCServiceClient(conn), procowner.Current()
-	b.starting = make(chan struct{}, set.maxStarting)
-	b.pace = &pacer{interval: time.Duration(float64(time.Second) / set.createRate)}
+	b.starting = pace.NewCap(set.maxStarting)
+	b.pace = pace.NewPacer(set.createRate)
 	b.mu.Unlock()
 
 	err = b.call(ctx, "probe", 0, func(ctx context.Context) error {
@@ -129,8 +132,8 @@ func (b *Backend) ready() error {
 	switch {
 	case b.rpc == nil:
 		return errors.New("aviato backend is not configured")
-	case b.closed:
-		return fmt.Errorf("aviato backend is shut down: %w", core.ErrUnavailable)
+	case b.gate.Closed():
+		return fmt.Errorf("aviato backend: %w", inflight.ErrClosed)
 	}
 	return nil
 }
@@ -155,13 +158,18 @@ func (b *Backend) Create(ctx context.Context, spec core.SandboxSpec) (core.Sandb
 	if d.HasErrors() {
 		return core.SandboxInfo{}, fmt.Errorf("aviato create: %w", d.Err())
 	}
-	select {
-	case b.starting <- struct{}{}:
-	case <-ctx.Done():
-		return core.SandboxInfo{}, ctx.Err()
+	// Shutdown cancels and waits for creates in progress before it lists
+	// what to delete, so none slips past it.
+	ctx, done, err := b.gate.Enter(ctx)
+	if err != nil {
+		return core.SandboxInfo{}, fmt.Errorf("aviato backend: %w", err)
 	}
-	defer func() { <-b.starting }()
-	if err := b.pace.wait(ctx); err != nil {
+	defer done()
+	if err := b.starting.Take(ctx); err != nil {
+		return core.SandboxInfo{}, err
+	}
+	defer b.starting.Put()
+	if err := b.pace.Wait(ctx); err != nil {
 		return core.SandboxInfo{}, err
 	}
 	labels := map[string]string{}
@@ -185,7 +193,7 @@ func (b *Backend) Create(ctx context.Context, spec core.SandboxSpec) (core.Sandb
 		req.ResourceLimits = &pb.ResourceRequest{Cpu: set.cpu, Memory: set.memory}
 	}
 	var resp *pb.StartSandboxResponse
-	err := b.call(ctx, "start sandbox", set.maxRetries, func(ctx context.Context) error {
+	err = b.call(ctx, "start sandbox", set.maxRetries, func(ctx context.Context) error {
 		var err error
 		resp, err = b.rpc.Start(b.authed(ctx), req)
 		return err
@@ -196,7 +204,7 @@ func (b *Backend) Create(ctx context.Context, spec core.SandboxSpec) (core.Sandb
 	id := resp.GetSandboxId()
 	info := core.SandboxInfo{ID: id, Backend: backendName, Labels: labels, State: "running", CreatedAt: time.Now().UTC(), Isolation: isolationCloud}
 	b.mu.Lock()
-	b.live[id] = info
+	b.live[id], b.output[id] = info, set.outputBytes
 	b.mu.Unlock()
 	fail := func(err error) (core.SandboxInfo, error) {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.set.apiTimeout)
@@ -243,12 +251,8 @@ func (b *Backend) waitRunning(ctx context.Context, id string) error {
 		default:
 			return fmt.Errorf("aviato sandbox %s is %s, not RUNNING", id, strings.TrimPrefix(st.String(), "SANDBOX_STATUS_"))
 		}
-		t := time.NewTimer(poll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if retry.Sleep(ctx, poll) != nil {
 			return fmt.Errorf("aviato sandbox %s not RUNNING within %s: %w", id, b.set.startTimeout, context.DeadlineExceeded)
-		case <-t.C:
 		}
 		poll = min(time.Duration(float64(poll)*1.5), 2*time.Second)
 	}
@@ -268,12 +272,27 @@ func (b *Backend) resolve(p string) (string, error) {
 	return path.Clean(p), nil
 }
 
+// resolveFile is resolve for the file calls, which are confined to the
+// workspace as on every backend: a path that leaves it (by "..", or an
+// absolute one elsewhere) is refused before the service sees it.
+func (b *Backend) resolveFile(p string) (string, error) {
+	abs, err := b.resolve(p)
+	if err != nil {
+		return "", err
+	}
+	ws := path.Clean(b.set.workdir)
+	if abs != ws && !strings.HasPrefix(abs, ws+"/") && ws != "/" {
+		return "", fmt.Errorf("%q is outside the workspace %s: %w", p, ws, core.ErrInvalidPath)
+	}
+	return abs, nil
+}
+
 // Exec runs argv through the exec script (exec.go).
 func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (core.ExecResult, error) {
 	if err := b.ready(); err != nil {
 		return core.ExecResult{}, err
 	}
-	if err := checkArgv(req.Command, req.Env); err != nil {
+	if err := sandboxplugin.CheckArgv(req.Command, req.Env); err != nil {
 		return core.ExecResult{}, fmt.Errorf("aviato exec: %w", err)
 	}
 	dir, err := b.resolve(req.Dir)
@@ -285,6 +304,11 @@ func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (co
 		timeout = b.set.execTimeout
 	}
 	limit := req.MaxOutputBytes
+	if limit <= 0 {
+		b.mu.Lock()
+		limit = b.output[id]
+		b.mu.Unlock()
+	}
 	if limit <= 0 {
 		limit = b.set.outputBytes
 	}
@@ -327,7 +351,7 @@ func (b *Backend) ReadFile(ctx context.Context, id, p string, maxBytes int64) ([
 	if err := b.ready(); err != nil {
 		return nil, err
 	}
-	abs, err := b.resolve(p)
+	abs, err := b.resolveFile(p)
 	if err != nil {
 		return nil, err
 	}
@@ -358,7 +382,7 @@ func (b *Backend) WriteFile(ctx context.Context, id, p string, data []byte, mode
 	if err := b.ready(); err != nil {
 		return err
 	}
-	abs, err := b.resolve(p)
+	abs, err := b.resolveFile(p)
 	if err != nil {
 		return err
 	}
@@ -400,7 +424,7 @@ func (b *Backend) WriteFile(ctx context.Context, id, p string, data []byte, mode
 // ListFiles lists a directory with stat(1), as the API has no listing call.
 // Names holding a newline cannot be listed this way and are skipped.
 func (b *Backend) ListFiles(ctx context.Context, id, p string) ([]core.FileInfo, error) {
-	abs, err := b.resolve(p)
+	abs, err := b.resolveFile(p)
 	if err != nil {
 		return nil, err
 	}
@@ -452,6 +476,7 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 	if err == nil || errors.Is(err, core.ErrNotFound) {
 		b.mu.Lock()
 		delete(b.live, id)
+		delete(b.output, id)
 		b.mu.Unlock()
 	}
 	return err
@@ -500,42 +525,38 @@ func (b *Backend) ReapOrphans(ctx context.Context) ([]core.SandboxInfo, error) {
 	if err := b.ready(); err != nil {
 		return nil, err
 	}
-	recs, err := deadRecords(b.set.stateDir, b.owner.Host, b.set.baseURL)
-	if err != nil {
-		return nil, err
-	}
 	var out []core.SandboxInfo
-	var errs []error
-	for p, rec := range recs {
+	err := sweepRecords(b.set.stateDir, b.owner.Host, b.set.baseURL, func(rec record) (*record, error) {
 		found, err := b.list(ctx, []string{managedTag, ownerTag(rec.Owner)}, nil)
 		if err != nil {
-			errs = append(errs, err)
-			continue
+			return &rec, err
 		}
-		ok := true
+		var errs []error
 		for _, s := range found {
 			if err := b.Destroy(ctx, s.ID); err != nil && !errors.Is(err, core.ErrNotFound) {
 				errs = append(errs, err)
-				ok = false
 				continue
 			}
 			out = append(out, s)
 		}
-		if ok {
-			_ = os.Remove(p)
+		if len(errs) > 0 {
+			return &rec, errors.Join(errs...)
 		}
-	}
-	return out, errors.Join(errs...)
+		return nil, nil
+	})
+	return out, err
 }
 
 // Shutdown deletes every sandbox this process made, including any whose
 // Start answer was lost (found by the owner tag), and removes the record.
 func (b *Backend) Shutdown(ctx context.Context) error {
 	b.mu.Lock()
-	if b.closed || b.rpc == nil {
-		b.mu.Unlock()
+	configured := b.rpc != nil
+	b.mu.Unlock()
+	if first, _ := b.gate.Close(ctx); !first || !configured {
 		return nil
 	}
+	b.mu.Lock()
 	ids := make([]string, 0, len(b.live))
 	mine := map[string]bool{}
 	for id := range b.live {
@@ -567,9 +588,6 @@ func (b *Backend) Shutdown(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	b.mu.Lock()
-	b.closed = true
-	b.mu.Unlock()
 	if len(errs) == 0 {
 		_ = os.Remove(recordPath(b.set.stateDir, b.owner))
 	}

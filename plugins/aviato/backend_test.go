@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/sandboxplugin/sandboxtest"
 	"github.com/rlhost/rlhost/core/schema"
 	"github.com/rlhost/rlhost/plugins/aviato/fakeaviato"
 	"github.com/rlhost/rlhost/plugins/local"
@@ -18,6 +19,9 @@ import (
 func TestMain(m *testing.M) {
 	// The fake's local sandboxes re-execute this binary as their init.
 	if local.Reexec() {
+		return
+	}
+	if sandboxtest.CrashChild(newForSuite) {
 		return
 	}
 	os.Exit(m.Run())

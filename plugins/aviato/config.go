@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"net/url"
-	"regexp"
 	"strconv"
 	"time"
 
@@ -91,9 +90,6 @@ type diagnoser struct{ d schema.Diagnostics }
 func (x *diagnoser) errf(p []string, summary, detail string, args ...any) {
 	x.d = append(x.d, schema.Errorf(p, summary, detail, args...))
 }
-
-// envName is the shared rule, for exec-time checks.
-var envName = regexp.MustCompile(sandboxplugin.EnvNamePattern)
 
 // validate turns the block into settings. Whatever Aviato cannot honour is
 // an error whose Path names the attribute.

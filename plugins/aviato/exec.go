@@ -4,10 +4,10 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"sort"
 	"strings"
+
+	"github.com/rlhost/rlhost/core/sandboxplugin"
 )
 
 // How exec works. ATCService.Exec takes an argv and answers stdout, stderr
@@ -26,10 +26,6 @@ import (
 // maxInlineStdin keeps the script below Linux's 128 KiB per-argument limit.
 const maxInlineStdin = 48 << 10
 
-func shQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
-}
-
 func newNonce() string {
 	var b [12]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -47,35 +43,15 @@ type execScript struct {
 	cap       int64
 }
 
-func checkArgv(argv []string, env map[string]string) error {
-	if len(argv) == 0 || argv[0] == "" {
-		return errors.New("empty command")
-	}
-	for i, a := range argv {
-		if strings.IndexByte(a, 0) >= 0 {
-			return fmt.Errorf("argument %d contains a NUL byte", i)
-		}
-	}
-	for k, v := range env {
-		if !envName.MatchString(k) {
-			return fmt.Errorf("invalid environment variable name %q", k)
-		}
-		if strings.IndexByte(v, 0) >= 0 {
-			return fmt.Errorf("environment variable %s contains a NUL byte", k)
-		}
-	}
-	return nil
-}
-
 func (s execScript) render() string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	// Enter the directory first: once the FIFO readers run, every exit
 	// path must open the FIFOs, or the readers (holding stdout) hang.
-	w("cd %s || exit 125\n", shQuote(s.dir))
+	w("cd %s || exit 125\n", sandboxplugin.ShellQuote(s.dir))
 	w("d=$(mktemp -d) || { echo 'rlhost: mktemp failed' >&2; exit 125; }\n")
 	if s.stdinFile != "" {
-		w("trap 'rm -rf \"$d\" %s' EXIT\n", shQuote(s.stdinFile))
+		w("trap 'rm -rf \"$d\" %s' EXIT\n", sandboxplugin.ShellQuote(s.stdinFile))
 	} else {
 		w("trap 'rm -rf \"$d\"' EXIT\n")
 	}
@@ -86,21 +62,14 @@ func (s execScript) render() string {
 	// ("Killed") must not join the program's.
 	w("exec 2>/dev/null\n")
 	if len(s.stdin) > 0 {
-		w("printf '%%s' %s | base64 -d | ", shQuote(base64.StdEncoding.EncodeToString(s.stdin)))
+		w("printf '%%s' %s | base64 -d | ", sandboxplugin.ShellQuote(base64.StdEncoding.EncodeToString(s.stdin)))
 	}
 	w("(\n")
-	keys := make([]string, 0, len(s.env))
-	for k := range s.env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		w("export %s=%s\n", k, shQuote(s.env[k]))
-	}
+	b.WriteString(sandboxplugin.ShellExports(s.env))
 	w("exec \"$@\"\n)")
 	switch {
 	case s.stdinFile != "":
-		w(" <%s", shQuote(s.stdinFile))
+		w(" <%s", sandboxplugin.ShellQuote(s.stdinFile))
 	case len(s.stdin) == 0:
 		w(" </dev/null")
 	}

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/retry"
 )
 
 // errAuth marks calls the service refused for their credentials.
@@ -44,13 +43,8 @@ func (b *Backend) call(ctx context.Context, what string, retries int, op func(ct
 		if err == nil || !retryable(err) || attempt >= retries || ctx.Err() != nil {
 			break
 		}
-		d := min(backoffBase<<attempt, backoffMax)
-		t := time.NewTimer(rand.N(d) + time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return classify(what, ctx.Err())
-		case <-t.C:
+		if err := retry.Sleep(ctx, retry.Jitter(retry.Ceiling(attempt, backoffBase, backoffMax))+time.Millisecond); err != nil {
+			return classify(what, err)
 		}
 	}
 	return classify(what, err)
@@ -81,32 +75,4 @@ func classify(what string, err error) error {
 		return fmt.Errorf("aviato %s: service unavailable: %s", what, msg)
 	}
 	return fmt.Errorf("aviato %s: %s (%s)", what, msg, st.Code())
-}
-
-// pacer spaces calls at least interval apart, across goroutines.
-type pacer struct {
-	mu       sync.Mutex
-	next     time.Time
-	interval time.Duration
-}
-
-func (p *pacer) wait(ctx context.Context) error {
-	p.mu.Lock()
-	now := time.Now()
-	at := p.next
-	if at.Before(now) {
-		at = now
-	}
-	p.next = at.Add(p.interval)
-	p.mu.Unlock()
-	if d := at.Sub(now); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-	return nil
 }

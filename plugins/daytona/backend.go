@@ -21,16 +21,21 @@ import (
 	toolbox "github.com/daytonaio/daytona/libs/toolbox-api-client-go"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/inflight"
+	"github.com/rlhost/rlhost/core/pace"
 	"github.com/rlhost/rlhost/core/pluginbase"
+	"github.com/rlhost/rlhost/core/procowner"
+	"github.com/rlhost/rlhost/core/retry"
 	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/core/statedir"
 )
 
 var _ sandboxplugin.Backend = (*Backend)(nil)
 
 // Backend manages Daytona sandboxes for one `sandbox` block.
 type Backend struct {
-	owner owner
+	owner procowner.Owner
 	host  string
 
 	mu         sync.Mutex
@@ -39,16 +44,13 @@ type Backend struct {
 	api        *apiclient.APIClient // generated client, for calls whose SDK wrapper drops labels
 	http       *http.Client         // toolbox calls: no client-wide timeout, deadlines come per call
 	state      *stateFile
-	live       semaphore // max_sandboxes
-	starting   semaphore // max_starting
-	pace       *pacer
+	live       *pace.Cap   // max_sandboxes, taken when a create starts
+	starting   *pace.Cap   // max_starting
+	pacer      *pace.Pacer // create_rate
 	byName     map[string]*tracked
 	byID       map[string]*tracked
 	foreign    map[string]*sdk.Sandbox // handles of sandboxes other processes made
-	closed     bool
-	life       context.Context
-	endLife    context.CancelFunc
-	inflight   sync.WaitGroup
+	gate       *inflight.Gate          // calls in progress, for Shutdown
 	configured bool
 }
 
@@ -56,6 +58,7 @@ type Backend struct {
 type tracked struct {
 	name, id string
 	workdir  string
+	output   int64        // limits.output of the sandbox's spec: the exec default cap
 	sb       *sdk.Sandbox // with rlhost's toolbox client; nil until started
 	created  time.Time
 	labels   map[string]string
@@ -64,12 +67,11 @@ type tracked struct {
 
 // New returns an unconfigured backend.
 func New() *Backend {
-	life, end := context.WithCancel(context.Background())
-	o := currentOwner()
+	o := procowner.Current()
 	return &Backend{
 		owner: o, host: o.Host,
 		byName: map[string]*tracked{}, byID: map[string]*tracked{}, foreign: map[string]*sdk.Sandbox{},
-		life: life, endLife: end,
+		gate: inflight.New(),
 		http: &http.Client{Transport: transport()},
 	}
 }
@@ -108,9 +110,7 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 	}
 	dir := s.stateDir
 	if dir == "" {
-		if dir, err = defaultStateDir(); err != nil {
-			return append(diags, schema.Errorf([]string{"state_dir"}, "no state directory", "%v", err))
-		}
+		dir = statedir.PerUser(backendName)
 	}
 	st, err := openState(dir, b.owner, s.apiURL, s.runID)
 	if err != nil {
@@ -124,14 +124,14 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 	apiCfg.AddDefaultHeader("X-Daytona-Source", "rlhost")
 
 	b.mu.Lock()
-	if b.configured || b.closed {
+	if b.configured || b.gate.Closed() {
 		b.mu.Unlock()
 		return append(diags, schema.Errorf(nil, "daytona backend already configured", "Configure is called once per plugin process"))
 	}
 	b.configured = true
 	b.s, b.client, b.api, b.state = s, client, apiclient.NewAPIClient(apiCfg), st
-	b.live, b.starting = newSemaphore(s.maxSandboxes), newSemaphore(s.maxStarting)
-	b.pace = &pacer{interval: time.Duration(float64(time.Second) / s.createRate)}
+	b.live, b.starting = pace.NewCap(s.maxSandboxes), pace.NewCap(s.maxStarting)
+	b.pacer = pace.NewPacer(s.createRate)
 	b.mu.Unlock()
 
 	// The sweep doubles as the credentials check: it lists sandboxes.
@@ -170,8 +170,8 @@ func (b *Backend) ready() (settings, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
-	case b.closed:
-		return settings{}, fmt.Errorf("daytona backend: %w: shut down", core.ErrUnavailable)
+	case b.gate.Closed():
+		return settings{}, fmt.Errorf("daytona backend: %w", inflight.ErrClosed)
 	case !b.configured:
 		return settings{}, errors.New("daytona backend: not configured")
 	}
@@ -185,16 +185,11 @@ func (b *Backend) opts(s settings) callOpts {
 // bind derives a context that also ends when Shutdown starts, and counts
 // the call as in flight so Shutdown can wait for it.
 func (b *Backend) bind(ctx context.Context) (context.Context, func(), error) {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil, nil, fmt.Errorf("daytona backend: %w: shut down", core.ErrUnavailable)
+	ctx, done, err := b.gate.Enter(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("daytona backend: %w", err)
 	}
-	b.inflight.Add(1)
-	b.mu.Unlock()
-	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(b.life, cancel)
-	return ctx, func() { stop(); cancel(); b.inflight.Done() }, nil
+	return ctx, done, nil
 }
 
 func randomName() string {
@@ -221,22 +216,22 @@ func (b *Backend) Create(ctx context.Context, spec core.SandboxSpec) (core.Sandb
 	}
 	defer done()
 
-	if err := b.live.acquire(ctx); err != nil {
+	if err := b.live.Take(ctx); err != nil {
 		return core.SandboxInfo{}, fmt.Errorf("daytona create: waiting for a max_sandboxes slot: %w", err)
 	}
 	info, err := b.create(ctx, s)
 	if err != nil {
-		b.live.release()
+		b.live.Put()
 	}
 	return info, err
 }
 
 func (b *Backend) create(ctx context.Context, s settings) (core.SandboxInfo, error) {
-	if err := b.starting.acquire(ctx); err != nil {
+	if err := b.starting.Take(ctx); err != nil {
 		return core.SandboxInfo{}, fmt.Errorf("daytona create: waiting for a max_starting slot: %w", err)
 	}
-	defer b.starting.release()
-	if err := b.pace.wait(ctx); err != nil {
+	defer b.starting.Put()
+	if err := b.pacer.Wait(ctx); err != nil {
 		return core.SandboxInfo{}, fmt.Errorf("daytona create: waiting for create_rate: %w", err)
 	}
 
@@ -245,10 +240,12 @@ func (b *Backend) create(ctx context.Context, s settings) (core.SandboxInfo, err
 		labels[k] = v
 	}
 	labels[managedLabel] = "true"
-	if s.runID != "" {
+	if s.runID != "" && labels[runLabel] == "" {
+		// The host labels its sandboxes with the run; this covers callers
+		// that bypass it, so `rlhost sandbox rm --run` still finds them.
 		labels[runLabel] = s.runID
 	}
-	for k, v := range b.owner.labels() {
+	for k, v := range b.owner.Labels() {
 		labels[k] = v
 	}
 	name := randomName()
@@ -280,7 +277,7 @@ func (b *Backend) create(ctx context.Context, s settings) (core.SandboxInfo, err
 		}
 	}
 
-	t := &tracked{name: name, workdir: s.workdir, created: time.Now().UTC(), labels: labels}
+	t := &tracked{name: name, workdir: s.workdir, output: s.outputBytes, created: time.Now().UTC(), labels: labels}
 	b.mu.Lock()
 	b.byName[name] = t
 	b.mu.Unlock()
@@ -305,7 +302,7 @@ func (b *Backend) create(ctx context.Context, s settings) (core.SandboxInfo, err
 		}
 		return false, nil
 	}
-	err := retry(ctx, "create sandbox", o, func(ctx context.Context) error {
+	err := withRetry(ctx, "create sandbox", o, func(ctx context.Context) error {
 		got, err := b.client.Create(ctx, params, options.WithWaitForStart(false), options.WithTimeout(s.apiTimeout))
 		if err == nil {
 			sb = got
@@ -330,7 +327,7 @@ func (b *Backend) create(ctx context.Context, s settings) (core.SandboxInfo, err
 		return core.SandboxInfo{}, err
 	}
 	h := b.rewrap(sb)
-	err = retry(ctx, "create workdir", o, func(ctx context.Context) error {
+	err = withRetry(ctx, "create workdir", o, func(ctx context.Context) error {
 		return h.FileSystem.CreateFolder(ctx, s.workdir, options.WithMode("0755"))
 	})
 	if err != nil {
@@ -396,11 +393,11 @@ func (b *Backend) waitStarted(ctx context.Context, s settings, sb *sdk.Sandbox) 
 		case apiclient.SANDBOXSTATE_ERROR, apiclient.SANDBOXSTATE_BUILD_FAILED, apiclient.SANDBOXSTATE_DESTROYED, apiclient.SANDBOXSTATE_DESTROYING:
 			return fmt.Errorf("daytona sandbox %s failed to start: state %s", sb.ID, sb.State)
 		}
-		if err := sleep(ctx, interval); err != nil {
+		if err := retry.Sleep(ctx, interval); err != nil {
 			return fmt.Errorf("daytona sandbox %s not started after %s (state %s): %w", sb.ID, s.startTimeout, sb.State, err)
 		}
 		interval = min(interval*3/2, 2*time.Second)
-		if err := retry(ctx, "poll sandbox "+sb.ID, b.opts(s), sb.RefreshData); err != nil {
+		if err := withRetry(ctx, "poll sandbox "+sb.ID, b.opts(s), sb.RefreshData); err != nil {
 			return err
 		}
 	}
@@ -436,7 +433,7 @@ func (b *Backend) handle(ctx context.Context, s settings, id string) (*sdk.Sandb
 	}
 	b.mu.Unlock()
 	var sb *sdk.Sandbox
-	err := retry(ctx, "get sandbox "+id, b.opts(s), func(ctx context.Context) error {
+	err := withRetry(ctx, "get sandbox "+id, b.opts(s), func(ctx context.Context) error {
 		got, err := b.client.Get(ctx, id)
 		sb = got
 		return err
@@ -452,6 +449,18 @@ func (b *Backend) handle(ctx context.Context, s settings, id string) (*sdk.Sandb
 	b.foreign[id] = h
 	b.mu.Unlock()
 	return h, s.workdir, nil
+}
+
+// outputCap is the default per-stream output cap of execs in sandbox id:
+// its own spec's limits.output when this process made it, else the
+// block's.
+func (b *Backend) outputCap(id string, block int64) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t := b.byID[id]; t != nil && t.output > 0 {
+		return t.output
+	}
+	return block
 }
 
 // bare is an SDK handle for control-plane calls on a sandbox by id or name,
@@ -488,7 +497,7 @@ func (b *Backend) deleteOrStopFound(ctx context.Context, idOrName string) (bool,
 	b.mu.Lock()
 	s := b.s
 	b.mu.Unlock()
-	del := retry(ctx, "delete sandbox "+idOrName, b.opts(s), func(ctx context.Context) error {
+	del := withRetry(ctx, "delete sandbox "+idOrName, b.opts(s), func(ctx context.Context) error {
 		return b.bare(idOrName).DeleteWithTimeout(ctx, 0)
 	})
 	if del == nil {
@@ -500,7 +509,7 @@ func (b *Backend) deleteOrStopFound(ctx context.Context, idOrName string) (bool,
 	if ctx.Err() != nil {
 		return true, del
 	}
-	stop := retry(ctx, "stop sandbox "+idOrName, b.opts(s), func(ctx context.Context) error {
+	stop := withRetry(ctx, "stop sandbox "+idOrName, b.opts(s), func(ctx context.Context) error {
 		return b.bare(idOrName).StopWithTimeout(ctx, 0, false)
 	})
 	if stop != nil {
@@ -529,7 +538,7 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 			t.slot = false
 			b.mu.Unlock()
 			if free {
-				b.live.release()
+				b.live.Put()
 			}
 		}
 		return err
@@ -554,7 +563,7 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 // labels and the creation time.
 func (b *Backend) getDTO(ctx context.Context, s settings, id string) (*apiclient.Sandbox, error) {
 	var out *apiclient.Sandbox
-	err := retry(ctx, "get sandbox "+id, b.opts(s), func(ctx context.Context) error {
+	err := withRetry(ctx, "get sandbox "+id, b.opts(s), func(ctx context.Context) error {
 		got, resp, err := b.api.SandboxAPI.GetSandbox(b.auth(ctx, s), id).Execute()
 		if err != nil {
 			return sdkerrors.ConvertAPIError(err, resp)
@@ -587,7 +596,7 @@ func (b *Backend) list(ctx context.Context, s settings, labels map[string]string
 	var out []core.SandboxInfo
 	for page := 1; ; page++ {
 		var res *apiclient.PaginatedSandboxes
-		err := retry(ctx, "list sandboxes", b.opts(s), func(ctx context.Context) error {
+		err := withRetry(ctx, "list sandboxes", b.opts(s), func(ctx context.Context) error {
 			got, resp, err := b.api.SandboxAPI.ListSandboxesPaginated(b.auth(ctx, s)).
 				Labels(string(q)).Page(float32(page)).Limit(100).Execute()
 			if err != nil {
@@ -628,12 +637,9 @@ func (b *Backend) ReapOrphans(ctx context.Context) ([]core.SandboxInfo, error) {
 	var errs []error
 	seen := map[string]bool{}
 
-	recs, err := deadRecords(dirOf(b.state.path), b.host, s.apiURL)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for file, rec := range recs {
+	err = b.state.sweep(b.host, s.apiURL, func(rec stateRecord) (*stateRecord, error) {
 		left := stateRecord{Owner: rec.Owner, APIURL: rec.APIURL, RunID: rec.RunID, Sandboxes: map[string]stateEntry{}}
+		var errs []error
 		for _, name := range rec.sortedNames() {
 			e := rec.Sandboxes[name]
 			key := e.ID
@@ -647,17 +653,18 @@ func (b *Backend) ReapOrphans(ctx context.Context) ([]core.SandboxInfo, error) {
 				continue
 			}
 			seen[key] = true
-			if !found {
-				continue
+			if found {
+				removed = append(removed, core.SandboxInfo{ID: key, Backend: backendName, CreatedAt: e.CreatedAt, Isolation: isolationCloud,
+					Labels: map[string]string{runLabel: rec.RunID}})
 			}
-			removed = append(removed, core.SandboxInfo{ID: key, Backend: backendName, CreatedAt: e.CreatedAt, Isolation: isolationCloud,
-				Labels: map[string]string{runLabel: rec.RunID}})
 		}
 		if len(left.Sandboxes) == 0 {
-			os.Remove(file)
-		} else if err := writeRecord(file, left); err != nil {
-			errs = append(errs, err)
+			return nil, errors.Join(errs...)
 		}
+		return &left, errors.Join(errs...)
+	})
+	if err != nil {
+		errs = append(errs, err)
 	}
 
 	list, err := b.list(ctx, s, map[string]string{ownerHostLabel: b.host})
@@ -665,8 +672,8 @@ func (b *Backend) ReapOrphans(ctx context.Context) ([]core.SandboxInfo, error) {
 		return removed, errors.Join(append(errs, err)...)
 	}
 	for _, sb := range list {
-		o, ok := ownerFromLabels(sb.Labels)
-		if !ok || seen[sb.ID] || !o.dead(b.host) {
+		o, ok := procowner.FromLabels(sb.Labels)
+		if !ok || seen[sb.ID] || !o.Dead(b.host) {
 			continue
 		}
 		if err := b.deleteOrStop(ctx, sb.ID); err != nil {
@@ -678,40 +685,23 @@ func (b *Backend) ReapOrphans(ctx context.Context) ([]core.SandboxInfo, error) {
 	return removed, errors.Join(errs...)
 }
 
-func dirOf(p string) string {
-	if i := strings.LastIndexByte(p, '/'); i >= 0 {
-		return p[:i]
-	}
-	return "."
-}
-
 // Shutdown deletes every sandbox this process created. Creates in flight
 // are cancelled and waited for first, so none slips through. If ctx is
 // already over (the host is in a hurry), it still spends one api_timeout
 // on the deletes: a sandbox left behind costs money until auto-stop.
 func (b *Backend) Shutdown(ctx context.Context) error {
 	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil
-	}
-	b.closed = true
 	configured, s := b.configured, b.s
 	b.mu.Unlock()
-	b.endLife()
-	if !configured {
-		return nil
-	}
-	if ctx.Err() != nil {
+	if configured && ctx.Err() != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), s.apiTimeout)
 		defer cancel()
 	}
-	waited := make(chan struct{})
-	go func() { b.inflight.Wait(); close(waited) }()
-	select {
-	case <-waited:
-	case <-ctx.Done():
+	// A call that outlives ctx is not waited for: the deletes below must
+	// still run.
+	if first, _ := b.gate.Close(ctx); !first || !configured {
+		return nil
 	}
 
 	b.mu.Lock()
@@ -721,17 +711,17 @@ func (b *Backend) Shutdown(ctx context.Context) error {
 	}
 	b.mu.Unlock()
 	errs := make([]error, len(all))
-	sem := newSemaphore(8)
+	sem := pace.NewCap(8)
 	var wg sync.WaitGroup
 	for i, t := range all {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := sem.acquire(ctx); err != nil {
+			if err := sem.Take(ctx); err != nil {
 				errs[i] = fmt.Errorf("daytona: sandbox %s left behind: %w", t.name, err)
 				return
 			}
-			defer sem.release()
+			defer sem.Put()
 			_, errs[i] = b.remove(ctx, t)
 		}()
 	}

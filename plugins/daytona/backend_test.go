@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/procowner"
 	"github.com/rlhost/rlhost/core/schema"
 	"github.com/rlhost/rlhost/plugins/daytona/fakedaytona"
 )
@@ -447,9 +448,9 @@ func TestOrphanSweepAtStart(t *testing.T) {
 	// A crash record whose sandbox lost its labels (say a create whose
 	// response never arrived): found through the state file alone.
 	unlabelled := mk("rlhost-crashed", nil)
-	rec := stateRecord{Owner: owner{Host: host, PID: deadPID(t)}, APIURL: srv.URL,
+	rec := stateRecord{Owner: procowner.Owner{Host: host, PID: deadPID(t)}, APIURL: srv.URL,
 		Sandboxes: map[string]stateEntry{"rlhost-crashed": {}, "rlhost-never-made": {}}}
-	if err := writeRecord(filepath.Join(dir, "old.json"), rec); err != nil {
+	if err := (procowner.Records{Dir: dir}).Write(filepath.Join(dir, "old.json"), rec); err != nil {
 		t.Fatal(err)
 	}
 

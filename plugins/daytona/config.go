@@ -1,16 +1,13 @@
 package daytona
 
 import (
-	"fmt"
 	"math"
-	"os"
-	"path"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/duration"
+	"github.com/rlhost/rlhost/core/labels"
 	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
 )
@@ -31,11 +28,11 @@ const (
 	apiKeyEnv            = "DAYTONA_API_KEY"
 	apiURLEnv            = "DAYTONA_API_URL"
 	targetEnv            = "DAYTONA_TARGET"
-	managedLabel         = "rlhost.managed"
-	runLabel             = "rlhost.run"
-	ownerHostLabel       = "rlhost.owner.host"
-	ownerPIDLabel        = "rlhost.owner.pid"
-	ownerStartLabel      = "rlhost.owner.start"
+	managedLabel         = labels.Managed
+	runLabel             = labels.Run
+	ownerHostLabel       = labels.OwnerHost
+	ownerPIDLabel        = labels.OwnerPID
+	ownerStartLabel      = labels.OwnerStart
 	isolationCloud       = "cloud"
 	backendName          = "daytona"
 	backendVersion       = "0.1.0"
@@ -111,9 +108,6 @@ type settings struct {
 	workdir                string
 	runID                  string
 }
-
-// envName is the shared rule, for exec-time checks.
-var envName = regexp.MustCompile(sandboxplugin.EnvNamePattern)
 
 // validate turns a Config and the block's SandboxSpec into settings. Every
 // field Daytona cannot honour is an error diagnostic whose Path names the
@@ -303,16 +297,4 @@ func ceilMinutes(d time.Duration) int {
 		m = 1
 	}
 	return m
-}
-
-// defaultStateDir is the per-user directory of the crash record.
-func defaultStateDir() (string, error) {
-	if x := os.Getenv("XDG_STATE_HOME"); x != "" {
-		return path.Join(x, "rlhost", "daytona"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("locate the state directory: %w", err)
-	}
-	return path.Join(home, ".local", "state", "rlhost", "daytona"), nil
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -130,97 +128,32 @@ func TestConfigureRootfsPath(t *testing.T) {
 	}
 }
 
-func TestRetryAfter(t *testing.T) {
+// TestBackoff checks how the backend combines core/retry's pieces: the
+// server's Retry-After (capped) plus a little jitter, else the ceiling.
+func TestBackoff(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	full := func(d time.Duration) time.Duration { return d }
 	tests := []struct {
-		v    string
-		want time.Duration
-		ok   bool
+		name    string
+		attempt int
+		after   string
+		want    time.Duration
 	}{
-		{"3", 3 * time.Second, true},
-		{"0", 0, true},
-		{"3600", retryAfterLimit, true},
-		{"-1", 0, false},
-		{"", 0, false},
-		{"soon", 0, false},
-		{now.Add(10 * time.Second).Format(http.TimeFormat), 10 * time.Second, true},
-		{now.Add(-time.Hour).Format(http.TimeFormat), 0, true},
+		{"ceiling", 20, "", backoffMax},
+		{"first", 0, "", backoffBase},
+		{"seconds", 0, "2", 2*time.Second + backoffBase},
+		{"fraction", 0, "0.5", 500*time.Millisecond + backoffBase},
+		{"date", 3, now.Add(4 * time.Second).Format(http.TimeFormat), 4*time.Second + backoffBase},
+		{"capped", 0, "3600", retryAfterLimit + backoffBase},
+		{"unreadable", 1, "soon", 2 * backoffBase},
 	}
 	for _, tt := range tests {
 		h := http.Header{}
-		if tt.v != "" {
-			h.Set("Retry-After", tt.v)
+		if tt.after != "" {
+			h.Set("Retry-After", tt.after)
 		}
-		got, ok := retryAfter(h, now)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("Retry-After %q: %v %v, want %v %v", tt.v, got, ok, tt.want, tt.ok)
-		}
-	}
-	full := func(d time.Duration) time.Duration { return d }
-	if d := backoff(20, nil, now, full); d != backoffMax {
-		t.Errorf("backoff ceiling %v", d)
-	}
-	h := http.Header{"Retry-After": {"2"}}
-	if d := backoff(0, h, now, full); d != 2*time.Second+backoffBase {
-		t.Errorf("backoff with Retry-After %v", d)
-	}
-}
-
-func FuzzRetryAfter(f *testing.F) {
-	for _, s := range []string{"1", "120", "Wed, 21 Oct 2015 07:28:00 GMT", "-5", "1e9", "99999999999999999999"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, v string) {
-		d, ok := retryAfter(http.Header{"Retry-After": {v}}, time.Now())
-		if d < 0 || d > retryAfterLimit || (!ok && d != 0) {
-			t.Fatalf("%q: %v %v", v, d, ok)
-		}
-	})
-}
-
-func TestParseStatStart(t *testing.T) {
-	line := "1234 (a) b) c) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100 18446744073709551615"
-	if got, ok := parseStatStart(line); !ok || got != "987654" {
-		t.Errorf("got %q %v", got, ok)
-	}
-	for _, bad := range []string{"", "1 (x", "1 (x) S 1 2", "1 (x) S 1 1 1 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 notanumber"} {
-		if _, ok := parseStatStart(bad); ok {
-			t.Errorf("%q parsed", bad)
+		if d := backoff(tt.attempt, h, now, full); d != tt.want {
+			t.Errorf("%s: backoff = %v, want %v", tt.name, d, tt.want)
 		}
 	}
-	// Our own process has a start token, and a live owner is not dead.
-	me := currentOwner()
-	if me.Start == "" {
-		t.Skip("no /proc here: owner liveness falls back to kill(pid, 0) only")
-	}
-	if me.dead(me.Host) {
-		t.Error("current process judged dead")
-	}
-	if (owner{Host: me.Host, PID: me.PID, Start: "x/1"}).dead(me.Host) != true {
-		t.Error("reused pid judged alive")
-	}
-	if (owner{Host: "elsewhere", PID: 1 << 22}).dead(me.Host) {
-		t.Error("owner on another host judged dead")
-	}
-	if !(owner{Host: me.Host, PID: deadPID(t)}).dead(me.Host) {
-		t.Error("exited process judged alive")
-	}
-	if o, ok := ownerFromLabels(me.labels()); !ok || o != me {
-		t.Errorf("labels round trip: %+v", o)
-	}
-	if _, ok := ownerFromLabels(map[string]string{ownerPIDLabel: strconv.Itoa(os.Getpid())}); ok {
-		t.Error("owner without host accepted")
-	}
-}
-
-func FuzzParseStatStart(f *testing.F) {
-	f.Add("1 (sh) S 1 1 1 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 42 0 0")
-	f.Add("((()))")
-	f.Fuzz(func(t *testing.T, s string) {
-		if v, ok := parseStatStart(s); ok {
-			if _, err := strconv.ParseUint(v, 10, 64); err != nil {
-				t.Fatalf("%q gave non-number %q", s, v)
-			}
-		}
-	})
 }

@@ -6,9 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/rlhost/rlhost/core/sandboxplugin"
 )
 
 // How exec works. Daytona's /process/execute takes one command string and
@@ -32,12 +33,6 @@ import (
 // The image needs sh, base64, mkfifo, mktemp, head and cat: coreutils or
 // busybox.
 
-// shQuote quotes s for a POSIX shell: inside single quotes nothing is
-// special, and a single quote is written as '"'"'.
-func shQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
-}
-
 // execScript is what runs in the sandbox.
 type execScript struct {
 	argv   []string
@@ -56,25 +51,7 @@ func newNonce() string {
 	return "rlhost" + hex.EncodeToString(b[:])
 }
 
-func (s execScript) validate() error {
-	if len(s.argv) == 0 || s.argv[0] == "" {
-		return errors.New("empty command")
-	}
-	for i, a := range s.argv {
-		if strings.IndexByte(a, 0) >= 0 {
-			return fmt.Errorf("argument %d contains a NUL byte", i)
-		}
-	}
-	for k, v := range s.env {
-		if !envName.MatchString(k) {
-			return fmt.Errorf("invalid environment variable name %q", k)
-		}
-		if strings.IndexByte(v, 0) >= 0 {
-			return fmt.Errorf("environment variable %s contains a NUL byte", k)
-		}
-	}
-	return nil
-}
+func (s execScript) validate() error { return sandboxplugin.CheckArgv(s.argv, s.env) }
 
 func (s execScript) render() string {
 	var b strings.Builder
@@ -90,20 +67,13 @@ func (s execScript) render() string {
 	w("{ head -c %d >\"$d/oc\"; cat >/dev/null; } <\"$d/o\" &\n", keep)
 	w("{ head -c %d >\"$d/ec\"; cat >/dev/null; } <\"$d/e\" &\n", keep)
 	if len(s.stdin) > 0 {
-		w("printf '%%s' %s | base64 -d | ", shQuote(base64.StdEncoding.EncodeToString(s.stdin)))
+		w("printf '%%s' %s | base64 -d | ", sandboxplugin.ShellQuote(base64.StdEncoding.EncodeToString(s.stdin)))
 	}
 	w("(\n")
-	keys := make([]string, 0, len(s.env))
-	for k := range s.env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		w("export %s=%s\n", k, shQuote(s.env[k]))
-	}
+	b.WriteString(sandboxplugin.ShellExports(s.env))
 	w("exec")
 	for _, a := range s.argv {
-		w(" %s", shQuote(a))
+		w(" %s", sandboxplugin.ShellQuote(a))
 	}
 	w("\n)")
 	if len(s.stdin) == 0 {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/plugins/daytona/fakedaytona"
 )
 
@@ -89,7 +90,7 @@ func FuzzShQuote(f *testing.F) {
 		if strings.IndexByte(s, 0) >= 0 {
 			return
 		}
-		out, err := exec.Command("/bin/sh", "-c", "printf %s "+shQuote(s)).Output()
+		out, err := exec.Command("/bin/sh", "-c", "printf %s "+sandboxplugin.ShellQuote(s)).Output()
 		if err != nil {
 			t.Fatalf("sh: %v", err)
 		}

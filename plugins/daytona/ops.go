@@ -17,6 +17,7 @@ import (
 	"github.com/daytonaio/daytona/libs/sdk-go/pkg/types"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
 )
 
 // only429 retries an exec only when the proxy refused it outright: any
@@ -49,7 +50,7 @@ func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (co
 	}
 	limit := req.MaxOutputBytes
 	if limit <= 0 {
-		limit = s.outputBytes
+		limit = b.outputCap(id, s.outputBytes)
 	}
 	dir := workdir
 	if req.Dir != "" {
@@ -76,7 +77,7 @@ func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (co
 		// the command's working directory and run it by relative path.
 		sc.inFile = true
 		file := ".rlhost-exec-" + sc.nonce + ".sh"
-		err := retry(ctx, "upload exec script", b.opts(s), func(ctx context.Context) error {
+		err := withRetry(ctx, "upload exec script", b.opts(s), func(ctx context.Context) error {
 			return h.FileSystem.UploadFile(ctx, []byte(sc.render()), path.Join(dir, file))
 		})
 		if err != nil {
@@ -89,7 +90,7 @@ func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (co
 	defer cancel()
 	start := time.Now()
 	var resp *types.ExecuteResponse
-	err = retry(callCtx, "exec in "+id, callOpts{retries: s.maxRetries, retryIf: only429}, func(c context.Context) error {
+	err = withRetry(callCtx, "exec in "+id, callOpts{retries: s.maxRetries, retryIf: only429}, func(c context.Context) error {
 		r, err := h.Process.ExecuteCommand(c, cmd, options.WithCwd(dir), options.WithExecuteTimeout(time.Duration(secs)*time.Second))
 		resp = r
 		return err
@@ -177,7 +178,7 @@ func (b *Backend) ReadFile(ctx context.Context, id, p string, maxBytes int64) ([
 		maxBytes = defaultReadBytes
 	}
 	var info *types.FileInfo
-	err = retry(ctx, "stat "+abs, b.opts(s), func(ctx context.Context) error {
+	err = withRetry(ctx, "stat "+abs, b.opts(s), func(ctx context.Context) error {
 		i, err := h.FileSystem.GetFileInfo(ctx, abs)
 		info = i
 		return err
@@ -192,7 +193,7 @@ func (b *Backend) ReadFile(ctx context.Context, id, p string, maxBytes int64) ([
 		return nil, fmt.Errorf("daytona read %s: %d bytes > %d: %w", abs, info.Size, maxBytes, core.ErrTooLarge)
 	}
 	var data []byte
-	err = retry(ctx, "read "+abs, b.opts(s), func(ctx context.Context) error {
+	err = withRetry(ctx, "read "+abs, b.opts(s), func(ctx context.Context) error {
 		rc, err := h.FileSystem.DownloadFileStream(ctx, abs)
 		if err != nil {
 			return err
@@ -221,9 +222,13 @@ func (b *Backend) WriteFile(ctx context.Context, id, p string, data []byte, mode
 	if err != nil {
 		return err
 	}
-	err = retry(ctx, "write "+abs, b.opts(s), func(ctx context.Context) error {
-		return h.FileSystem.UploadFile(ctx, data, abs)
-	})
+	upload := func(ctx context.Context) error { return h.FileSystem.UploadFile(ctx, data, abs) }
+	if len(data) == 0 {
+		// The generated toolbox client leaves an empty file out of the
+		// multipart body, and the daemon answers 400: make it with sh.
+		upload = func(ctx context.Context) error { return emptyFile(ctx, h, abs, s.apiTimeout) }
+	}
+	err = withRetry(ctx, "write "+abs, b.opts(s), upload)
 	if err != nil {
 		return err
 	}
@@ -231,9 +236,27 @@ func (b *Backend) WriteFile(ctx context.Context, id, p string, data []byte, mode
 		return nil
 	}
 	perm := fmt.Sprintf("%04o", os.FileMode(mode).Perm())
-	return retry(ctx, "chmod "+abs, b.opts(s), func(ctx context.Context) error {
+	return withRetry(ctx, "chmod "+abs, b.opts(s), func(ctx context.Context) error {
 		return h.FileSystem.SetFilePermissions(ctx, abs, options.WithPermissionMode(perm))
 	})
+}
+
+// emptyFile creates (or truncates) the empty file abs, and its parents.
+func emptyFile(ctx context.Context, h *sdk.Sandbox, abs string, timeout time.Duration) error {
+	dir := path.Dir(abs)
+	if err := h.FileSystem.CreateFolder(ctx, dir, options.WithMode("0755")); err != nil {
+		return err
+	}
+	secs := max(int(math.Ceil(timeout.Seconds())), 1)
+	resp, err := h.Process.ExecuteCommand(ctx, inlineCommand(": > "+sandboxplugin.ShellQuote(path.Base(abs))),
+		options.WithCwd(dir), options.WithExecuteTimeout(time.Duration(secs)*time.Second))
+	if err != nil {
+		return err
+	}
+	if resp.ExitCode != 0 {
+		return fmt.Errorf("create empty file %s: exit %d: %s", abs, resp.ExitCode, excerpt(resp.Result))
+	}
+	return nil
 }
 
 // ListFiles lists a directory. Paths come back in the form given: relative
@@ -249,7 +272,7 @@ func (b *Backend) ListFiles(ctx context.Context, id, p string) ([]core.FileInfo,
 		return nil, err
 	}
 	var list []*types.FileInfo
-	err = retry(ctx, "list "+abs, b.opts(s), func(ctx context.Context) error {
+	err = withRetry(ctx, "list "+abs, b.opts(s), func(ctx context.Context) error {
 		l, err := h.FileSystem.ListFiles(ctx, abs)
 		list = l
 		return err

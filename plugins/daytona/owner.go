@@ -1,112 +1,23 @@
 package daytona
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/rlhost/rlhost/core/procowner"
 )
 
-// owner identifies the process that created a sandbox. A sandbox is an
-// orphan when its owner ran on this host and that process is gone: the pid
-// is not alive, or it is alive but started at another time (pid reuse) or
-// in another boot. Owners on other hosts are never judged from here; the
-// Daytona auto-stop/auto-delete timers collect those.
-type owner struct {
-	Host  string `json:"host"`
-	PID   int    `json:"pid"`
-	Start string `json:"start,omitempty"` // "<boot id prefix>/<start ticks>"; "" when unknown
-}
-
-func currentOwner() owner {
-	host, _ := os.Hostname()
-	pid := os.Getpid()
-	return owner{Host: host, PID: pid, Start: processStart(pid)}
-}
-
-func (o owner) labels() map[string]string {
-	return map[string]string{
-		ownerHostLabel:  o.Host,
-		ownerPIDLabel:   strconv.Itoa(o.PID),
-		ownerStartLabel: o.Start,
-	}
-}
-
-func ownerFromLabels(l map[string]string) (owner, bool) {
-	pid, err := strconv.Atoi(l[ownerPIDLabel])
-	if err != nil || pid <= 0 || l[ownerHostLabel] == "" {
-		return owner{}, false
-	}
-	return owner{Host: l[ownerHostLabel], PID: pid, Start: l[ownerStartLabel]}, true
-}
-
-func (o owner) String() string { return fmt.Sprintf("pid %d on %s", o.PID, o.Host) }
-
-// dead reports whether o is a process of host that no longer runs.
-func (o owner) dead(host string) bool {
-	if o.Host != host || o.PID <= 0 {
-		return false
-	}
-	if err := syscall.Kill(o.PID, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return true
-	}
-	if o.Start == "" {
-		return false
-	}
-	now := processStart(o.PID)
-	return now != "" && now != o.Start
-}
-
-// processStart returns a token that changes when pid is reused or the
-// machine reboots, or "" where /proc is not available.
-func processStart(pid int) string {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	ticks, ok := parseStatStart(string(stat))
-	if !ok {
-		return ""
-	}
-	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	b := strings.TrimSpace(string(boot))
-	if len(b) > 8 {
-		b = b[:8]
-	}
-	return b + "/" + ticks
-}
-
-// parseStatStart returns field 22 (starttime) of /proc/<pid>/stat. The
-// command name (field 2) is in parentheses and may hold spaces and ')', so
-// fields are counted from the last ')'.
-func parseStatStart(stat string) (string, bool) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return "", false
-	}
-	f := strings.Fields(stat[i+1:])
-	// After ")" come fields 3.. ; starttime is field 22, so index 19.
-	if len(f) < 20 {
-		return "", false
-	}
-	if _, err := strconv.ParseUint(f[19], 10, 64); err != nil {
-		return "", false
-	}
-	return f[19], true
-}
+// A sandbox is an orphan when its owner (core/procowner) ran on this host
+// and that process is gone. Owners on other hosts are never judged from
+// here; the Daytona auto-stop/auto-delete timers collect those.
 
 // stateRecord is the crash record of one backend process: the sandboxes it
 // may have alive. Names are written before the create call, ids as soon as
-// the API returns them.
+// the API returns them, because a lost create response leaves a sandbox
+// that no listing by owner label would tie to its name in time.
 type stateRecord struct {
-	Owner     owner                 `json:"owner"`
+	Owner     procowner.Owner       `json:"owner"`
 	APIURL    string                `json:"api_url"`
 	RunID     string                `json:"run_id,omitempty"`
 	Sandboxes map[string]stateEntry `json:"sandboxes"` // by sandbox name
@@ -120,29 +31,21 @@ type stateEntry struct {
 // stateFile keeps this process's record on disk, rewriting it atomically on
 // every change so a crash at any point leaves a usable file.
 type stateFile struct {
-	mu   sync.Mutex
-	path string
-	rec  stateRecord
+	mu    sync.Mutex
+	store procowner.Records
+	path  string
+	rec   stateRecord
 }
 
-func openState(dir string, o owner, apiURL, runID string) (*stateFile, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create state dir %s: %w", dir, err)
+func openState(dir string, o procowner.Owner, apiURL, runID string) (*stateFile, error) {
+	store := procowner.Records{Dir: dir}
+	if err := store.Create(); err != nil {
+		return nil, err
 	}
-	name := fmt.Sprintf("%s-%d.json", sanitize(o.Host), o.PID)
 	return &stateFile{
-		path: filepath.Join(dir, name),
-		rec:  stateRecord{Owner: o, APIURL: apiURL, RunID: runID, Sandboxes: map[string]stateEntry{}},
+		store: store, path: store.Path(o),
+		rec: stateRecord{Owner: o, APIURL: apiURL, RunID: runID, Sandboxes: map[string]stateEntry{}},
 	}, nil
-}
-
-func sanitize(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '-' || r == '.' || r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
-			return r
-		}
-		return '_'
-	}, s)
 }
 
 func (f *stateFile) put(name, id string) error {
@@ -172,56 +75,16 @@ func (f *stateFile) remove(name string) error {
 // flushLocked writes the record, or removes the file when it is empty.
 func (f *stateFile) flushLocked() error {
 	if len(f.rec.Sandboxes) == 0 {
-		if err := os.Remove(f.path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("remove state file: %w", err)
-		}
-		return nil
+		return f.store.Remove(f.path)
 	}
-	return writeRecord(f.path, f.rec)
+	return f.store.Write(f.path, f.rec)
 }
 
-func writeRecord(path string, rec stateRecord) error {
-	b, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("write state file: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write state file: %w", err)
-	}
-	return nil
-}
-
-// deadRecords loads the records in dir left by dead owners on host for
-// apiURL. Unreadable files are skipped: the label sweep still covers them.
-func deadRecords(dir, host, apiURL string) (map[string]stateRecord, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read state dir %s: %w", dir, err)
-	}
-	out := map[string]stateRecord{}
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
-			continue
-		}
-		p := filepath.Join(dir, e.Name())
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		var rec stateRecord
-		if json.Unmarshal(b, &rec) != nil || rec.APIURL != apiURL || !rec.Owner.dead(host) {
-			continue
-		}
-		out[p] = rec
-	}
-	return out, nil
+// sweep reaps the records left by dead owners on host for apiURL.
+func (f *stateFile) sweep(host, apiURL string, reap func(stateRecord) (*stateRecord, error)) error {
+	return procowner.Sweep(f.store, host,
+		func(r stateRecord) procowner.Owner { return r.Owner },
+		func(r stateRecord) bool { return r.APIURL == apiURL }, reap)
 }
 
 // sortedNames returns the record's sandbox names in a stable order.

@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	sdkerrors "github.com/daytonaio/daytona/libs/sdk-go/pkg/errors"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/retry"
 )
 
 // ErrAuth means Daytona rejected the credentials (HTTP 401 or 403).
@@ -57,53 +54,15 @@ func retryable(ctx context.Context, err error) bool {
 	return st == http.StatusTooManyRequests || (st >= 500 && st != http.StatusNotImplemented) || st == 0
 }
 
-// retryAfter parses a Retry-After header: delay-seconds or an HTTP date.
-func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0, false
-	}
-	if n, err := strconv.Atoi(v); err == nil {
-		if n < 0 {
-			return 0, false
-		}
-		return min(time.Duration(n)*time.Second, retryAfterLimit), true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return min(max(t.Sub(now), 0), retryAfterLimit), true
-	}
-	return 0, false
-}
-
 // backoff is the delay before retry number attempt (0-based): full jitter
 // over an exponential ceiling, unless the server said how long to wait.
 func backoff(attempt int, h http.Header, now time.Time, rnd func(time.Duration) time.Duration) time.Duration {
-	if d, ok := retryAfter(h, now); ok {
+	if d, ok := retry.After(h.Get("Retry-After"), now, retryAfterLimit); ok {
 		// A little jitter on top so a burst of clients told the same
 		// Retry-After does not come back in the same millisecond.
 		return d + rnd(backoffBase)
 	}
-	ceil := backoffBase << min(attempt, 10)
-	return rnd(min(ceil, backoffMax))
-}
-
-func jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return time.Duration(rand.Int64N(int64(d) + 1))
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return rnd(retry.Ceiling(attempt, backoffBase, backoffMax))
 }
 
 // callOpts tune one retried call.
@@ -120,7 +79,7 @@ type callOpts struct {
 
 // retry runs op until it succeeds, fails for good, or retries run out, and
 // maps the last error onto rlhost's error kinds.
-func retry(ctx context.Context, what string, o callOpts, op func(ctx context.Context) error) error {
+func withRetry(ctx context.Context, what string, o callOpts, op func(ctx context.Context) error) error {
 	can := o.retryIf
 	if can == nil {
 		can = retryable
@@ -140,7 +99,7 @@ func retry(ctx context.Context, what string, o callOpts, op func(ctx context.Con
 			break
 		}
 		_, h := apiStatus(err)
-		if serr := sleep(ctx, backoff(attempt, h, time.Now(), jitter)); serr != nil {
+		if serr := retry.Sleep(ctx, backoff(attempt, h, time.Now(), retry.Jitter)); serr != nil {
 			break
 		}
 		if o.beforeRetry != nil {
@@ -167,51 +126,4 @@ func classify(what string, err error) error {
 		return fmt.Errorf("daytona %s: %w: %w", what, core.ErrUnavailable, err)
 	}
 	return fmt.Errorf("daytona %s: %w", what, err)
-}
-
-// pacer spaces calls at least interval apart, across goroutines.
-type pacer struct {
-	mu       sync.Mutex
-	interval time.Duration
-	next     time.Time
-}
-
-func (p *pacer) wait(ctx context.Context) error {
-	p.mu.Lock()
-	now := time.Now()
-	at := p.next
-	if at.Before(now) {
-		at = now
-	}
-	p.next = at.Add(p.interval)
-	p.mu.Unlock()
-	return sleep(ctx, time.Until(at))
-}
-
-// semaphore is a counting semaphore; a nil one admits everybody.
-type semaphore chan struct{}
-
-func newSemaphore(n int) semaphore {
-	if n <= 0 {
-		return nil
-	}
-	return make(semaphore, n)
-}
-
-func (s semaphore) acquire(ctx context.Context) error {
-	if s == nil {
-		return nil
-	}
-	select {
-	case s <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (s semaphore) release() {
-	if s != nil {
-		<-s
-	}
 }

@@ -16,7 +16,10 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/labels"
+	"github.com/rlhost/rlhost/core/pace"
 	"github.com/rlhost/rlhost/core/pluginbase"
+	"github.com/rlhost/rlhost/core/procowner"
 	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
 	"github.com/rlhost/rlhost/plugins/local/sandboxinit"
@@ -38,13 +41,13 @@ type Backend struct {
 	cg         *cgroupRoot
 	state      *stateDir
 	boxes      map[string]*sandbox
-	live       int // sandboxes existing or being created, for max_sandboxes
+	live       *pace.Cap // sandboxes existing or being created, against max_sandboxes
 	pool       []*sandbox
 	poolWant   int
 	poolWake   chan struct{}
 	poolStop   chan struct{}
 	poolDone   chan struct{}
-	nextCreate time.Time // create_rate limiter
+	pacer      *pace.Pacer // create_rate
 	launcher   launcherSlot
 }
 
@@ -121,11 +124,12 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 	}
 
 	b.mu.Lock()
-	if b.configured && (b.live > 0 || b.closed) {
+	if b.configured && (b.live.InUse() > 0 || b.closed) {
 		b.mu.Unlock()
 		return append(diags, schema.Errorf(nil, "already configured", "Configure may not run while sandboxes exist"))
 	}
 	b.set, b.spec, b.cg, b.state, b.configured = set, spec, cg, st, true
+	b.live, b.pacer = pace.NewCap(set.MaxSandboxes), pace.NewPacer(set.CreateRate)
 	b.mu.Unlock()
 	b.launcher.reset() // its template was built from the old settings
 
@@ -212,47 +216,24 @@ func (b *Backend) Create(ctx context.Context, spec core.SandboxSpec) (core.Sandb
 	}
 	sb, err := b.build(ctx, spec)
 	if err != nil {
-		b.mu.Lock()
-		b.live--
-		b.mu.Unlock()
+		b.live.Put()
 		return core.SandboxInfo{}, err
 	}
 	return b.adopt(sb, spec)
 }
 
-// admit counts a sandbox against max_sandboxes from the start of its creation.
+// admit counts a sandbox against max_sandboxes from the start of its
+// creation, so creates in flight cannot overshoot the cap.
 func (b *Backend) admit() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.set.MaxSandboxes > 0 && b.live >= b.set.MaxSandboxes {
-		return fmt.Errorf("local backend: %d sandboxes exist (max_sandboxes = %d): %w", b.live, b.set.MaxSandboxes, core.ErrLimitReached)
+	if !b.live.TryTake() {
+		return fmt.Errorf("local backend: %d sandboxes exist (max_sandboxes = %d): %w", b.live.InUse(), b.live.Limit(), core.ErrLimitReached)
 	}
-	b.live++
 	return nil
 }
 
 func (b *Backend) waitRate(ctx context.Context) error {
-	b.mu.Lock()
-	rate := b.set.CreateRate
-	if rate <= 0 {
-		b.mu.Unlock()
-		return nil
-	}
-	now := time.Now()
-	at := b.nextCreate
-	if at.Before(now) {
-		at = now
-	}
-	b.nextCreate = at.Add(time.Duration(float64(time.Second) / rate))
-	b.mu.Unlock()
-	if d := time.Until(at); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return fmt.Errorf("local backend: waiting for create_rate: %w", ctx.Err())
-		}
+	if err := b.pacer.Wait(ctx); err != nil {
+		return fmt.Errorf("local backend: waiting for create_rate: %w", err)
 	}
 	return nil
 }
@@ -284,7 +265,7 @@ func (b *Backend) build(ctx context.Context, spec core.SandboxSpec) (*sandbox, e
 		nb, err = startNSBox(ctx, &set, b.cg, b.launcher.get(ctx, &set), spec, id, e.dir)
 		if err == nil {
 			sb.impl = nb
-			sb.meta.InitPID, sb.meta.InitStart, sb.meta.Cgroup, sb.meta.HostUID = nb.pid, procStart(nb.pid), nb.cg, nb.uid
+			sb.meta.InitPID, sb.meta.InitStart, sb.meta.Cgroup, sb.meta.HostUID = nb.pid, procowner.ProcessStart(nb.pid), nb.cg, nb.uid
 		}
 	}
 	tr.Mark("start")
@@ -488,8 +469,8 @@ func (b *Backend) destroyOwned(sb *sandbox) error {
 		if b.boxes[sb.meta.ID] == sb {
 			delete(b.boxes, sb.meta.ID)
 		}
-		b.live--
 		b.mu.Unlock()
+		b.live.Put()
 		b.kickPool()
 		if err != nil {
 			sb.err = fmt.Errorf("local backend: destroy %s: %w", sb.meta.ID, err)
@@ -501,7 +482,7 @@ func (b *Backend) destroyOwned(sb *sandbox) error {
 // List returns the sandboxes in the state dir (any process's) whose labels
 // include all of labels. State is "running" while the owner lives, else
 // "orphaned".
-func (b *Backend) List(ctx context.Context, labels map[string]string) ([]core.SandboxInfo, error) {
+func (b *Backend) List(ctx context.Context, want map[string]string) ([]core.SandboxInfo, error) {
 	_, st, err := b.settings()
 	if err != nil {
 		return nil, err
@@ -518,7 +499,7 @@ func (b *Backend) List(ctx context.Context, labels map[string]string) ([]core.Sa
 	b.mu.Unlock()
 	var out []core.SandboxInfo
 	for _, r := range recs {
-		if pooled[r.meta.ID] || r.meta.CreatedAt.IsZero() || !hasLabels(r.meta.Labels, labels) {
+		if pooled[r.meta.ID] || r.meta.CreatedAt.IsZero() || !labels.Match(r.meta.Labels, want) {
 			continue
 		}
 		state := "running"
@@ -529,15 +510,6 @@ func (b *Backend) List(ctx context.Context, labels map[string]string) ([]core.Sa
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out, nil
-}
-
-func hasLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		if hv, ok := have[k]; !ok || hv != v {
-			return false
-		}
-	}
-	return true
 }
 
 // ReapOrphans destroys sandboxes whose owner is gone or whose TTL passed.
@@ -653,8 +625,8 @@ func (b *Backend) poolLoop() {
 			sb, err := b.build(context.Background(), b.spec)
 			b.mu.Lock()
 			if err != nil || b.closed {
-				b.live--
 				b.mu.Unlock()
+				b.live.Put()
 				if sb != nil {
 					sb.impl.stop()
 					sb.entry.release()

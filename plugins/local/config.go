@@ -1,7 +1,6 @@
 package local
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/core/statedir"
 	"github.com/rlhost/rlhost/plugins/local/sandboxinit"
 )
 
@@ -103,20 +103,6 @@ func (s *settings) isolationName() string {
 	return s.Isolation
 }
 
-func defaultStateDir() string {
-	if os.Geteuid() == 0 {
-		return "/var/lib/rlhost/local"
-	}
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "rlhost", "local")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return filepath.Join(os.TempDir(), fmt.Sprintf("rlhost-%d", os.Geteuid()), "local")
-	}
-	return filepath.Join(home, ".local", "state", "rlhost", "local")
-}
-
 // helperName is the dedicated init binary (cmd/rlhost-sandbox-init).
 const helperName = "rlhost-sandbox-init"
 
@@ -194,7 +180,7 @@ func (c Config) validate(cfgBase schema.Config) (settings, schema.Diagnostics) {
 	}
 	s.stateDir = c.StateDir
 	if s.stateDir == "" {
-		s.stateDir = defaultStateDir()
+		s.stateDir = statedir.Machine("local")
 	} else {
 		s.stateDir = cfgBase.Path(s.stateDir)
 	}

@@ -4,16 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/procowner"
+	"github.com/rlhost/rlhost/core/sandboxplugin/sandboxtest"
 	"github.com/rlhost/rlhost/core/schema"
 )
 
 func TestMain(m *testing.M) {
 	// The test binary is also the sandbox init.
 	if Reexec() {
+		return
+	}
+	if sandboxtest.CrashChild(newForSuite) {
 		return
 	}
 	if dir := os.Getenv(ownerEnv); dir != "" {
@@ -76,3 +82,11 @@ func execOK(t *testing.T, b *Backend, id string, argv ...string) core.ExecResult
 }
 
 func sh(script string) []string { return []string{"/bin/sh", "-c", script} }
+
+// procStart is a process's start token, "" once it is gone.
+func procStart(pid int) string { return procowner.ProcessStart(pid) }
+
+func readProcStat(pid int) (string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return string(b), err
+}

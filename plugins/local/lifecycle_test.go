@@ -271,9 +271,7 @@ func TestPoolAndCaps(t *testing.T) {
 	}
 	// max_sandboxes counts pooled ones too: 1 taken + refill up to the cap.
 	eventually(t, "pool refilled to the cap", func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.live == 3
+		return b.live.InUse() == 3
 	})
 	if _, err := b.Create(ctx, core.SandboxSpec{}); err == nil {
 		// A different spec cannot use the pool; the cap is reached.

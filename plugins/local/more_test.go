@@ -28,21 +28,12 @@ func TestTTLAndReap(t *testing.T) {
 func TestCreateRate(t *testing.T) {
 	b := newBackend(t, map[string]any{"isolation": "none", "create_rate": 20}, core.SandboxSpec{})
 	create(t, b, core.SandboxSpec{})
-	b.mu.Lock()
-	first := b.nextCreate
-	b.mu.Unlock()
 	start := time.Now()
 	for i := 0; i < 3; i++ {
 		create(t, b, core.SandboxSpec{})
 	}
-	b.mu.Lock()
-	last := b.nextCreate
-	b.mu.Unlock()
 	// Each create reserves the next 50 ms slot and waits for its own; the
 	// three after the first cannot all have started before 100 ms passed.
-	if got := last.Sub(first); got < 150*time.Millisecond {
-		t.Errorf("slots advanced by %v; want >= 150ms", got)
-	}
 	if el := time.Since(start); el < 100*time.Millisecond {
 		t.Errorf("3 creates at 20/s took %v; the limiter did not wait", el)
 	}
@@ -68,7 +59,7 @@ func TestNoneTimeoutKillsTree(t *testing.T) {
 	}
 	pid := strings.TrimSpace(res.Stdout)
 	eventually(t, "background child of a timed-out exec killed", func() bool {
-		return procStart(atoi(pid)) == 0 || isZombie(atoi(pid))
+		return procStart(atoi(pid)) == "" || isZombie(atoi(pid))
 	})
 	// A background process of a finished exec survives until Destroy.
 	res, err = b.Exec(ctx, id, core.ExecRequest{Command: sh("sleep 300 >/dev/null 2>&1 & echo $!")})
@@ -76,13 +67,13 @@ func TestNoneTimeoutKillsTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	bg := atoi(strings.TrimSpace(res.Stdout))
-	if procStart(bg) == 0 {
+	if procStart(bg) == "" {
 		t.Fatal("background process did not survive its exec")
 	}
 	if err := b.Destroy(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "background process killed by Destroy", func() bool { return procStart(bg) == 0 || isZombie(bg) })
+	eventually(t, "background process killed by Destroy", func() bool { return procStart(bg) == "" || isZombie(bg) })
 }
 
 func atoi(s string) int {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/procowner"
 )
 
 // The state directory records every sandbox so that other processes (the
@@ -33,8 +33,8 @@ type meta struct {
 	CreatedAt time.Time         `json:"created_at"`
 	Isolation string            `json:"isolation"`
 	OwnerPID  int               `json:"owner_pid"`
-	InitPID   int               `json:"init_pid,omitempty"`   // host pid of the sandbox init
-	InitStart uint64            `json:"init_start,omitempty"` // its start time, against pid reuse
+	InitPID   int               `json:"init_pid,omitempty"`      // host pid of the sandbox init
+	InitStart string            `json:"init_start_id,omitempty"` // procowner.ProcessStart: against pid reuse and reboots
 	Cgroup    *sandboxCgroup    `json:"cgroup,omitempty"`
 	HostUID   int               `json:"host_uid,omitempty"` // uid sandbox root maps to
 	Expires   time.Time         `json:"expires,omitzero"`
@@ -182,7 +182,7 @@ func lockHeld(path string) bool {
 // sandboxes of other (live or dead) processes.
 func destroyRecord(r record) error {
 	var errs []error
-	if r.meta.InitPID > 0 && procStart(r.meta.InitPID) == r.meta.InitStart {
+	if procowner.Running(r.meta.InitPID, r.meta.InitStart) {
 		syscall.Kill(r.meta.InitPID, syscall.SIGKILL)
 	}
 	if err := r.meta.Cgroup.destroy(); err != nil {
@@ -205,29 +205,4 @@ func removeTree(dir string) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return fmt.Errorf("state: remove %s: %w", dir, err)
-}
-
-// procStart returns a process's start time in clock ticks (field 22 of
-// /proc/pid/stat), or 0 if it does not exist.
-func procStart(pid int) uint64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0
-	}
-	n, _ := strconv.ParseUint(f[19], 10, 64)
-	return n
-}
-
-func readProcStat(pid int) (string, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	return string(b), err
 }
