@@ -179,13 +179,13 @@ func (e *Env) score(ctx context.Context, s settings, sb envplugin.Sandbox, t tas
 	valueCap = max(valueCap, 64<<10)
 	stdin, err := json.Marshal(runnerRequest{
 		Nonce: nonce, Code: code, FuncName: t.FuncName, Tests: t.Tests,
-		Budget: runnerBudget(s.timeout).Seconds(), ValueCap: valueCap, Child: childProgram,
+		Budget: runnerBudget(s.timeout).Seconds(), ValueCap: valueCap,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode runner request: %w", err)
 	}
 	res, err := sb.Exec(ctx, core.ExecRequest{
-		Command:        []string{s.python, "-I", "-S", "-c", runnerPy},
+		Command:        []string{s.python, "-I", "-S", "-c", runnerProgram},
 		Stdin:          stdin,
 		Env:            map[string]string{"PATH": s.path},
 		Timeout:        s.timeout,

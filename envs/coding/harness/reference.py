@@ -1,8 +1,8 @@
 # Trusted: computes the expected outputs of a task before any candidate code
 # has run in this sandbox. Input (stdin, JSON): reference, func_name, tests.
+# Runs after jsonlite.py and encode.py.
 # Output (stdout, one JSON line): {"values": [...]} or {"error", "test"}.
 import builtins
-import json
 import sys
 
 
@@ -24,11 +24,11 @@ def _reference_function(src, func_name):
 
 
 def main():
-    req = json.loads(sys.stdin.buffer.read())
+    req = _loads(sys.stdin.buffer.read())
     try:
         fn = _reference_function(req["reference"], req["func_name"])
     except BaseException as e:
-        print(json.dumps({"error": "reference: " + _describe(e, "<reference>"), "test": -1}))
+        print(_dumps({"error": "reference: " + _describe(e, "<reference>"), "test": -1}))
         return
     values = []
     for i, expr in enumerate(req["tests"]):
@@ -36,9 +36,9 @@ def main():
             a, k = _call_args(expr, builtins)
             values.append(_encode(fn(*a, **k)))
         except BaseException as e:
-            print(json.dumps({"error": "test %d: %s" % (i, _describe(e, "<reference>")), "test": i}))
+            print(_dumps({"error": "test %d: %s" % (i, _describe(e, "<reference>")), "test": i}))
             return
-    print(json.dumps({"values": values}))
+    print(_dumps({"values": values}))
 
 
 main()

@@ -1,22 +1,25 @@
-# Trusted runner: checks the candidate's syntax without running it, starts the
-# candidate in a child process, feeds it one test at a time under a deadline,
-# and prints one verdict line prefixed with a per-episode nonce it read from
-# stdin. The candidate never sees the nonce nor the runner's stdout, so lines
-# it manages to print elsewhere are ignored by the host.
+# Trusted runner: forks the candidate's process first, while this process
+# holds nothing of the episode; then reads its request from stdin, checks
+# the candidate's syntax without running it, feeds the child one test at a
+# time under a deadline, and prints one verdict line prefixed with the
+# per-episode nonce from the request. The child never holds the nonce nor
+# the runner's stdout, so lines it manages to print elsewhere are ignored by
+# the host.
 #
-# Run with -I -S and no imports beyond the interpreter's core, because its
-# start-up time is paid by every episode.
+# Runs with -I -S after jsonlite.py, encode.py and child.py, and imports
+# nothing beyond the interpreter's core: its start-up is paid by every
+# episode, and forking the child costs a fraction of starting a second
+# interpreter.
 #
 # Input (stdin, JSON): nonce, code, func_name, tests, budget (seconds),
-# value_cap (bytes per encoded value), child (the child program source).
-import json
+# value_cap (bytes per encoded value).
 import os
 import select
-import signal
 import sys
 import time
 
 _STDERR_KEEP = 2000
+_SIGKILL = 9  # the signal module imports enum, which costs milliseconds
 
 
 class _Timeout(Exception):
@@ -31,37 +34,47 @@ class _TooLarge(Exception):
     pass
 
 
-class _Child:
-    """The candidate's process. Its replies arrive on one pipe and its
-    stderr on another; both are read in one select loop, so a stderr flood
-    can neither block the child nor grow our memory. Its stdout is
-    /dev/null, so nothing it prints reaches the verdict's stream."""
+def _site_packages():
+    # -S keeps site's .pth files and sitecustomize from running in the
+    # runner; the candidate still gets the interpreter's site-packages on its
+    # path, as a plain `python3 -I` would give it.
+    try:
+        import site
 
-    def __init__(self, source, cap):
+        return [d for d in site.getsitepackages() if os.path.isdir(d)]
+    except Exception:
+        return []
+
+
+class _Child:
+    """The candidate's process, forked from this one. Its replies arrive on
+    one pipe and its stderr on another; both are read in one select loop, so
+    a stderr flood can neither block the child nor grow our memory. Its
+    stdin and stdout are /dev/null, so nothing it prints reaches the
+    verdict's stream and it cannot read the request."""
+
+    def __init__(self):
         req_r, self.req_w = os.pipe()
         self.resp_r, resp_w = os.pipe()
         self.err_r, err_w = os.pipe()
-        os.set_inheritable(req_r, True)
-        os.set_inheritable(resp_w, True)
         devnull = os.open(os.devnull, os.O_RDWR)
-        argv = [sys.executable, "-I", "-c", source, str(req_r), str(resp_w), str(os.getpid())]
+        paths = _site_packages()
+        die_with_parent = _parent_death_signal()
         # The child stays in our process group: a backend that kills the
         # exec's group on timeout (or at sandbox destroy) then takes the
         # candidate and anything it spawned with it.
-        self.pid = os.posix_spawn(sys.executable, argv, os.environ, file_actions=[
-            (os.POSIX_SPAWN_DUP2, devnull, 0),
-            (os.POSIX_SPAWN_DUP2, devnull, 1),
-            (os.POSIX_SPAWN_DUP2, err_w, 2),
-        ])
+        self.pid = os.fork()
+        if self.pid == 0:
+            _enter_child(req_r, resp_w, err_w, devnull, paths, die_with_parent)
         for fd in (req_r, resp_w, err_w, devnull):
             os.close(fd)
-        self.cap = cap
         self.buf = b""
         self.stderr = b""
         self.err_open = True
+        self.cap = 0
 
     def send(self, obj):
-        data = (json.dumps(obj) + "\n").encode()
+        data = (_dumps(obj) + "\n").encode()
         while data:
             data = data[os.write(self.req_w, data):]
 
@@ -78,7 +91,7 @@ class _Child:
             i = self.buf.find(b"\n")
             if i >= 0:
                 line, self.buf = self.buf[:i], self.buf[i + 1:]
-                obj = json.loads(line)
+                obj = _loads(line)
                 if not isinstance(obj, dict):
                     raise ValueError("reply is not an object")
                 return obj
@@ -101,7 +114,7 @@ class _Child:
 
     def close(self):
         try:
-            os.kill(self.pid, signal.SIGKILL)
+            os.kill(self.pid, _SIGKILL)
         except ProcessLookupError:
             pass
         os.waitpid(self.pid, 0)
@@ -113,6 +126,40 @@ class _Child:
             os.close(fd)
 
 
+def _enter_child(req_r, resp_w, err_w, devnull, paths, die_with_parent):
+    # In the forked child: nothing of the runner's may stay reachable (its
+    # stdin still holds the unread request, its stdout is the verdict's
+    # stream), then the candidate's side runs and the process ends without
+    # unwinding into the runner's code.
+    try:
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)
+        os.dup2(err_w, 2)
+        _close_fds_but(req_r, resp_w)
+        die_with_parent()
+        if os.getppid() != _RUNNER_PID:  # the runner died before the signal was set
+            os._exit(1)
+        sys.path.extend(p for p in paths if p not in sys.path)
+        _child_main(req_r, resp_w)
+    except BaseException:
+        pass
+    finally:
+        os._exit(0)
+
+
+def _close_fds_but(*keep):
+    try:
+        fds = [int(n) for n in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = range(3, 1024)
+    for fd in fds:
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
 def _syntax_error(e):
     msg = type(e).__name__ + ": " + str(getattr(e, "msg", e))
     if getattr(e, "lineno", None):
@@ -120,20 +167,15 @@ def _syntax_error(e):
     return msg[:1000]
 
 
-def run(req, deadline):
+def run(req, child, deadline):
     code = req["code"]
     try:
         compile(code, "<candidate>", "exec")
     except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as e:
         return {"stage": "syntax", "error": _syntax_error(e)}
     value_cap = int(req["value_cap"])
-    child = _Child(req["child"], value_cap + 4096)
-    try:
-        verdict = _converse(req, child, deadline)
-    finally:
-        child.close()
-    verdict["stderr"] = child.stderr.decode("utf-8", "replace")
-    return verdict
+    child.cap = value_cap + 4096
+    return _converse(req, child, deadline)
 
 
 def _converse(req, child, deadline):
@@ -180,11 +222,20 @@ def _converse(req, child, deadline):
 
 def main():
     start = time.monotonic()
-    req = json.loads(sys.stdin.buffer.read())
-    nonce = req["nonce"]
-    verdict = run(req, start + float(req["budget"]))
-    sys.stdout.write(nonce + " " + json.dumps(verdict) + "\n")
+    child = _Child()
+    try:
+        req = _loads(sys.stdin.buffer.read())
+        nonce = req["nonce"]
+        verdict = run(req, child, start + float(req["budget"]))
+    finally:
+        child.close()
+    verdict["stderr"] = child.stderr.decode("utf-8", "replace")
+    sys.stdout.write(nonce + " " + _dumps(verdict) + "\n")
     sys.stdout.flush()
+    # Nothing is left to clean up, and tearing the interpreter down costs
+    # as much as a quarter of its start-up.
+    os._exit(0)
 
 
+_RUNNER_PID = os.getpid()
 main()
