@@ -40,6 +40,7 @@ type referenceRequest struct {
 
 type referenceReply struct {
 	Values []json.RawMessage `json:"values"`
+	Path   []string          `json:"path"` // the interpreter's sys.path under -I
 	Error  string            `json:"error"`
 	Test   int               `json:"test"`
 }
@@ -52,6 +53,7 @@ type runnerRequest struct {
 	Tests    []string `json:"tests"`
 	Budget   float64  `json:"budget"` // seconds the runner gives the candidate
 	ValueCap int      `json:"value_cap"`
+	Path     []string `json:"path"` // added to the candidate's sys.path
 }
 
 // Verdict stages and per-test statuses, as runner.py writes them.

@@ -6,7 +6,8 @@
 # worst the candidate can do by tampering is claim values, which Go then
 # checks. Runs after jsonlite.py and encode.py.
 import builtins
-import os
+import posix
+import sys
 
 
 def _parent_death_signal():
@@ -61,9 +62,9 @@ def _check_builtins_quietly(snapshot):
 
 
 def _child_main(rfd, wfd):
-    rfile = os.fdopen(rfd, "rb")
+    rfile = open(rfd, "rb")
     dumps = _dumps
-    write = os.write
+    write = posix.write
 
     def send(obj):
         data = (dumps(obj) + "\n").encode()
@@ -73,6 +74,7 @@ def _child_main(rfd, wfd):
 
     req = _loads(rfile.readline())
     cap = int(req["value_cap"])
+    sys.path.extend(p for p in req["path"] if p not in sys.path)
     ns = {"__name__": "candidate", "__builtins__": builtins}
     snapshot = dict(builtins.__dict__)
     try:

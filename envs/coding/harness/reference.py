@@ -1,7 +1,9 @@
 # Trusted: computes the expected outputs of a task before any candidate code
 # has run in this sandbox. Input (stdin, JSON): reference, func_name, tests.
 # Runs after jsonlite.py and encode.py.
-# Output (stdout, one JSON line): {"values": [...]} or {"error", "test"}.
+# Output (stdout, one JSON line): {"values": [...], "path": sys.path} or
+# {"error", "test"}. The path is what the candidate's process adds to the
+# -I -S path of the runner it is forked from.
 import builtins
 import sys
 
@@ -38,7 +40,7 @@ def main():
         except BaseException as e:
             print(_dumps({"error": "test %d: %s" % (i, _describe(e, "<reference>")), "test": i}))
             return
-    print(_dumps({"values": values}))
+    print(_dumps({"values": values, "path": sys.path}))
 
 
 main()

@@ -7,13 +7,14 @@
 # the host.
 #
 # Runs with -I -S after jsonlite.py, encode.py and child.py, and imports
-# nothing beyond the interpreter's core: its start-up is paid by every
-# episode, and forking the child costs a fraction of starting a second
-# interpreter.
+# nothing beyond the interpreter's core (posix, not os, which -S leaves
+# unimported): its start-up is paid by every episode, and forking the child
+# costs a fraction of starting a second interpreter.
 #
 # Input (stdin, JSON): nonce, code, func_name, tests, budget (seconds),
-# value_cap (bytes per encoded value).
-import os
+# value_cap (bytes per encoded value), path (directories the candidate gets
+# on sys.path beyond the interpreter's own, as `python3 -I` would have them).
+import posix
 import select
 import sys
 import time
@@ -34,18 +35,6 @@ class _TooLarge(Exception):
     pass
 
 
-def _site_packages():
-    # -S keeps site's .pth files and sitecustomize from running in the
-    # runner; the candidate still gets the interpreter's site-packages on its
-    # path, as a plain `python3 -I` would give it.
-    try:
-        import site
-
-        return [d for d in site.getsitepackages() if os.path.isdir(d)]
-    except Exception:
-        return []
-
-
 class _Child:
     """The candidate's process, forked from this one. Its replies arrive on
     one pipe and its stderr on another; both are read in one select loop, so
@@ -54,20 +43,19 @@ class _Child:
     verdict's stream and it cannot read the request."""
 
     def __init__(self):
-        req_r, self.req_w = os.pipe()
-        self.resp_r, resp_w = os.pipe()
-        self.err_r, err_w = os.pipe()
-        devnull = os.open(os.devnull, os.O_RDWR)
-        paths = _site_packages()
+        req_r, self.req_w = posix.pipe()
+        self.resp_r, resp_w = posix.pipe()
+        self.err_r, err_w = posix.pipe()
+        devnull = posix.open("/dev/null", posix.O_RDWR)
         die_with_parent = _parent_death_signal()
         # The child stays in our process group: a backend that kills the
         # exec's group on timeout (or at sandbox destroy) then takes the
         # candidate and anything it spawned with it.
-        self.pid = os.fork()
+        self.pid = posix.fork()
         if self.pid == 0:
-            _enter_child(req_r, resp_w, err_w, devnull, paths, die_with_parent)
+            _enter_child(req_r, resp_w, err_w, devnull, die_with_parent)
         for fd in (req_r, resp_w, err_w, devnull):
-            os.close(fd)
+            posix.close(fd)
         self.buf = b""
         self.stderr = b""
         self.err_open = True
@@ -76,10 +64,10 @@ class _Child:
     def send(self, obj):
         data = (_dumps(obj) + "\n").encode()
         while data:
-            data = data[os.write(self.req_w, data):]
+            data = data[posix.write(self.req_w, data):]
 
     def _read_stderr(self):
-        chunk = os.read(self.err_r, 1 << 16)
+        chunk = posix.read(self.err_r, 1 << 16)
         if not chunk:
             self.err_open = False
         elif len(self.stderr) < _STDERR_KEEP:
@@ -107,55 +95,54 @@ class _Child:
             if self.err_r in ready:
                 self._read_stderr()
             if self.resp_r in ready:
-                chunk = os.read(self.resp_r, 1 << 16)
+                chunk = posix.read(self.resp_r, 1 << 16)
                 if not chunk:
                     raise _Crash()
                 self.buf += chunk
 
     def close(self):
         try:
-            os.kill(self.pid, _SIGKILL)
+            posix.kill(self.pid, _SIGKILL)
         except ProcessLookupError:
             pass
-        os.waitpid(self.pid, 0)
+        posix.waitpid(self.pid, 0)
         # Keep what stderr already holds, without waiting on anything the
         # candidate may have left holding the pipe.
         while self.err_open and select.select([self.err_r], [], [], 0)[0] and len(self.stderr) < _STDERR_KEEP:
             self._read_stderr()
         for fd in (self.req_w, self.resp_r, self.err_r):
-            os.close(fd)
+            posix.close(fd)
 
 
-def _enter_child(req_r, resp_w, err_w, devnull, paths, die_with_parent):
+def _enter_child(req_r, resp_w, err_w, devnull, die_with_parent):
     # In the forked child: nothing of the runner's may stay reachable (its
     # stdin still holds the unread request, its stdout is the verdict's
     # stream), then the candidate's side runs and the process ends without
     # unwinding into the runner's code.
     try:
-        os.dup2(devnull, 0)
-        os.dup2(devnull, 1)
-        os.dup2(err_w, 2)
+        posix.dup2(devnull, 0)
+        posix.dup2(devnull, 1)
+        posix.dup2(err_w, 2)
         _close_fds_but(req_r, resp_w)
         die_with_parent()
-        if os.getppid() != _RUNNER_PID:  # the runner died before the signal was set
-            os._exit(1)
-        sys.path.extend(p for p in paths if p not in sys.path)
+        if posix.getppid() != _RUNNER_PID:  # the runner died before the signal was set
+            posix._exit(1)
         _child_main(req_r, resp_w)
     except BaseException:
         pass
     finally:
-        os._exit(0)
+        posix._exit(0)
 
 
 def _close_fds_but(*keep):
     try:
-        fds = [int(n) for n in os.listdir("/proc/self/fd")]
+        fds = [int(n) for n in posix.listdir("/proc/self/fd")]
     except OSError:
         fds = range(3, 1024)
     for fd in fds:
         if fd > 2 and fd not in keep:
             try:
-                os.close(fd)
+                posix.close(fd)
             except OSError:
                 pass
 
@@ -180,7 +167,7 @@ def run(req, child, deadline):
 
 def _converse(req, child, deadline):
     try:
-        child.send({"code": req["code"], "func_name": req["func_name"], "value_cap": req["value_cap"]})
+        child.send({"code": req["code"], "func_name": req["func_name"], "value_cap": req["value_cap"], "path": req.get("path") or []})
         first = child.reply(deadline)
     except _Timeout:
         return {"stage": "load", "status": "timeout"}
@@ -234,8 +221,8 @@ def main():
     sys.stdout.flush()
     # Nothing is left to clean up, and tearing the interpreter down costs
     # as much as a quarter of its start-up.
-    os._exit(0)
+    posix._exit(0)
 
 
-_RUNNER_PID = os.getpid()
+_RUNNER_PID = posix.getpid()
 main()
