@@ -88,11 +88,7 @@ def _child_main(rfd, wfd):
         send({"ok": False, "error": _describe(e, "<candidate>")})
         return
     send({"ok": True})
-    while True:
-        line = rfile.readline()
-        if not line:
-            return
-        expr = _loads(line)["args"]
+    for expr in req["tests"]:
         try:
             a, k = _call_args(expr, builtins)
             value = _encode(fn(*a, **k))
