@@ -188,7 +188,7 @@ func (e *Env) score(ctx context.Context, s settings, sb envplugin.Sandbox, t tas
 	valueCap = max(valueCap, 64<<10)
 	stdin, err := json.Marshal(runnerRequest{
 		Nonce: nonce, Code: code, FuncName: t.FuncName, Tests: t.Tests,
-		Budget: runnerBudget(s.timeout).Seconds(), ValueCap: valueCap, Path: ref.path,
+		Budget: s.timeout.Seconds(), ValueCap: valueCap, Path: ref.path,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode runner request: %w", err)
@@ -197,14 +197,14 @@ func (e *Env) score(ctx context.Context, s settings, sb envplugin.Sandbox, t tas
 		Command:        []string{s.python, "-I", "-S", "-c", runnerProgram},
 		Stdin:          stdin,
 		Env:            map[string]string{"PATH": s.path},
-		Timeout:        s.timeout,
+		Timeout:        s.timeout + runnerGrace(s.timeout),
 		MaxOutputBytes: int64(outCap),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("run completion of task %s: %w", t.ID, err)
 	}
 	if res.TimedOut {
-		o.penalize("timeout", "timed out after "+s.timeout.String())
+		o.penalize("timeout", "the runner did not finish within "+(s.timeout+runnerGrace(s.timeout)).String())
 		return o, nil
 	}
 	v, err := parseVerdict(res.Stdout, nonce)
