@@ -205,7 +205,10 @@ sandbox "local" {
   helper = %q
   timeout = "10s"
 }
-env "coding" { tasks = "builtin" }
+env "coding" {
+  tasks = "builtin"
+  timeout = "30s"
+}
 policy "replay" {
   provider = "replay"
   file = "replay.jsonl"
@@ -214,10 +217,18 @@ policy "replay" {
 			var runs, bares, runCPUs, bareCPUs []time.Duration
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()
-				cmd := exec.Command(rlhostBin, "run", "job.hcl", "--overwrite", "--out", filepath.Join(dir, "out-"+shape.name))
+				out := filepath.Join(dir, "out-"+shape.name)
+				cmd := exec.Command(rlhostBin, "run", "job.hcl", "--overwrite", "--out", out)
 				cmd.Dir = dir
 				if out, err := cmd.CombinedOutput(); err != nil {
 					b.Fatalf("rlhost run: %v\n%s", err, out)
+				}
+				// Every completion is correct: a run with timeouts (a loaded
+				// machine, a short limit) would time how fast it fails.
+				for _, tr := range readTrajectories(b, filepath.Join(out, "trajectories.jsonl")) {
+					if tr.Reward != 1 {
+						b.Fatalf("%s/%d scored %v, want 1: metrics %v, info %v", tr.TaskID, tr.Index, tr.Reward, tr.Metrics, tr.Info)
+					}
 				}
 				runs = append(runs, time.Since(t0))
 				runCPUs = append(runCPUs, cpuTime(cmd.ProcessState))
