@@ -54,13 +54,13 @@ make -s build
 
 if want host; then
   section host "Host: plugin round trip of a no-op sandbox exec" \
-"A no-op sandbox exec (\`true\`) three ways, interleaved in one loop: bare fork/exec in the host process (baseline), host → backend plugin → sandbox, and host → env plugin → lent Sandbox over the go-plugin broker → backend plugin → sandbox. Medians in µs; *env hop* is what the env/broker path adds over a direct backend call."
-  run_md "| path | iterations | bare fork/exec (µs) | backend exec (µs) | via env + broker (µs) | env hop (µs) | env / backend |
-|---|---|---|---|---|---|---|" go test -run XXX -bench 'BenchmarkPluginRoundTrip' -benchtime 300x ./host/cmd/rlhost/
+"A no-op sandbox exec (\`true\`) three ways, interleaved in one loop: bare fork/exec in the host process (baseline), host → backend plugin → sandbox, and host → env plugin → lent Sandbox over the go-plugin broker → backend plugin → sandbox. Medians in µs; *env hop* is what the env/broker path adds over a direct backend call: two plugin round trips (the Step, and the env's Exec back over the broker). *no-op Step* is one such round trip alone, in the same loop: the floor of any call into a plugin process."
+  run_md "| path | iterations | bare fork/exec (µs) | backend exec (µs) | via env + broker (µs) | env hop (µs) | env / backend | no-op Step (µs) |
+|---|---|---|---|---|---|---|---|" go test -run XXX -bench 'BenchmarkPluginRoundTrip' -benchtime 300x ./host/cmd/rlhost/
   section host2 "Host: end-to-end scored completions per second" \
-"\`rlhost run\` on the coding env with a replay policy (the policy costs nothing), each completion in a fresh sandbox, against bare \`python3 -c\` processes running the same solutions at the same concurrency, in the same run (medians of 3 runs each). A scored completion runs two interpreters (the trusted runner and the candidate's child) plus the sandbox's create and destroy, so the ratio to one bare interpreter start is the overhead of isolation and honest scoring together."
-  run_md "| job | shape | rlhost completions/s | bare python3 processes/s | ratio |
-|---|---|---|---|---|" go test -run XXX -bench 'BenchmarkCodingThroughput' -benchtime 3x ./host/cmd/rlhost/
+"\`rlhost run\` on the coding env with a replay policy (the policy costs nothing), each completion in a fresh sandbox, against bare \`python3 -c\` processes running the same solutions at the same concurrency, in the same run (medians of 3 runs each). A scored completion runs one interpreter (the trusted runner, which forks the candidate's process) plus the sandbox's create and destroy, so the ratio to one bare interpreter start is the overhead of isolation and honest scoring together. *namespaces* starts sandboxes with the dedicated \`rlhost-sandbox-init\` that \`make build\` installs; *namespaces-reexec* re-executes rlhost itself as the init. The CPU columns count user and system time of \`rlhost run\` and every process it waited for (plugins, sandboxes, interpreters), start-up included, against the bare processes' own: on a shared machine they hold up where the wall-clock rates mostly measure the neighbours."
+  run_md "| job | shape | rlhost completions/s | bare python3 processes/s | ratio | rlhost CPU ms per completion | bare python3 CPU ms per process | CPU ratio |
+|---|---|---|---|---|---|---|---|" go test -run XXX -bench 'BenchmarkCodingThroughput' -benchtime 3x ./host/cmd/rlhost/
 fi
 
 # run_block TITLE INTRO CMD...: runs a component's own bench command and

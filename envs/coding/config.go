@@ -69,7 +69,7 @@ func configSpec() schema.Spec {
 			schema.String("tasks", `"builtin", a JSONL file (relative to the config file), or "" for the task blocks (builtin when there are none)`).WithDefault(""),
 			schema.StringList("extract", `code extraction methods in order: "fenced", "answer", "raw"`).WithDefault([]string{ExtractFenced, ExtractAnswer, ExtractRaw}),
 			schema.String("reward", `"tests" (fraction of tests passed) or "exec" (1 if the program exits 0)`).WithDefault(RewardTests),
-			schema.String("timeout", "wall-clock limit for running one completion").WithDefault("1s"),
+			schema.String("timeout", "wall-clock limit for the candidate's code in one completion, counted from the runner's start").WithDefault("1s"),
 			schema.String("reference_timeout", "wall-clock limit for computing a task's expected outputs").WithDefault("10s"),
 			schema.String("on_test_exception", `"penalty": a test that raises gives -1; "fail": it only fails that test`).WithDefault(OnExceptionPenalty),
 			schema.String("system_prompt", "optional system message before each task prompt").WithDefault(""),

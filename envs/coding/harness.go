@@ -8,9 +8,13 @@ import (
 	"time"
 )
 
-// The Python side of scoring. encode.py is prepended to the programs that
-// encode values, so reference and candidate outputs use the same encoder.
+// The Python side of scoring. jsonlite.py and encode.py are prepended to
+// both programs, so reference and candidate outputs use the same encoder;
+// child.py is part of the runner, which forks the candidate's process
+// rather than starting a second interpreter.
 var (
+	//go:embed harness/jsonlite.py
+	jsonlitePy string
 	//go:embed harness/encode.py
 	encodePy string
 	//go:embed harness/reference.py
@@ -24,8 +28,8 @@ var (
 // Each program is passed with -c and its input on stdin, so nothing is left
 // on the sandbox's disk for the candidate to find.
 var (
-	referenceProgram = encodePy + referencePy
-	childProgram     = encodePy + childPy
+	referenceProgram = jsonlitePy + encodePy + referencePy
+	runnerProgram    = jsonlitePy + encodePy + childPy + runnerPy
 )
 
 type referenceRequest struct {
@@ -36,6 +40,7 @@ type referenceRequest struct {
 
 type referenceReply struct {
 	Values []json.RawMessage `json:"values"`
+	Path   []string          `json:"path"` // the interpreter's sys.path under -I
 	Error  string            `json:"error"`
 	Test   int               `json:"test"`
 }
@@ -48,7 +53,7 @@ type runnerRequest struct {
 	Tests    []string `json:"tests"`
 	Budget   float64  `json:"budget"` // seconds the runner gives the candidate
 	ValueCap int      `json:"value_cap"`
-	Child    string   `json:"child"`
+	Path     []string `json:"path"` // added to the candidate's sys.path
 }
 
 // Verdict stages and per-test statuses, as runner.py writes them.
@@ -80,12 +85,14 @@ type testResult struct {
 	Error  string          `json:"error"`
 }
 
-// runnerBudget is the time the runner gives the candidate: the exec timeout
-// minus room for two interpreter start-ups, so that the runner, not the
-// backend, usually notices a timeout and can say which test hit it.
-func runnerBudget(timeout time.Duration) time.Duration {
-	margin := max(timeout*15/100, 100*time.Millisecond)
-	return max(timeout-margin, timeout/2)
+// runnerGrace is what the exec's limit adds to the candidate's time: room
+// for the runner's own interpreter start-up and its verdict. The runner
+// counts the candidate's budget (the env's timeout) from its own start, so a
+// loaded machine that starts interpreters slowly does not fail correct code;
+// the backend's limit is only the backstop for a runner that cannot finish
+// (stopped, or starved by what the candidate spawned).
+func runnerGrace(timeout time.Duration) time.Duration {
+	return max(timeout, 2*time.Second)
 }
 
 // parseVerdict finds the single line of stdout that starts with the nonce.

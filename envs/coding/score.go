@@ -65,7 +65,8 @@ type refCache struct {
 type refEntry struct {
 	mu     sync.Mutex
 	values []value
-	sizes  []int // encoded size of each expected value
+	sizes  []int    // encoded size of each expected value
+	path   []string // the interpreter's absolute sys.path entries under -I
 	done   bool
 }
 
@@ -137,7 +138,15 @@ func (e *Env) expected(ctx context.Context, s settings, sb envplugin.Sandbox, t 
 		}
 		values[i], sizes[i] = v, len(raw)
 	}
-	entry.values, entry.sizes, entry.done = values, sizes, true
+	// The runner starts with -I -S, so site-packages are not on its path;
+	// the candidate gets them from here, as `python3 -I` would give them.
+	var path []string
+	for _, p := range reply.Path {
+		if strings.HasPrefix(p, "/") {
+			path = append(path, p)
+		}
+	}
+	entry.values, entry.sizes, entry.path, entry.done = values, sizes, path, true
 	return entry, nil
 }
 
@@ -179,23 +188,23 @@ func (e *Env) score(ctx context.Context, s settings, sb envplugin.Sandbox, t tas
 	valueCap = max(valueCap, 64<<10)
 	stdin, err := json.Marshal(runnerRequest{
 		Nonce: nonce, Code: code, FuncName: t.FuncName, Tests: t.Tests,
-		Budget: runnerBudget(s.timeout).Seconds(), ValueCap: valueCap, Child: childProgram,
+		Budget: s.timeout.Seconds(), ValueCap: valueCap, Path: ref.path,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode runner request: %w", err)
 	}
 	res, err := sb.Exec(ctx, core.ExecRequest{
-		Command:        []string{s.python, "-I", "-S", "-c", runnerPy},
+		Command:        []string{s.python, "-I", "-S", "-c", runnerProgram},
 		Stdin:          stdin,
 		Env:            map[string]string{"PATH": s.path},
-		Timeout:        s.timeout,
+		Timeout:        s.timeout + runnerGrace(s.timeout),
 		MaxOutputBytes: int64(outCap),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("run completion of task %s: %w", t.ID, err)
 	}
 	if res.TimedOut {
-		o.penalize("timeout", "timed out after "+s.timeout.String())
+		o.penalize("timeout", "the runner did not finish within "+(s.timeout+runnerGrace(s.timeout)).String())
 		return o, nil
 	}
 	v, err := parseVerdict(res.Stdout, nonce)

@@ -108,14 +108,16 @@ func TestApplyVerdict(t *testing.T) {
 	}
 }
 
-func TestRunnerBudget(t *testing.T) {
+// The exec's backstop leaves the runner at least 2 s, and as long again as
+// the candidate's budget when that is longer.
+func TestRunnerGrace(t *testing.T) {
 	for _, tc := range []struct{ in, want time.Duration }{
-		{time.Second, 850 * time.Millisecond},
-		{10 * time.Second, 8500 * time.Millisecond},
-		{100 * time.Millisecond, 50 * time.Millisecond},
+		{time.Second, 2 * time.Second},
+		{100 * time.Millisecond, 2 * time.Second},
+		{10 * time.Second, 10 * time.Second},
 	} {
-		if got := runnerBudget(tc.in); got != tc.want {
-			t.Errorf("runnerBudget(%v) = %v, want %v", tc.in, got, tc.want)
+		if got := runnerGrace(tc.in); got != tc.want {
+			t.Errorf("runnerGrace(%v) = %v, want %v", tc.in, got, tc.want)
 		}
 	}
 }

@@ -1,8 +1,7 @@
 # Shared by the reference runner and the candidate child: a strict encoder of
 # Python values into tagged JSON. Only exact built-in types are encoded, so an
 # object that overrides __eq__ (or subclasses int) cannot pass as a correct
-# answer; comparison happens outside the sandbox, in Go.
-import json as _json
+# answer; comparison happens outside the sandbox, in Go. Needs jsonlite.py.
 
 
 def _encode(v, depth=0):
@@ -25,11 +24,11 @@ def _encode(v, depth=0):
         return [t.__name__, [_encode(x, depth + 1) for x in v]]
     if t is set or t is frozenset:
         items = [_encode(x, depth + 1) for x in v]
-        items.sort(key=_json.dumps)
+        items.sort(key=_dumps)
         return ["set", items]
     if t is dict:
         pairs = [[_encode(k, depth + 1), _encode(x, depth + 1)] for k, x in v.items()]
-        pairs.sort(key=lambda kv: _json.dumps(kv[0]))
+        pairs.sort(key=lambda kv: _dumps(kv[0]))
         return ["dict", pairs]
     return ["unsupported", str(getattr(t, "__name__", "?"))[:100]]
 

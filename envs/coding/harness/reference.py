@@ -1,8 +1,10 @@
 # Trusted: computes the expected outputs of a task before any candidate code
 # has run in this sandbox. Input (stdin, JSON): reference, func_name, tests.
-# Output (stdout, one JSON line): {"values": [...]} or {"error", "test"}.
+# Runs after jsonlite.py and encode.py.
+# Output (stdout, one JSON line): {"values": [...], "path": sys.path} or
+# {"error", "test"}. The path is what the candidate's process adds to the
+# -I -S path of the runner it is forked from.
 import builtins
-import json
 import sys
 
 
@@ -24,11 +26,11 @@ def _reference_function(src, func_name):
 
 
 def main():
-    req = json.loads(sys.stdin.buffer.read())
+    req = _loads(sys.stdin.buffer.read())
     try:
         fn = _reference_function(req["reference"], req["func_name"])
     except BaseException as e:
-        print(json.dumps({"error": "reference: " + _describe(e, "<reference>"), "test": -1}))
+        print(_dumps({"error": "reference: " + _describe(e, "<reference>"), "test": -1}))
         return
     values = []
     for i, expr in enumerate(req["tests"]):
@@ -36,9 +38,9 @@ def main():
             a, k = _call_args(expr, builtins)
             values.append(_encode(fn(*a, **k)))
         except BaseException as e:
-            print(json.dumps({"error": "test %d: %s" % (i, _describe(e, "<reference>")), "test": i}))
+            print(_dumps({"error": "test %d: %s" % (i, _describe(e, "<reference>")), "test": i}))
             return
-    print(json.dumps({"values": values}))
+    print(_dumps({"values": values, "path": sys.path}))
 
 
 main()

@@ -105,7 +105,7 @@ func write(t *testing.T, dir, name, content string) string {
 	return p
 }
 
-func readTrajectories(t *testing.T, path string) []core.Trajectory {
+func readTrajectories(t testing.TB, path string) []core.Trajectory {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {

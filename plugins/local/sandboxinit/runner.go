@@ -53,6 +53,21 @@ type LimitCounters func() (oomKills, pidsMax uint64)
 // for background children that inherited its stdout/stderr.
 const drainGrace = 50 * time.Millisecond
 
+// drainMax bounds how long the grace is renewed while output is unread.
+const drainMax = time.Second
+
+// unread reports whether the pipe holds bytes not yet read. It goes through
+// SyscallConn, since Fd would put the file back into blocking mode.
+func unread(f *os.File) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }) // FIONREAD
+	return n > 0
+}
+
 const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // run executes one command to completion and reports which limit fired.
@@ -204,13 +219,28 @@ func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, coun
 
 	drained := make(chan struct{})
 	go func() { readers.Wait(); close(drained) }()
+	// A loaded machine can leave the readers unscheduled for longer than
+	// the grace while the command's own last output still sits in a pipe;
+	// closing then would drop it (a verdict printed just before exit, say).
+	// So the grace is renewed while either pipe holds unread bytes, up to
+	// drainMax; a pipe that stays empty, held open by a background child,
+	// is cut as before.
 	grace := time.NewTimer(drainGrace)
-	select {
-	case <-drained:
-	case <-grace.C:
-		outR.Close()
-		errR.Close()
-		<-drained
+	drainEnd := time.Now().Add(drainMax)
+	for cut := false; !cut; {
+		select {
+		case <-drained:
+			cut = true
+		case <-grace.C:
+			if (unread(outR) || unread(errR)) && time.Now().Before(drainEnd) {
+				grace.Reset(drainGrace)
+				continue
+			}
+			outR.Close()
+			errR.Close()
+			<-drained
+			cut = true
+		}
 	}
 	grace.Stop()
 	outR.Close()

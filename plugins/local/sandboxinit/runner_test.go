@@ -80,3 +80,40 @@ func TestForkExecAtFailingHookKillsTheChild(t *testing.T) {
 		t.Errorf("child %d still exists: %v", child, err)
 	}
 }
+
+// unread tells a pipe with bytes waiting from an empty one, without putting
+// the reading end back into blocking mode (the drain relies on closing it to
+// cut a read short).
+func TestUnreadSeesPendingOutput(t *testing.T) {
+	r, w, err := pipe(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer unix.Close(w)
+	if unread(r) {
+		t.Fatal("an empty pipe reads as holding output")
+	}
+	if _, err := unix.Write(w, []byte("verdict\n")); err != nil {
+		t.Fatal(err)
+	}
+	if !unread(r) {
+		t.Fatal("a pipe holding 8 bytes reads as empty")
+	}
+	buf := make([]byte, 16)
+	if n, err := r.Read(buf); err != nil || n != 8 {
+		t.Fatalf("read = %d, %v", n, err)
+	}
+	if unread(r) {
+		t.Fatal("a drained pipe reads as holding output")
+	}
+	rc, err := r.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := 0
+	rc.Control(func(fd uintptr) { flags, err = unix.FcntlInt(fd, unix.F_GETFL, 0) })
+	if err != nil || flags&unix.O_NONBLOCK == 0 {
+		t.Fatalf("reading end lost O_NONBLOCK: flags %#x, %v", flags, err)
+	}
+}

@@ -6,7 +6,9 @@
 // restarts the plugin and carries on. "PANIC" panics inside Step (the SDK
 // recovers it); the first "GOPANIC" panics in a goroutine, which kills the
 // process with a raw trace. The reply "exec" runs `true` and
-// keeps the episode open; any other reply runs it and ends the episode.
+// keeps the episode open; "noop" keeps it open without touching the sandbox
+// (one host → plugin round trip, for benchmarks); any other reply runs it
+// and ends the episode.
 package main
 
 import (
@@ -74,6 +76,9 @@ func (s *session) Step(ctx context.Context, reply core.Message) (envplugin.Obser
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {}
 		}
+	}
+	if reply.Content == "noop" {
+		return envplugin.Observation{}, nil
 	}
 	res, err := s.sb.Exec(ctx, core.ExecRequest{Command: []string{"true"}})
 	if err != nil {
