@@ -335,6 +335,23 @@ func (b *Device) MatMul(c, a, bb compute.Tensor, m, n, k int, transA, transB, ac
 	b.sgemm(c, a, bb, m, n, k, transA, transB, acc)
 }
 
+// rowMajorGemm gives the leading dimensions and beta with which a
+// column-major GEMM computes the row-major C = op(A)·op(B): it is called as
+// Cᵀ = op(B)ᵀ·op(A)ᵀ, operands swapped (see docs/cuda.md).
+func rowMajorGemm(m, n, k int, transA, transB, acc bool) (lda, ldb int, beta float32) {
+	lda, ldb = k, n
+	if transA {
+		lda = m
+	}
+	if transB {
+		ldb = k
+	}
+	if acc {
+		beta = 1
+	}
+	return lda, ldb, beta
+}
+
 // sgemm is MatMul in FP32 whatever the precision.
 func (b *Device) sgemm(c, a, bb compute.Tensor, m, n, k int, transA, transB, acc bool) {
 	if c.Len() < m*n || a.Len() < m*k || bb.Len() < k*n {
@@ -343,17 +360,7 @@ func (b *Device) sgemm(c, a, bb compute.Tensor, m, n, k int, transA, transB, acc
 	if !b.ok() || m == 0 || n == 0 {
 		return
 	}
-	lda, ldb := k, n
-	if transA {
-		lda = m
-	}
-	if transB {
-		ldb = k
-	}
-	var beta float32
-	if acc {
-		beta = 1
-	}
+	lda, ldb, beta := rowMajorGemm(m, n, k, transA, transB, acc)
 	if err := b.dev.Sgemm(transB, transA, n, m, k, 1, p(bb), ldb, p(a), lda, beta, p(c), n); err != nil {
 		b.fail(fmt.Errorf("cuda: sgemm %dx%dx%d: %w", m, n, k, err))
 	}
@@ -683,17 +690,7 @@ func (b *Device) MatMulBF16(c compute.Tensor, a, bb *BF16, m, n, k int, transA, 
 	if !b.ok() || m == 0 || n == 0 {
 		return
 	}
-	lda, ldb := k, n
-	if transA {
-		lda = m
-	}
-	if transB {
-		ldb = k
-	}
-	var beta float32
-	if acc {
-		beta = 1
-	}
+	lda, ldb, beta := rowMajorGemm(m, n, k, transA, transB, acc)
 	if err := b.dev.GemmBF16(transB, transA, n, m, k, 1, bb.ptr, ldb, a.ptr, lda, beta, p(c), n); err != nil {
 		b.fail(fmt.Errorf("cuda: bf16 gemm %dx%dx%d: %w", m, n, k, err))
 	}
