@@ -9,6 +9,7 @@ out=BENCHMARKS.md
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 only="${BENCH_ONLY:-all}" # a section name to run just that one
+hand="# Before and after, measured by hand"
 
 want() { [ "$only" = all ] || [ "$only" = "$1" ]; }
 
@@ -112,28 +113,33 @@ done
 {
   echo "# Benchmarks"
   echo
-  echo "Written by \`make bench\` (scripts/bench.sh); do not edit by hand. These machines are shared and noisy: read the ratios against the baselines measured in the same run, not the absolute times."
+  echo "Written by \`make bench\` (scripts/bench.sh), except the part headed \"$hand\" at the end, which it carries over unchanged. These machines are shared and noisy: read the ratios against the baselines measured in the same run, not the absolute times."
   echo
   machine
   echo
   cat "$tmp/body"
+  # One-off before/after comparisons (an old build against a new one)
+  # cannot be re-run by this script; they are kept, not regenerated.
+  if [ -f "$out" ]; then sed -n "/^$hand\$/,\$p" "$out"; fi
 } >"$out.new"
 if [ "$only" != all ] && [ -f "$out" ]; then
   # A partial run keeps the other sections: each section it ran replaces
   # the section of the same title in place, stamped with its own date and
   # commit; a section the file lacks is appended.
   stamp="Re-run alone (BENCH_ONLY=$only) on $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores."
-  awk -v newfile="$tmp/body" -v stamp="$stamp" '
+  awk -v newfile="$tmp/body" -v stamp="$stamp" -v hand="$hand" '
     BEGIN {
       while ((getline line < newfile) > 0) {
         if (line ~ /^## /) { cur = line; order[++n] = cur; sec[cur] = ""; continue }
         if (cur != "") sec[cur] = sec[cur] line "\n"
       }
     }
-    /^## |^# Partial run|^---$/ { skip = 0 }
+    function rest() { for (i = 1; i <= n; i++) if (!(order[i] in used)) { print order[i]; print ""; print "_" stamp "_"; printf "%s", sec[order[i]]; used[order[i]] = 1 } }
+    $0 == hand { rest() }
+    /^## |^# |^---$/ { skip = 0 }
     /^## / && ($0 in sec) { print; print ""; print "_" stamp "_"; printf "%s", sec[$0]; used[$0] = 1; skip = 1; next }
     !skip { print }
-    END { for (i = 1; i <= n; i++) if (!(order[i] in used)) { print order[i]; print ""; print "_" stamp "_"; printf "%s", sec[order[i]] } }
+    END { rest() }
   ' "$out" >"$out.new"
 fi
 mv "$out.new" "$out"

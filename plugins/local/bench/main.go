@@ -32,7 +32,7 @@ func main() {
 	}
 	n := flag.Int("n", 200, "iterations per latency figure")
 	conc := flag.Int("concurrent", 64, "sandboxes alive at once in the throughput test")
-	only := flag.String("only", "", `"variants": only the bwrap baseline and the root view / seccomp variants; "floor": only cold create and warm exec, each iteration taking turns with its baseline`)
+	only := flag.String("only", "", `"variants": only the bwrap baseline and the root view / seccomp variants; "floor": only cold create and warm exec, each iteration taking turns with its baseline; "cpu": the CPU time of a sandbox's create, exec and destroy against bwrap and a python3 start`)
 	prev := flag.String("prev-helper", "", `with -only floor: also time cold creates and warm execs with this helper binary as the init, started directly (an earlier build, for a before/after in one run)`)
 	self := flag.Bool("helper-self", false, "re-execute this binary as the sandbox init instead of rlhost-sandbox-init beside it")
 	stateDir := flag.String("state-dir", filepath.Join(os.TempDir(), fmt.Sprintf("rlhost-local-bench-%d", os.Geteuid())),
@@ -49,6 +49,13 @@ func main() {
 	}
 	if *only == "floor" {
 		if err := runFloor(*n, *stateDir, helper, *prev); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *only == "cpu" {
+		if err := runCPU(*n, *stateDir, helper); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
