@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -357,6 +358,42 @@ func (c *sandboxCgroup) commandFiles() ([]*os.File, error) {
 		files = append(files, f)
 	}
 	return files, nil
+}
+
+// forkerFiles opens, for each v1 hierarchy of the sandbox, the tasks file
+// of the init's cgroup (join) and of this process's own (home): the
+// launcher's forking thread moves itself into the first, forks the init
+// there, and goes back.
+func (c *sandboxCgroup) forkerFiles(r *cgroupRoot) (join, home []*os.File, err error) {
+	closeAll := func() {
+		for _, f := range append(join, home...) {
+			f.Close()
+		}
+	}
+	ctrls := make([]string, 0, len(c.Dirs))
+	for ctrl := range c.Dirs {
+		ctrls = append(ctrls, ctrl)
+	}
+	sort.Strings(ctrls)
+	for _, ctrl := range ctrls {
+		base, ok := r.v1Base[ctrl]
+		if !ok {
+			closeAll()
+			return nil, nil, fmt.Errorf("cgroup v1 %s: no base directory", ctrl)
+		}
+		for _, p := range []struct {
+			path string
+			into *[]*os.File
+		}{{filepath.Join(c.Dirs[ctrl], "tasks"), &join}, {filepath.Join(base, "tasks"), &home}} {
+			f, err := os.OpenFile(p.path, os.O_WRONLY, 0)
+			if err != nil {
+				closeAll()
+				return nil, nil, fmt.Errorf("open %s: %w", p.path, err)
+			}
+			*p.into = append(*p.into, f)
+		}
+	}
+	return join, home, nil
 }
 
 // guess returns the cgroup a sandbox of this process would have had, for

@@ -3,7 +3,10 @@ package local
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -85,5 +88,59 @@ umount /usr 2>/dev/null && echo "unmounted /usr"; mount -o remount,rw / 2>/dev/n
 	}
 	if out["launcher"] != out["off"] {
 		t.Fatalf("template root differs from a directly built one:\nlauncher:\n%s\ndirect:\n%s", out["launcher"], out["off"])
+	}
+}
+
+// Under cgroup v1 an init is born in its sandbox's cgroups (the launcher's
+// forking thread visits them for the fork), and the launcher's threads
+// all go back to the launcher's own cgroups, or the sandbox's could not
+// be removed.
+func TestLauncherInitBornInItsCgroups(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: the launcher needs root (without it inits are started directly)")
+	}
+	b := newBackend(t, nil, core.SandboxSpec{})
+	if b.cg.kind != cgroupV1 {
+		t.Skip("SKIP: cgroup v1 only (v2 starts inits in their cgroup with CLONE_INTO_CGROUP)")
+	}
+	for i := 0; i < 3; i++ {
+		id := create(t, b, core.SandboxSpec{})
+		b.mu.Lock()
+		nb := b.boxes[id].impl.(*nsBox)
+		b.mu.Unlock()
+		for ctrl, dir := range nb.cg.Dirs {
+			procs, err := os.ReadFile(dir + "/cgroup.procs")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(strings.Fields(string(procs)), strconv.Itoa(nb.pid)) {
+				t.Errorf("%s: init %d not in %s (holds %q)", ctrl, nb.pid, dir, procs)
+			}
+		}
+		l := launcherOf(t, b)
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", l.cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range tasks {
+			cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/cgroup", l.cmd.Process.Pid, task.Name()))
+			if err != nil {
+				continue // the thread exited
+			}
+			if strings.Contains(string(cg), "rlhost-") {
+				t.Errorf("launcher thread %s left in a sandbox's cgroup:\n%s", task.Name(), cg)
+			}
+		}
+		if r := execOK(t, b, id, "cat", "/etc/hostname"); r.Stdout != "sandbox\n" {
+			t.Fatalf("sandbox %d: %q", i, r.Stdout)
+		}
+		if err := b.Destroy(context.Background(), id); err != nil {
+			t.Fatalf("Destroy: %v", err)
+		}
+		for ctrl, dir := range nb.cg.Dirs {
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s: cgroup %s left after Destroy (%v)", ctrl, dir, err)
+			}
+		}
 	}
 }

@@ -177,9 +177,27 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, l *launcher
 	var pid int
 	var pidfd *os.File
 	var cmd *exec.Cmd
+	bornInCgroup := false
 	if l != nil {
 		files := append([]*os.File{child}, extra[2:]...)
-		pid, pidfd, err = l.launch(ctx, sandboxinit.LaunchRequest{UID: uid, GID: gid, Network: spec.Network, ID: id}, files, cgDir)
+		req := sandboxinit.LaunchRequest{UID: uid, GID: gid, Network: spec.Network, ID: id}
+		if cg != nil && cg.Kind == cgroupV1 {
+			join, home, err := cg.forkerFiles(cgr)
+			if err != nil {
+				conn.Close()
+				return nil, fmt.Errorf("sandbox %s: %w", id, err)
+			}
+			for i, f := range join {
+				defer f.Close()
+				defer home[i].Close()
+				req.JoinFDs = append(req.JoinFDs, len(files))
+				files = append(files, f)
+				req.HomeFDs = append(req.HomeFDs, len(files))
+				files = append(files, home[i])
+			}
+			bornInCgroup = true
+		}
+		pid, pidfd, err = l.launch(ctx, req, files, cgDir)
 		if err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("sandbox %s: launch init: %w", id, err)
@@ -209,7 +227,7 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, l *launcher
 			nb.stop()
 		}
 	}()
-	if cg != nil && cg.Kind == cgroupV1 {
+	if cg != nil && cg.Kind == cgroupV1 && !bornInCgroup {
 		if err := cg.addProc(nb.pid); err != nil {
 			return nb, fmt.Errorf("sandbox %s: %w", id, err)
 		}

@@ -81,6 +81,11 @@ func launcherMain() error {
 	if err := reply(nil); err != nil {
 		return fmt.Errorf("send ready: %w", err)
 	}
+	// Set once the forker thread is stuck in a sandbox's cgroups: it may
+	// not fork again (an init would be born in the wrong cgroups), nor
+	// exit (its inits' parent-death signal would fire), so the sandboxes
+	// it started keep running and every later launch fails with this.
+	var stuck error
 	for {
 		var req LaunchRequest
 		fds, err := recvLauncher(ctl, buf[:4096], &req)
@@ -88,13 +93,20 @@ func launcherMain() error {
 			return nil // the backend is gone (or closed us): so are the inits
 		}
 		var pid, pidfd int
-		done := make(chan error, 1)
-		forks <- func() {
-			var err error
-			pid, pidfd, err = launchInit(req, fds)
-			done <- err
+		if stuck == nil {
+			done := make(chan error, 1)
+			forks <- func() {
+				var err error
+				pid, pidfd, err = launchInit(req, fds)
+				done <- err
+			}
+			err = <-done
+			if errors.Is(err, errForkerStuck) {
+				stuck = err
+			}
+		} else {
+			err = stuck
 		}
-		err = <-done
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
@@ -152,12 +164,31 @@ func launchInit(req LaunchRequest, fds []int) (pid, pidfd int, err error) {
 	}
 	files := []uintptr{0, 1, 2, uintptr(fds[0]), 4}
 	cgfd := -1
+	special := map[int]bool{req.CgroupFD: req.CgroupFD > 0}
+	var join, home []int
+	for _, set := range []struct {
+		idx  []int
+		into *[]int
+	}{{req.JoinFDs, &join}, {req.HomeFDs, &home}} {
+		for _, i := range set.idx {
+			if i <= 0 || i >= len(fds) || special[i] {
+				return 0, 0, fmt.Errorf("launch: bad cgroup fd index %d", i)
+			}
+			special[i] = true
+			*set.into = append(*set.into, fds[i])
+		}
+	}
+	if len(join) != len(home) {
+		return 0, 0, fmt.Errorf("launch: %d cgroups to join but %d to return to", len(join), len(home))
+	}
 	for i, fd := range fds[1:] {
 		if req.CgroupFD == i+1 {
 			cgfd = fd
 			continue
 		}
-		files = append(files, uintptr(fd))
+		if !special[i+1] {
+			files = append(files, uintptr(fd))
+		}
 	}
 	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
 	if !req.Network {
@@ -177,11 +208,25 @@ func launchInit(req LaunchRequest, fds []int) (pid, pidfd int, err error) {
 	if cgfd >= 0 {
 		sys.UseCgroupFD, sys.CgroupFD = true, cgfd
 	}
+	// On the forker thread (this runs on it): the child takes the cgroups
+	// of the thread that forks it.
+	if err := moveThread(join); err != nil {
+		if herr := moveThread(home); herr != nil {
+			return 0, 0, fmt.Errorf("%w: %w", errForkerStuck, herr)
+		}
+		return 0, 0, fmt.Errorf("start init: join its cgroups: %w", err)
+	}
 	pid, err = syscall.ForkExec("/proc/self/fd/4", []string{"rlhost-sandbox-init", req.ID}, &syscall.ProcAttr{
 		Env:   []string{RoleEnv + "=init"},
 		Files: files,
 		Sys:   sys,
 	})
+	if herr := moveThread(home); herr != nil {
+		if err == nil {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		return 0, 0, fmt.Errorf("%w: %w", errForkerStuck, herr)
+	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("start init: %w", err)
 	}
@@ -191,6 +236,22 @@ func launchInit(req LaunchRequest, fds []int) (pid, pidfd int, err error) {
 		return 0, 0, errors.New("start init: the kernel returned no pidfd (Linux 5.3+ needed)")
 	}
 	return pid, pidfd, nil
+}
+
+// errForkerStuck means the forker thread could not leave a sandbox's
+// cgroups; the launcher then refuses every later launch.
+var errForkerStuck = errors.New("launcher: the forking thread cannot return to its own cgroups")
+
+// moveThread moves the calling thread, alone, into the cgroups whose
+// tasks files are fds ("0" names the writer, and a thread moving itself
+// needs no lock on its whole process).
+func moveThread(fds []int) error {
+	for _, fd := range fds {
+		if _, err := unix.Pwrite(fd, []byte("0"), 0); err != nil {
+			return fmt.Errorf("write tasks: %w", err)
+		}
+	}
+	return nil
 }
 
 // buildTemplate builds the shared root view at setup.Dir in this process's

@@ -21,7 +21,7 @@ const MaxListEntries = 100000
 
 // ProtocolVersion is bumped on any incompatible change of the frames, so a
 // stale helper binary refuses to serve a newer backend.
-const ProtocolVersion = 2
+const ProtocolVersion = 3
 
 // RoleEnv, set to "init", tells a re-executed binary to become a sandbox
 // init (see Reexec).
@@ -95,6 +95,16 @@ type LaunchRequest struct {
 	Network  bool   `json:"network"`
 	ID       string `json:"id"`
 	CgroupFD int    `json:"cgroup_fd"` // >0: index in the fds of a cgroup v2 directory to start the init in
+
+	// Cgroup v1: indices in the fds of the tasks files of the init's
+	// cgroups (Join) and of the launcher's own (Home), one per hierarchy.
+	// The forking thread moves itself into Join, forks, and moves back:
+	// the init is born in its cgroups. Moving a process in afterwards
+	// (cgroup.procs) takes the kernel's global threadgroup lock, whose
+	// first writer after a quiet spell waits out an RCU grace period
+	// (milliseconds); a thread moving only itself skips that lock.
+	JoinFDs []int `json:"join_fds,omitempty"`
+	HomeFDs []int `json:"home_fds,omitempty"`
 }
 
 // LaunchReply answers a LaunchRequest; on success a pidfd of the new init
