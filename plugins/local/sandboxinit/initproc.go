@@ -144,7 +144,21 @@ func newInitServer(s Setup) (*initServer, error) {
 	}()
 	spawns := make(chan spawnReq)
 	spawnReady := make(chan error, 1)
-	go spawner(spawns, spawnReady)
+	// The spawner joins the commands' cgroup (v1) and installs the
+	// seccomp filter as soon as its capabilities are dropped, on its own
+	// thread, while this one builds the root: neither depends on the root,
+	// and every command it forks inherits both.
+	go spawner(spawns, spawnReady, func() error {
+		if len(s.CgroupTaskFDs) > 0 {
+			if err := joinCgroups(s.CgroupTaskFDs); err != nil {
+				return err
+			}
+		}
+		if len(s.Seccomp) > 0 {
+			return installSeccomp(s.Seccomp)
+		}
+		return nil
+	})
 	prewarmed := make(chan struct{})
 	go func() { prewarmThreads(); warmExecPath(); close(prewarmed) }()
 	tr.Mark("started")
@@ -194,18 +208,6 @@ func newInitServer(s Setup) (*initServer, error) {
 		return nil, err
 	}
 	tr.Mark("spawner")
-	if len(s.CgroupTaskFDs) > 0 {
-		if err := onSpawner(spawns, func() error { return joinCgroups(s.CgroupTaskFDs) }); err != nil {
-			return nil, err
-		}
-	}
-	tr.Mark("cgroup")
-	if len(s.Seccomp) > 0 {
-		if err := onSpawner(spawns, func() error { return installSeccomp(s.Seccomp) }); err != nil {
-			return nil, err
-		}
-	}
-	tr.Mark("seccomp")
 	// The spare threads and the signal handlers must be in place before
 	// the first command starts, not before the backend hears the init is
 	// ready: the handshake and the first request overlap with the rest.
@@ -281,7 +283,6 @@ type spawnReq struct {
 	argv   []string
 	attr   *syscall.ProcAttr
 	atExec func(pid int) error
-	fn     func() error // when set: run this on the spawner thread instead
 	reply  chan spawnRes
 }
 
@@ -294,39 +295,32 @@ type spawnRes struct {
 // spawner owns one OS thread that has no_new_privs set and every
 // capability dropped (bounding, ambient, inheritable, permitted). Children
 // forked from it inherit that, so commands run as the sandbox's root user
-// with no capabilities, and setuid bits cannot give any back. Once the
-// root is built it also joins the commands' cgroup (v1) and installs the
-// seccomp filter, both of which every command then inherits.
-func spawner(reqs chan spawnReq, ready chan error) {
+// with no capabilities, and setuid bits cannot give any back. Before it
+// says it is ready it runs confine (the commands' cgroup and the seccomp
+// filter), which every command then inherits.
+func spawner(reqs chan spawnReq, ready chan error, confine func() error) {
 	runtime.LockOSThread() // never unlocked: the thread dies with the init
 	if unix.Gettid() == unix.Getpid() {
 		// Not the main thread: it stands for the whole process in
 		// /proc/<pid>/cgroup and to the OOM killer, and under v1 the
 		// spawner moves into the commands' cgroup. Keep this goroutine
 		// parked on the main thread, so no other uses it, and try again.
-		go spawner(reqs, ready)
+		go spawner(reqs, ready, confine)
 		select {}
 	}
 	if err := dropPrivileges(); err != nil {
 		ready <- err
 		return
 	}
+	if err := confine(); err != nil {
+		ready <- err
+		return
+	}
 	ready <- nil
 	for r := range reqs {
-		if r.fn != nil {
-			r.reply <- spawnRes{err: r.fn()}
-			continue
-		}
 		pid, died, err := ForkExecAt(r.argv0, r.argv, r.attr, r.atExec)
 		r.reply <- spawnRes{pid, died, err}
 	}
-}
-
-// onSpawner runs fn on the spawner thread.
-func onSpawner(spawns chan spawnReq, fn func() error) error {
-	reply := make(chan spawnRes, 1)
-	spawns <- spawnReq{fn: fn, reply: reply}
-	return (<-reply).err
 }
 
 // joinCgroups moves the calling thread (only it: cgroup v1 places
