@@ -9,7 +9,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -44,6 +43,9 @@ type Backend struct {
 	live       *pace.Cap // sandboxes existing or being created, against max_sandboxes
 	pool       []*sandbox
 	poolWant   int
+	recycling  int // sandboxes being reset on their way back to the pool
+	recycleOn  bool
+	poolFilled bool // with recycle, the pool is filled once, then only by resets
 	poolWake   chan struct{}
 	poolStop   chan struct{}
 	poolDone   chan struct{}
@@ -151,7 +153,7 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 		}
 	}
 	if set.PoolSize > 0 {
-		b.startPool(set.PoolSize)
+		b.startPool(set.PoolSize, set.Recycle)
 	}
 	return diags
 }
@@ -461,6 +463,10 @@ func (b *Backend) destroyOwned(sb *sandbox) error {
 		if sb.ttl != nil {
 			sb.ttl.Stop()
 		}
+		if done, err := b.recycle(sb); done {
+			sb.err = err
+			return
+		}
 		err := sb.impl.stop()
 		if rerr := sb.entry.release(); rerr != nil {
 			err = errors.Join(err, rerr)
@@ -583,9 +589,9 @@ func (b *Backend) Shutdown(ctx context.Context) error {
 
 // --- pool ---
 
-func (b *Backend) startPool(n int) {
+func (b *Backend) startPool(n int, recycle bool) {
 	b.mu.Lock()
-	b.poolWant = n
+	b.poolWant, b.recycleOn = n, recycle
 	b.poolWake = make(chan struct{}, 1)
 	b.poolStop = make(chan struct{})
 	b.poolDone = make(chan struct{})
@@ -617,7 +623,12 @@ func (b *Backend) poolLoop() {
 		}
 		for {
 			b.mu.Lock()
-			need := len(b.pool) < b.poolWant && !b.closed
+			need := len(b.pool) < b.poolWant && !b.closed && !b.poolFilled
+			if !need && b.recycleOn && !b.closed {
+				// Refilled from now on by sandboxes coming back, not by
+				// new ones competing with them for the CPU.
+				b.poolFilled = true
+			}
 			b.mu.Unlock()
 			if !need || b.admit() != nil {
 				break
@@ -647,9 +658,7 @@ func (b *Backend) takePooled(spec core.SandboxSpec) *sandbox {
 	if len(b.pool) == 0 {
 		return nil
 	}
-	a, c := spec, b.spec
-	a.Labels, c.Labels, a.TTL, c.TTL = nil, nil, 0, 0
-	if !reflect.DeepEqual(a, c) {
+	if !sameShape(spec, b.spec) {
 		return nil
 	}
 	for len(b.pool) > 0 {

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/rlhost/rlhost/core/sandboxplugin"
@@ -9,21 +10,28 @@ import (
 
 func newForSuite() sandboxplugin.Backend { return New() }
 
-// TestConformance runs the sandbox backend suite in both isolation modes.
+// TestConformance runs the sandbox backend suite in both isolation modes,
+// and with recycled sandboxes.
 func TestConformance(t *testing.T) {
+	all := []string{"memory", "cpu_time", "pids", "file_size", "open_files", "tmp", "output", "disk", "cpus"}
 	tests := []struct {
-		isolation string
-		limits    []string
+		name, isolation string
+		extra           map[string]any
+		limits          []string
 	}{
-		{"none", []string{"cpu_time", "file_size", "open_files", "output"}},
-		{"namespaces", []string{"memory", "cpu_time", "pids", "file_size", "open_files", "tmp", "output", "disk", "cpus"}},
+		{"none", "none", nil, []string{"cpu_time", "file_size", "open_files", "output"}},
+		{"namespaces", "namespaces", nil, all},
+		// Sandboxes of the default spec come back from a reset.
+		{"namespaces-recycle", "namespaces", map[string]any{"pool_size": 2, "recycle": true}, all},
 	}
 	for _, tt := range tests {
-		t.Run(tt.isolation, func(t *testing.T) {
+		t.Run(tt.name, func(t *testing.T) {
 			sandboxtest.Run(t, sandboxtest.Harness{
 				New: newForSuite,
 				Settings: func(t testing.TB) map[string]any {
-					return map[string]any{"isolation": tt.isolation, "state_dir": t.TempDir()}
+					s := map[string]any{"isolation": tt.isolation, "state_dir": t.TempDir()}
+					maps.Copy(s, tt.extra)
+					return s
 				},
 				Limits: tt.limits,
 			})

@@ -316,6 +316,9 @@ func TestConfigureRejects(t *testing.T) {
 		{nil, core.SandboxSpec{Limits: core.Limits{OutputBytes: 1 << 30}}, "limits.output"},
 		{map[string]any{"root_view": "everything"}, core.SandboxSpec{}, "root_view"},
 		{map[string]any{"seccomp": "strict"}, core.SandboxSpec{}, "seccomp"},
+		{map[string]any{"recycle": true}, core.SandboxSpec{}, "recycle"}, // no pool
+		{map[string]any{"recycle": true, "pool_size": 2, "isolation": "none"}, core.SandboxSpec{}, "recycle"},
+		{map[string]any{"recycle": true, "pool_size": 2, "workspace": "host"}, core.SandboxSpec{}, "recycle"},
 	}
 	for _, c := range cases {
 		cfg := c.cfg

@@ -170,7 +170,9 @@ var throughputSolutions = map[string]string{
 // "namespaces" starts sandboxes with the dedicated rlhost-sandbox-init, as
 // `make build` installs it beside rlhost; "namespaces-reexec" re-executes
 // rlhost itself as the init (the fallback when that binary is missing),
-// whose package initialisation runs on every sandbox creation.
+// whose package initialisation runs on every sandbox creation;
+// "namespaces-recycle" resets and reuses sandboxes (the local backend's
+// recycle setting) instead of creating one per completion.
 func BenchmarkCodingThroughput(b *testing.B) {
 	const group, concurrency = 32, 8
 	episodes := 2 * group
@@ -185,10 +187,13 @@ func BenchmarkCodingThroughput(b *testing.B) {
 	}
 	os.WriteFile(filepath.Join(dir, "replay.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
 	initHelper := buildPlugin(b, "../../../plugins/local/cmd/rlhost-sandbox-init", "sandbox-init")
-	for _, shape := range []struct{ name, isolation, helper string }{
-		{"namespaces", "namespaces", initHelper},
-		{"namespaces-reexec", "namespaces", rlhostBin},
-		{"none", "none", rlhostBin},
+	for _, shape := range []struct{ name, isolation, helper, extra string }{
+		{"namespaces", "namespaces", initHelper, ""},
+		// A sandbox per completion still, but reset and reused rather
+		// than created and destroyed (pool_size covers the concurrency).
+		{"namespaces-recycle", "namespaces", initHelper, fmt.Sprintf("pool_size = %d\n  recycle = true", concurrency)},
+		{"namespaces-reexec", "namespaces", rlhostBin, ""},
+		{"none", "none", rlhostBin, ""},
 	} {
 		isolation := shape.isolation
 		b.Run(shape.name, func(b *testing.B) {
@@ -204,6 +209,7 @@ sandbox "local" {
   isolation = %q
   helper = %q
   timeout = "10s"
+  %s
 }
 env "coding" {
   tasks = "builtin"
@@ -213,7 +219,7 @@ policy "replay" {
   provider = "replay"
   file = "replay.jsonl"
 }
-`, group, concurrency, isolation, shape.helper)), 0o644)
+`, group, concurrency, isolation, shape.helper, shape.extra)), 0o644)
 			var runs, bares, runCPUs, bareCPUs []time.Duration
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()

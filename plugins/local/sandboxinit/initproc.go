@@ -84,7 +84,8 @@ func initMain() error {
 type initServer struct {
 	setup     Setup
 	isolation string // reported in every exec result
-	ws        *confine.Root
+	wsMu      sync.Mutex
+	ws        *confine.Root // replaced by a reset
 	spawns    chan spawnReq
 	reap      *reaper
 
@@ -100,6 +101,12 @@ func (srv *initServer) setOOMAdj(v string) {
 	if srv.oomAdj != nil {
 		srv.oomAdj.WriteAt([]byte(v), 0)
 	}
+}
+
+func (srv *initServer) workspace() *confine.Root {
+	srv.wsMu.Lock()
+	defer srv.wsMu.Unlock()
+	return srv.ws
 }
 
 func newInitServer(s Setup) (*initServer, error) {
@@ -565,13 +572,15 @@ func (srv *initServer) handle(ctx context.Context, req Request) Response {
 			err = nil // the backend reports its own context error
 		}
 	case "read":
-		resp.Data, err = srv.ws.ReadFile(req.Path, req.Max)
+		resp.Data, err = srv.workspace().ReadFile(req.Path, req.Max)
 	case "write":
-		err = srv.ws.WriteFile(req.Path, req.Data, req.Mode, req.Max)
+		err = srv.workspace().WriteFile(req.Path, req.Data, req.Mode, req.Max)
 	case "list":
-		resp.Files, err = srv.ws.List(req.Path, MaxListEntries)
+		resp.Files, err = srv.workspace().List(req.Path, MaxListEntries)
 	case "killpg":
 		killGroupAndWait(req.Pgid, 2*time.Second)
+	case "reset":
+		err = srv.reset(time.Now().Add(resetTimeout))
 	case "ping":
 	default:
 		err = fmt.Errorf("unknown op %q", req.Op)

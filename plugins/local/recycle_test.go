@@ -1,0 +1,131 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/rlhost/rlhost/core"
+)
+
+// What a sandbox's user leaves behind, and how its next user looks for it.
+// Each probe prints nothing in a fresh sandbox.
+var leftovers = []struct {
+	name  string
+	leave string
+	probe string
+}{
+	{"background process", "sleep 1000 >/dev/null 2>&1 &",
+		`for c in /proc/[0-9]*/comm; do [ "$(cat $c 2>/dev/null)" = sleep ] && echo "sleep alive"; done; true`},
+	{"orphaned busy loop", "(sh -c 'while :; do :; done' >/dev/null 2>&1 &) &",
+		// whil[e] matches the loop's command line but not grep's own.
+		"grep -l 'whil[e] :' /proc/[0-9]*/cmdline 2>/dev/null; true"},
+	{"files in /tmp", "echo secret >/tmp/answer", "cat /tmp/answer 2>/dev/null; true"},
+	{"files in /workspace", "mkdir -p /workspace/d && echo secret >/workspace/d/answer", "ls -A /workspace"},
+	{"files in /dev/shm", "echo secret >/dev/shm/answer", "ls -A /dev/shm"},
+	{"files in /run", "echo secret >/run/answer", "ls -A /run"},
+	{"System V shared memory", "ipcmk -M 4096 >/dev/null", "tail -n +2 /proc/sysvipc/shm"},
+	{"System V message queue", "ipcmk -Q >/dev/null", "tail -n +2 /proc/sysvipc/msg"},
+	{"System V semaphores", "ipcmk -S 2 >/dev/null", "tail -n +2 /proc/sysvipc/sem"},
+	{"POSIX message queue",
+		`python3 -c 'import ctypes, os; c = ctypes.CDLL(None, use_errno=True); assert c.mq_open(b"/answer", os.O_CREAT | os.O_RDWR, 0o600, None) >= 0, ctypes.get_errno()'`,
+		`python3 -c 'import ctypes, os; c = ctypes.CDLL(None, use_errno=True); c.mq_open(b"/answer", os.O_RDWR) >= 0 and print("queue /answer exists")'`},
+}
+
+// A recycled sandbox must show its next user nothing of the last one:
+// every leftover is checked in a fresh sandbox (where the probe must print
+// nothing, or the probe proves nothing) and after a recycle.
+func TestRecycleLeavesNothing(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: recycle is tested as root (the launcher and template root)")
+	}
+	ctx := context.Background()
+	b := newBackend(t, map[string]any{"pool_size": 1, "recycle": true}, core.SandboxSpec{})
+	for _, lo := range leftovers {
+		t.Run(lo.name, func(t *testing.T) {
+			waitPool(t, b, 1)
+			id := create(t, b, core.SandboxSpec{})
+			b.mu.Lock()
+			initPID := b.boxes[id].impl.(*nsBox).pid
+			b.mu.Unlock()
+			if out := execOK(t, b, id, sh(lo.probe)...).Stdout; out != "" {
+				t.Fatalf("probe finds something in a fresh sandbox: %q", out)
+			}
+			execOK(t, b, id, sh(lo.leave)...)
+			if out := execOK(t, b, id, sh(lo.probe)...).Stdout; out == "" {
+				t.Fatalf("probe finds nothing right after %q: it cannot tell", lo.leave)
+			}
+			if err := b.Destroy(ctx, id); err != nil {
+				t.Fatalf("Destroy: %v", err)
+			}
+			waitPool(t, b, 1)
+			next := create(t, b, core.SandboxSpec{Labels: map[string]string{"k": "v"}})
+			b.mu.Lock()
+			nextPID := b.boxes[next].impl.(*nsBox).pid
+			b.mu.Unlock()
+			if nextPID != initPID {
+				t.Fatalf("the next sandbox was not the recycled one (init %d, was %d)", nextPID, initPID)
+			}
+			if next == id {
+				t.Fatalf("recycled sandbox kept its id %s", id)
+			}
+			if out := execOK(t, b, next, sh(lo.probe)...).Stdout; out != "" {
+				t.Errorf("after recycling, the next user finds: %q", out)
+			}
+			if err := b.Destroy(ctx, id); !errors.Is(err, core.ErrNotFound) {
+				t.Errorf("Destroy of the old id after recycling: %v, want ErrNotFound", err)
+			}
+			infos, err := b.List(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(infos) != 1 || infos[0].ID != next || infos[0].Labels["k"] != "v" {
+				t.Errorf("List after recycling: %+v, want only %s with its labels", infos, next)
+			}
+			if err := b.Destroy(ctx, next); err != nil {
+				t.Fatalf("Destroy: %v", err)
+			}
+		})
+	}
+}
+
+// Only sandboxes of the block's own spec are recycled, and only up to
+// pool_size; the rest are destroyed as without recycle.
+func TestRecycleOnlyWhatFits(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: recycle is tested as root (the launcher and template root)")
+	}
+	ctx := context.Background()
+	b := newBackend(t, map[string]any{"pool_size": 1, "recycle": true}, core.SandboxSpec{})
+	waitPool(t, b, 1)
+	other := create(t, b, core.SandboxSpec{Network: true})
+	b.mu.Lock()
+	otherUID := b.boxes[other].impl.(*nsBox).uid
+	b.mu.Unlock()
+	if err := b.Destroy(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the other spec's sandbox gone", func() bool { return len(procsOfUID(otherUID)) == 0 })
+	a, c := create(t, b, core.SandboxSpec{}), create(t, b, core.SandboxSpec{})
+	b.mu.Lock()
+	uidA, uidC := b.boxes[a].impl.(*nsBox).uid, b.boxes[c].impl.(*nsBox).uid
+	b.mu.Unlock()
+	for _, id := range []string{a, c} {
+		if err := b.Destroy(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "one of the two destroyed, one kept", func() bool {
+		return (len(procsOfUID(uidA)) == 0) != (len(procsOfUID(uidC)) == 0)
+	})
+	if n := b.PoolLen(); n != 1 {
+		t.Fatalf("pool holds %d, want 1", n)
+	}
+}
+
+// waitPool waits until the pool holds n sandboxes.
+func waitPool(t *testing.T, b *Backend, n int) {
+	t.Helper()
+	eventually(t, "pool refilled", func() bool { return b.PoolLen() >= n })
+}
