@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"testing"
 
 	"github.com/rlhost/rlhost/core"
@@ -128,4 +129,40 @@ func TestRecycleOnlyWhatFits(t *testing.T) {
 func waitPool(t *testing.T, b *Backend, n int) {
 	t.Helper()
 	eventually(t, "pool refilled", func() bool { return b.PoolLen() >= n })
+}
+
+// With seccomp = "off" commands may use keyrings, which belong to the
+// sandbox's user and would outlive its processes; a reset clears them.
+func TestRecycleClearsKeyrings(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: recycle is tested as root (the launcher and template root)")
+	}
+	if runtime.GOARCH != "amd64" {
+		t.Skip("SKIP: the probe calls add_key and keyctl by their x86-64 numbers")
+	}
+	// add_key(2) is 248 and keyctl(2) 250 on x86-64; KEYCTL_SEARCH is 10
+	// and the user keyring -4.
+	const (
+		leave = `python3 -c 'import ctypes; c = ctypes.CDLL(None, use_errno=True); c.syscall.restype = ctypes.c_long; assert c.syscall(248, b"user", b"answer", b"secret", 6, -4) >= 0, ctypes.get_errno()'`
+		probe = `python3 -c 'import ctypes; c = ctypes.CDLL(None, use_errno=True); c.syscall.restype = ctypes.c_long; c.syscall(250, 10, -4, b"user", b"answer", 0) >= 0 and print("key found")'`
+	)
+	ctx := context.Background()
+	b := newBackend(t, map[string]any{"pool_size": 1, "recycle": true, "seccomp": "off"}, core.SandboxSpec{})
+	waitPool(t, b, 1)
+	id := create(t, b, core.SandboxSpec{})
+	if out := execOK(t, b, id, sh(probe)...).Stdout; out != "" {
+		t.Fatalf("probe finds a key in a fresh sandbox: %q", out)
+	}
+	execOK(t, b, id, sh(leave)...)
+	if out := execOK(t, b, id, sh(probe)...).Stdout; out == "" {
+		t.Fatal("probe finds no key right after adding one: it cannot tell")
+	}
+	if err := b.Destroy(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	waitPool(t, b, 1)
+	next := create(t, b, core.SandboxSpec{})
+	if out := execOK(t, b, next, sh(probe)...).Stdout; out != "" {
+		t.Errorf("after recycling, the next user finds: %q", out)
+	}
 }

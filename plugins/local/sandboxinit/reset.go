@@ -21,9 +21,11 @@ const resetTimeout = 2 * time.Second
 // reset brings a sandbox back to the state of a fresh one, for the
 // backend's recycle setting: every process but the init killed and reaped,
 // empty /tmp, /run, /dev/shm and /workspace (new tmpfs mounts, not a
-// deletion the old contents could race), and no System V or POSIX IPC
-// object left. The root view is read-only and the network namespace holds
-// nothing without a process, so nothing else of a command can outlive it.
+// deletion the old contents could race), no System V or POSIX IPC object
+// and no key in the user's keyrings. Those are everything of a command
+// that can outlive it: the root view is read-only, commands have no
+// capabilities (so no mounts, hostname or network configuration), and
+// sockets, locks and watches die with their processes.
 //
 // It runs on a thread of its own: the mounts need the capabilities that
 // the spawner thread (which may be serving this request) has dropped.
@@ -80,9 +82,12 @@ func (srv *initServer) resetOn(deadline time.Time) error {
 		return err
 	}
 	tr.Mark("sysv")
-	err = removeMqueues()
+	if err := removeMqueues(); err != nil {
+		return err
+	}
 	tr.Mark("mqueue")
-	return err
+	clearKeyrings()
+	return nil
 }
 
 // killAllBut1 kills every process of the sandbox's PID namespace but this
@@ -183,6 +188,18 @@ func sysvIDs(file string) ([]int, error) {
 		}
 	}
 	return ids, sc.Err()
+}
+
+// clearKeyrings empties the user keyrings of the sandbox's user, which
+// outlive its processes (the host uid a sandbox maps to stays the same
+// when it is recycled). The default seccomp filter denies commands the
+// keyring calls; with seccomp = "off" this is what keeps them from passing
+// keys on. Errors mean there is nothing to clear (no keyrings in the
+// kernel, or none made).
+func clearKeyrings() {
+	for _, ring := range []int{unix.KEY_SPEC_USER_KEYRING, unix.KEY_SPEC_USER_SESSION_KEYRING} {
+		unix.KeyctlInt(unix.KEYCTL_CLEAR, ring, 0, 0, 0)
+	}
 }
 
 // removeMqueues unlinks every POSIX message queue of the sandbox's IPC
