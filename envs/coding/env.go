@@ -25,7 +25,8 @@ type Env struct {
 	tasks    []taskConfig
 	byID     map[string]taskConfig
 
-	refs refCache
+	refs   refCache
+	runner runnerCode
 }
 
 var _ envplugin.Environment = (*Env)(nil)

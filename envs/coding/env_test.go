@@ -35,6 +35,12 @@ type harness struct {
 
 func newHarness(t *testing.T, set map[string]any) *harness {
 	t.Helper()
+	return newHarnessFor(t, New(), set)
+}
+
+// newHarnessFor is newHarness serving env, which the test keeps.
+func newHarnessFor(t *testing.T, env *Env, set map[string]any) *harness {
+	t.Helper()
 	ctx := context.Background()
 	b := local.New()
 	bcfg, _ := json.Marshal(map[string]any{"isolation": "none", "state_dir": t.TempDir()})
@@ -46,7 +52,7 @@ func newHarness(t *testing.T, set map[string]any) *harness {
 			t.Errorf("shutdown local backend: %v", err)
 		}
 	})
-	client := envtest.Serve(t, New())
+	client := envtest.Serve(t, env)
 	if diags := client.Configure(ctx, schema.Config{Name: "coding", JSON: configJSON(t, set), BaseDir: t.TempDir()}); diags.HasErrors() {
 		t.Fatalf("configure coding env: %v", diags.Err())
 	}
@@ -200,6 +206,26 @@ def sort_list(xs):
 		{"os._exit(0) at load", TaskSortList, fenced("import os\nos._exit(0)"), -1, "load_error", ""},
 		{"os._exit(0) in a test", TaskSortList, fenced("import os\ndef sort_list(xs):\n    os._exit(0)"), -1, "exception", ""},
 		{"kills the runner", TaskSortList, fenced("import os, signal\ndef sort_list(xs):\n    os.kill(os.getppid(), signal.SIGKILL)\n    return xs"), -1, "harness_error", ""},
+		// The runner forks this process before it reads its request, and
+		// the loader before it reads no more of stdin than the runner's
+		// code: the nonce must be nowhere in memory. Found, it would let
+		// the candidate print the only verdict (then kill the runner),
+		// which scores 1/8 where its answers score 0.
+		{"searches its memory for the nonce", TaskSortList, fenced(fmt.Sprintf(`import gc, os, re, signal, sys
+hexes = set()
+for o in gc.get_objects() + [sys.stdin.buffer.peek() if not sys.stdin.closed else b""]:
+    for v in (o if isinstance(o, (list, tuple, dict)) else [o]):
+        if isinstance(v, bytes):
+            v = v.decode("latin-1")
+        if isinstance(v, str):
+            hexes.update(re.findall(r"[0-9a-f]{32}", v))
+if hexes:
+    with open("/proc/%%d/fd/1" %% os.getppid(), "w") as f:
+        for n in hexes:
+            f.write(n + " " + %q + "\n")
+    os.kill(os.getppid(), signal.SIGKILL)
+def sort_list(xs):
+    return [0]`, fakeResults)), 0, "", ""},
 		{"looks for expected outputs on disk", TaskSortList, fenced(`import os
 found = []
 for root in ("/tmp", "."):
@@ -397,4 +423,77 @@ func TestCandidateStderrIsReported(t *testing.T) {
 	if obs.Info["extract"] != ExtractFenced {
 		t.Errorf("info extract = %q", obs.Info["extract"])
 	}
+}
+
+// The runner starts from bytecode the sandbox's interpreter compiled once;
+// if another interpreter meets that code, the loader stops before running
+// anything and the completion is scored from the runner's source instead.
+func TestRunnerCodeStaleFallsBackToSource(t *testing.T) {
+	env := New()
+	h := newHarnessFor(t, env, map[string]any{"timeout": "5s"})
+	good := fenced(kadane)
+	checkScore(t, h.run(t, TaskMaxSubarray, good), scoreCase{reward: 1})
+	env.runner.mu.Lock()
+	if env.runner.code == nil {
+		env.runner.mu.Unlock()
+		t.Fatal("the runner was not compiled for the run")
+	}
+	real := env.runner.version
+	env.runner.version = real + 1 // as if another interpreter had compiled it
+	env.runner.mu.Unlock()
+	checkScore(t, h.run(t, TaskMaxSubarray, good), scoreCase{reward: 1})
+	env.runner.mu.Lock()
+	if env.runner.code != nil {
+		t.Errorf("stale code kept after the loader refused it")
+	}
+	env.runner.mu.Unlock()
+	checkScore(t, h.run(t, TaskMaxSubarray, good), scoreCase{reward: 1})
+	env.runner.mu.Lock()
+	defer env.runner.mu.Unlock()
+	if env.runner.code == nil || env.runner.version != real {
+		t.Errorf("not compiled again after being dropped (version %d, want %d)", env.runner.version, real)
+	}
+}
+
+func TestParseCompiled(t *testing.T) {
+	tests := []struct {
+		out     string
+		version int
+		code    string
+		ok      bool
+	}{
+		{"51118320 e3000000", 51118320, "\xe3\x00\x00\x00", true},
+		{"51118320 e3000000\n", 51118320, "\xe3\x00\x00\x00", true},
+		{"51118320", 0, "", false},
+		{"51118320 ", 0, "", false},
+		{"x e3", 0, "", false},
+		{"-5 e3", 0, "", false},
+		{"51118320 e3g0", 0, "", false},
+		{"", 0, "", false},
+	}
+	for _, tc := range tests {
+		v, code, err := parseCompiled(tc.out)
+		if (err == nil) != tc.ok || v != tc.version || string(code) != tc.code {
+			t.Errorf("parseCompiled(%q) = %d, %q, %v; want %d, %q, ok %v", tc.out, v, code, err, tc.version, tc.code, tc.ok)
+		}
+	}
+}
+
+func FuzzParseCompiled(f *testing.F) {
+	f.Add("51118320 e3000000")
+	f.Add("1 00")
+	f.Fuzz(func(t *testing.T, out string) {
+		v, code, err := parseCompiled(out)
+		if err != nil {
+			return
+		}
+		if v <= 0 || len(code) == 0 {
+			t.Fatalf("accepted %q as version %d, %d bytes", out, v, len(code))
+		}
+		// What loaderInput frames must parse back the same way.
+		in := loaderInput(v, code, []byte("{}"))
+		if len(in) != 20+len(code)+2 {
+			t.Fatalf("frame of %d bytes for %d bytes of code", len(in), len(code))
+		}
+	})
 }

@@ -23,6 +23,10 @@ var (
 	runnerPy string
 	//go:embed harness/child.py
 	childPy string
+	//go:embed harness/loader.py
+	loaderPy string
+	//go:embed harness/compile.py
+	compilePy string
 )
 
 // Each program is passed with -c and its input on stdin, so nothing is left

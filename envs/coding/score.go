@@ -193,13 +193,25 @@ func (e *Env) score(ctx context.Context, s settings, sb envplugin.Sandbox, t tas
 	if err != nil {
 		return nil, fmt.Errorf("encode runner request: %w", err)
 	}
-	res, err := sb.Exec(ctx, core.ExecRequest{
+	run := core.ExecRequest{
 		Command:        []string{s.python, "-I", "-S", "-c", runnerProgram},
 		Stdin:          stdin,
 		Env:            map[string]string{"PATH": s.path},
 		Timeout:        s.timeout + runnerGrace(s.timeout),
 		MaxOutputBytes: int64(outCap),
-	})
+	}
+	fromSource := run
+	if version, code := e.runner.get(ctx, s, sb); code != nil {
+		run.Command = []string{s.python, "-I", "-S", "-c", loaderPy}
+		run.Stdin = loaderInput(version, code, stdin)
+	}
+	res, err := sb.Exec(ctx, run)
+	if err == nil && res.ExitCode == staleCodeExit && strings.Contains(res.Stderr, "rlhost-runner-stale-code") {
+		// Another interpreter than the one that compiled the code: the
+		// loader stopped before anything ran; run from the source.
+		e.runner.forget()
+		res, err = sb.Exec(ctx, fromSource)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("run completion of task %s: %w", t.ID, err)
 	}
