@@ -55,6 +55,13 @@ func (s execScript) render() string {
 	} else {
 		w("trap 'rm -rf \"$d\"' EXIT\n")
 	}
+	if s.stdinFile != "" {
+		// Opened, then unlinked before the program starts: a request's
+		// secrets (the coding env's verdict nonce) must not be readable
+		// on disk while the program runs.
+		q := sandboxplugin.ShellQuote(s.stdinFile)
+		w("exec 3<%s || exit 125\nrm -f %s\n", q, q)
+	}
 	w("mkfifo \"$d/o\" \"$d/e\" || exit 125\n")
 	w("{ head -c %d; cat >/dev/null; } <\"$d/o\" &\n", s.cap+1)
 	w("{ head -c %d >&2; cat >/dev/null; } <\"$d/e\" &\n", s.cap+1)
@@ -69,7 +76,7 @@ func (s execScript) render() string {
 	w("exec \"$@\"\n)")
 	switch {
 	case s.stdinFile != "":
-		w(" <%s", sandboxplugin.ShellQuote(s.stdinFile))
+		w(" <&3 3<&-")
 	case len(s.stdin) == 0:
 		w(" </dev/null")
 	}

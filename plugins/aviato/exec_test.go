@@ -58,6 +58,9 @@ func TestExecScriptCapsAndStatus(t *testing.T) {
 	if err := os.WriteFile(stdinPath, []byte("from file"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(stdinPath+"2", []byte("second"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name     string
 		s        execScript
@@ -67,6 +70,9 @@ func TestExecScriptCapsAndStatus(t *testing.T) {
 	}{
 		{"cut after cap+1, rest drained", execScript{dir: dir, cap: 4}, []string{"/bin/sh", "-c", "head -c 100000 /dev/zero | tr '\\0' o; head -c 100000 /dev/zero | tr '\\0' e >&2; exit 9"}, "ooooo", "eeeee", 9},
 		{"stdin file read and removed", execScript{dir: dir, cap: 100, stdinFile: stdinPath}, []string{"cat"}, "from file", "", 0},
+		// Gone from the disk before the program runs, and no fd 3 left.
+		{"stdin file not on disk while it runs", execScript{dir: dir, cap: 100, stdinFile: stdinPath + "2"},
+			[]string{"/bin/sh", "-c", `ls "$0" 2>/dev/null; [ -e /dev/fd/3 ] && echo fd3; cat`, stdinPath + "2"}, "second", "", 0},
 		{"no stdin is empty", execScript{dir: dir, cap: 100}, []string{"cat"}, "", "", 0},
 		{"missing dir", execScript{dir: filepath.Join(dir, "nope"), cap: 100}, []string{"true"}, "", "", 125},
 		{"killed by signal", execScript{dir: dir, cap: 100}, []string{"/bin/sh", "-c", "kill -KILL $$"}, "", "", 137},
@@ -79,7 +85,9 @@ func TestExecScriptCapsAndStatus(t *testing.T) {
 			}
 		})
 	}
-	if _, err := os.Stat(stdinPath); !os.IsNotExist(err) {
-		t.Errorf("uploaded stdin not removed: %v", err)
+	for _, p := range []string{stdinPath, stdinPath + "2"} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("uploaded stdin not removed: %v", err)
+		}
 	}
 }
