@@ -174,7 +174,7 @@ var throughputSolutions = map[string]string{
 // "namespaces-recycle" resets and reuses sandboxes (the local backend's
 // recycle setting) instead of creating one per completion.
 func BenchmarkCodingThroughput(b *testing.B) {
-	const group, concurrency = 32, 8
+	const group, smallGroup, concurrency = 32, 8, 8
 	episodes := 2 * group
 	dir := b.TempDir()
 	var lines []string
@@ -197,7 +197,8 @@ func BenchmarkCodingThroughput(b *testing.B) {
 	} {
 		isolation := shape.isolation
 		b.Run(shape.name, func(b *testing.B) {
-			os.WriteFile(filepath.Join(dir, "job.hcl"), []byte(fmt.Sprintf(`
+			writeJob := func(name string, group int) {
+				os.WriteFile(filepath.Join(dir, name), []byte(fmt.Sprintf(`
 run {
   name = "throughput"
   batch_size = 2
@@ -220,29 +221,45 @@ policy "replay" {
   file = "replay.jsonl"
 }
 `, group, concurrency, isolation, shape.helper, shape.extra)), 0o644)
-			var runs, bares, runCPUs, bareCPUs []time.Duration
-			for i := 0; i < b.N; i++ {
+			}
+			writeJob("job.hcl", group)
+			writeJob("small.hcl", smallGroup)
+			run := func(job string, want int) (time.Duration, time.Duration) {
 				t0 := time.Now()
 				out := filepath.Join(dir, "out-"+shape.name)
-				cmd := exec.Command(rlhostBin, "run", "job.hcl", "--overwrite", "--out", out)
+				cmd := exec.Command(rlhostBin, "run", job, "--overwrite", "--out", out)
 				cmd.Dir = dir
 				if out, err := cmd.CombinedOutput(); err != nil {
 					b.Fatalf("rlhost run: %v\n%s", err, out)
 				}
 				// Every completion is correct: a run with timeouts (a loaded
 				// machine, a short limit) would time how fast it fails.
-				for _, tr := range readTrajectories(b, filepath.Join(out, "trajectories.jsonl")) {
+				trs := readTrajectories(b, filepath.Join(out, "trajectories.jsonl"))
+				if len(trs) != want {
+					b.Fatalf("%s: %d trajectories, want %d", job, len(trs), want)
+				}
+				for _, tr := range trs {
 					if tr.Reward != 1 {
 						b.Fatalf("%s/%d scored %v, want 1: metrics %v, info %v", tr.TaskID, tr.Index, tr.Reward, tr.Metrics, tr.Info)
 					}
 				}
-				runs = append(runs, time.Since(t0))
-				runCPUs = append(runCPUs, cpuTime(cmd.ProcessState))
-				wall, cpu := bareThroughput(b, episodes, concurrency)
+				return time.Since(t0), cpuTime(cmd.ProcessState)
+			}
+			var runs, bares, runCPUs, bareCPUs, smallCPUs []time.Duration
+			for i := 0; i < b.N; i++ {
+				wall, cpu := run("job.hcl", episodes)
+				runs, runCPUs = append(runs, wall), append(runCPUs, cpu)
+				_, cpu = run("small.hcl", 2*smallGroup)
+				smallCPUs = append(smallCPUs, cpu)
+				wall, cpu = bareThroughput(b, episodes, concurrency)
 				bares, bareCPUs = append(bares, wall), append(bareCPUs, cpu)
 			}
 			mr, mb := median(runs), median(bares)
 			mrc, mbc := median(runCPUs), median(bareCPUs)
+			// What one more completion costs, the run's fixed costs
+			// (processes, pool, shutdown) taken out: the figure for a
+			// training run of thousands of episodes.
+			marginal := (mrc - median(smallCPUs)).Seconds() * 1e3 / float64(episodes-2*smallGroup)
 			if b.N == 1 {
 				return // the framework's probe run; the real pass reports
 			}
@@ -255,9 +272,10 @@ policy "replay" {
 			cpuPer, bareCPUPer := mrc.Seconds()*1e3/float64(episodes), mbc.Seconds()*1e3/float64(episodes)
 			b.ReportMetric(cpuPer, "cpu-ms/completion")
 			b.ReportMetric(bareCPUPer, "cpu-ms/bare-python")
-			benchRow(b, fmt.Sprintf("| coding env, %s | %d episodes, concurrency %d, %d CPUs | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f |",
+			b.ReportMetric(marginal, "marginal-cpu-ms/completion")
+			benchRow(b, fmt.Sprintf("| coding env, %s | %d episodes, concurrency %d, %d CPUs | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f | %.1f | %.2f |",
 				shape.name, episodes, concurrency, runtime.NumCPU(), rlhostRate, bareRate, rlhostRate/bareRate,
-				cpuPer, bareCPUPer, bareCPUPer/cpuPer))
+				cpuPer, bareCPUPer, bareCPUPer/cpuPer, marginal, bareCPUPer/marginal))
 		})
 	}
 }
