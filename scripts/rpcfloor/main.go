@@ -10,7 +10,13 @@
 // (pluginbase.NewGRPCServer and pluginbase.DialOptions). Each call follows
 // an idle gap (-gap), as a Step follows the idle wait on a sandbox exec.
 //
+// With -hop it times the hop's whole shape instead, with rlhost's settings
+// and three processes: a host, an env and a backend whose one call runs
+// `true`. Direct is host → backend; via env is host → env → host → backend;
+// hop is their difference, as BenchmarkPluginRoundTrip reports it.
+//
 //	go run ./scripts/rpcfloor -n 2000 -gap 1ms
+//	go run ./scripts/rpcfloor -hop -n 300
 package main
 
 import (
@@ -75,8 +81,35 @@ func (h *relayHealth) Check(ctx context.Context, r *grpc_health_v1.HealthCheckRe
 	return &grpc_health_v1.HealthCheckResponse{Status: grpc_health_v1.HealthCheckResponse_SERVING}, nil
 }
 
+// hopHealth plays one part of the hop: service "exec" runs true (the
+// backend), "forward" calls "exec" on back (the host's lent sandbox),
+// "step" calls "forward" on back (the env's Step); anything else answers
+// at once (a no-op Step).
+type hopHealth struct {
+	grpc_health_v1.UnimplementedHealthServer
+	back     grpc_health_v1.HealthClient
+	truePath string
+}
+
+func (h *hopHealth) Check(ctx context.Context, r *grpc_health_v1.HealthCheckRequest) (*grpc_health_v1.HealthCheckResponse, error) {
+	next := map[string]string{"forward": "exec", "step": "forward"}[r.GetService()]
+	switch {
+	case r.GetService() == "exec":
+		if err := exec.CommandContext(ctx, h.truePath).Run(); err != nil {
+			return nil, fmt.Errorf("run true: %w", err)
+		}
+	case next != "" && h.back == nil:
+		return nil, errors.New("no connection onward")
+	case next != "":
+		if _, err := h.back.Check(ctx, &grpc_health_v1.HealthCheckRequest{Service: next}); err != nil {
+			return nil, fmt.Errorf("call %s: %w", next, err)
+		}
+	}
+	return &grpc_health_v1.HealthCheckResponse{Status: grpc_health_v1.HealthCheckResponse_SERVING}, nil
+}
+
 // serveGRPC serves h on a new socket in dir under name.
-func serveGRPC(dir, name, setting string, h *relayHealth) error {
+func serveGRPC(dir, name, setting string, h grpc_health_v1.HealthServer) error {
 	ln, err := net.Listen("unix", filepath.Join(dir, name))
 	if err != nil {
 		return err
@@ -142,6 +175,130 @@ func child(dir string) error {
 		return err
 	}
 	select {} // the parent kills us
+}
+
+// hopChild serves one part of the hop: the backend, or the env calling
+// back into the host.
+func hopChild(dir, role string) error {
+	h := &hopHealth{}
+	switch role {
+	case "backend":
+		p, err := exec.LookPath("true")
+		if err != nil {
+			return err
+		}
+		h.truePath = p
+	case "env":
+		conn, err := dial(rlhost, filepath.Join(dir, "host.sock"))
+		if err != nil {
+			return err
+		}
+		h.back = grpc_health_v1.NewHealthClient(conn)
+	default:
+		return fmt.Errorf("unknown role %q", role)
+	}
+	if err := serveGRPC(dir, role+".sock", rlhost, h); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, role+".ready"), nil, 0o644); err != nil {
+		return err
+	}
+	select {} // the parent kills us
+}
+
+// startChild starts this program as a child in role and waits until it
+// has written dir/<ready>.
+func startChild(dir, role, ready string) (*exec.Cmd, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, "-child", dir, "-role", role)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, ready)); err == nil {
+			return cmd, nil
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, fmt.Errorf("%s child did not start", role)
+		}
+	}
+}
+
+func stop(cmd *exec.Cmd) {
+	cmd.Process.Kill()
+	cmd.Wait()
+}
+
+// runHop times the hop's shape, in interleaved rounds like the benchmark.
+func runHop(n int) error {
+	dir, err := os.MkdirTemp("", "rpcfloor")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	be, err := startChild(dir, "backend", "backend.ready")
+	if err != nil {
+		return err
+	}
+	defer stop(be)
+	bconn, err := dial(rlhost, filepath.Join(dir, "backend.sock"))
+	if err != nil {
+		return err
+	}
+	defer bconn.Close()
+	backend := grpc_health_v1.NewHealthClient(bconn)
+	if err := serveGRPC(dir, "host.sock", rlhost, &hopHealth{back: backend}); err != nil {
+		return err
+	}
+	en, err := startChild(dir, "env", "env.ready")
+	if err != nil {
+		return err
+	}
+	defer stop(en)
+	econn, err := dial(rlhost, filepath.Join(dir, "env.sock"))
+	if err != nil {
+		return err
+	}
+	defer econn.Close()
+	env := grpc_health_v1.NewHealthClient(econn)
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	check := func(c grpc_health_v1.HealthClient, svc string) error {
+		_, err := c.Check(ctx, &grpc_health_v1.HealthCheckRequest{Service: svc})
+		return err
+	}
+	steps := []func() error{
+		func() error { return exec.Command(truePath).Run() },
+		func() error { return check(backend, "exec") },
+		func() error { return check(env, "step") },
+		func() error { return check(env, "") },
+	}
+	times := make([][]time.Duration, len(steps))
+	for i := -10; i < n; i++ { // the first ten warm up
+		for j, step := range steps {
+			t0 := time.Now()
+			if err := step(); err != nil {
+				return err
+			}
+			if i >= 0 {
+				times[j] = append(times[j], time.Since(t0))
+			}
+		}
+	}
+	u := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	bare, direct, via, noop := median(times[0]), median(times[1]), median(times[2]), median(times[3])
+	fmt.Printf("%d rounds, rlhost settings, p50 µs: bare fork/exec %.0f, direct %.0f, via env %.0f, hop %.0f, no-op call %.0f\n",
+		n, u(bare), u(direct), u(via), u(via-direct), u(noop))
+	return nil
 }
 
 func median(xs []time.Duration) time.Duration {
@@ -245,12 +402,19 @@ func run(n int, gap time.Duration) error {
 func main() {
 	n := flag.Int("n", 2000, "calls of each kind")
 	gap := flag.Duration("gap", time.Millisecond, "idle time before each call")
-	childDir := flag.String("child", "", "internal: run as the callee, serving in this directory")
+	hop := flag.Bool("hop", false, "time the hop's shape with three processes instead")
+	childDir := flag.String("child", "", "internal: run as a callee, serving in this directory")
+	role := flag.String("role", "", "internal: the callee's part in -hop")
 	flag.Parse()
 	var err error
-	if *childDir != "" {
+	switch {
+	case *childDir != "" && *role != "":
+		err = hopChild(*childDir, *role)
+	case *childDir != "":
 		err = child(*childDir)
-	} else {
+	case *hop:
+		err = runHop(*n)
+	default:
 		err = run(*n, *gap)
 	}
 	if err != nil {
