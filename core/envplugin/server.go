@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/pluginbase"
 	rlhostpb "github.com/rlhost/rlhost/core/proto"
 )
 
@@ -73,7 +74,7 @@ func (s *server) NewEpisode(ctx context.Context, r *rlhostpb.NewEpisodeRequest) 
 	var conn *grpc.ClientConn
 	var sb Sandbox
 	if r.GetSandboxBrokerId() != 0 {
-		c, err := s.broker.Dial(r.GetSandboxBrokerId())
+		c, err := s.broker.DialWithOptions(r.GetSandboxBrokerId(), pluginbase.DialOptions()...)
 		if err != nil {
 			release()
 			return nil, rlhostpb.ToStatus(fmt.Errorf("dial lent sandbox for episode %s: %w", id, err))

@@ -183,6 +183,7 @@ func (in *Instance) launch(ctx context.Context) (*plugin.Client, any, pluginbase
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           joinStacks(logger), // a crash trace prints as one block
 		StartTimeout:     20 * time.Second,
+		GRPCDialOptions:  pluginbase.DialOptions(),
 		SyncStdout:       io.Discard,
 		SyncStderr:       io.Discard,
 	})

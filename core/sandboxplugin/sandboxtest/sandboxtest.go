@@ -94,9 +94,10 @@ func Serve(t testing.TB, b sandboxplugin.Backend) sandboxplugin.Backend {
 	}
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient("unix://"+ln.Addr().String(),
+	// The host's own dial settings, so the suite sees the transport it will.
+	conn, err := grpc.NewClient("unix://"+ln.Addr().String(), append(pluginbase.DialOptions(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32), grpc.MaxCallSendMsgSize(math.MaxInt32)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32), grpc.MaxCallSendMsgSize(math.MaxInt32)))...)
 	if err != nil {
 		t.Fatal(err)
 	}

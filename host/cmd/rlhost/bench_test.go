@@ -25,6 +25,7 @@ import (
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/envplugin"
 	"github.com/rlhost/rlhost/core/envplugin/envtest"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/job"
 	"github.com/rlhost/rlhost/host/pluginmgr"
@@ -70,7 +71,18 @@ func BenchmarkPluginRoundTrip(b *testing.B) {
 	}
 }
 
-func benchRoundTrip(b *testing.B, isolation string) {
+// probeSetup is the probe env and a local backend, started as the host
+// starts them, with one sandbox created to lend.
+type probeSetup struct {
+	backend sandboxplugin.Backend
+	env     envplugin.Environment
+	lent    *envtest.BackendSandbox
+}
+
+// startProbe starts the probe env and a local backend with the given
+// isolation; everything is stopped when the benchmark ends.
+func startProbe(b *testing.B, isolation string) probeSetup {
+	b.Helper()
 	ctx := context.Background()
 	probe := buildPlugin(b, "./testdata/probeenv", "probeenv")
 	src := fmt.Sprintf(`
@@ -91,7 +103,7 @@ env "probe" {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer mgr.StopAll(ctx)
+	b.Cleanup(func() { mgr.StopAll(context.Background()) })
 	bin, d := job.StartBackend(ctx, f, f.Sandboxes[0], mgr, "bench")
 	if d.HasErrors() {
 		b.Fatal(d)
@@ -100,15 +112,29 @@ env "probe" {
 	if d.HasErrors() {
 		b.Fatal(d)
 	}
-	backend, _ := bin.Backend(ctx)
-	env, _ := ein.Env(ctx)
+	backend, err := bin.Backend(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	env, err := ein.Env(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
 	info, err := backend.Create(ctx, core.SandboxSpec{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer backend.Destroy(ctx, info.ID)
+	// Registered after StopAll, so it runs before it.
+	b.Cleanup(func() { backend.Destroy(context.Background(), info.ID) })
 	lent := &envtest.BackendSandbox{Backend: backend, SandboxID: info.ID, DefaultTimeout: 10 * time.Second}
-	sess, _, err := env.NewEpisode(ctx, envplugin.Episode{ID: "bench", Task: core.Task{ID: "t0"}, Sandbox: lent})
+	return probeSetup{backend: backend, env: env, lent: lent}
+}
+
+func benchRoundTrip(b *testing.B, isolation string) {
+	ctx := context.Background()
+	p := startProbe(b, isolation)
+	backend, id := p.backend, p.lent.SandboxID
+	sess, _, err := p.env.NewEpisode(ctx, envplugin.Episode{ID: "bench", Task: core.Task{ID: "t0"}, Sandbox: p.lent})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -128,7 +154,7 @@ env "probe" {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		if res, err := backend.Exec(ctx, info.ID, req); err != nil || res.ExitCode != 0 {
+		if res, err := backend.Exec(ctx, id, req); err != nil || res.ExitCode != 0 {
 			b.Fatalf("backend exec: %v %+v", err, res)
 		}
 		t2 := time.Now()
@@ -154,6 +180,43 @@ env "probe" {
 		benchRow(b, fmt.Sprintf("| no-op exec, isolation %s | %d | %.0f | %.0f | %.0f | %.0f | %.2f× | %.0f |",
 			isolation, b.N, us(mb), us(md), us(mf), us(mf-md), float64(mf)/float64(md), us(ms)))
 	}
+}
+
+// BenchmarkEpisodeLend times what lending a sandbox adds to an episode:
+// NewEpisode, one no-op Step and End on the probe env, with a lent sandbox
+// (the host serves it on a new broker connection, which the env dials
+// while it starts the episode, and stops at End) and without one, in
+// interleaved rounds. No sandbox call is made: lend-us is the connection's
+// set-up and tear-down alone.
+func BenchmarkEpisodeLend(b *testing.B) {
+	ctx := context.Background()
+	p := startProbe(b, "none")
+	noop := core.Message{Role: core.RoleAssistant, Content: "noop"}
+	episode := func(id string, sb envplugin.Sandbox) time.Duration {
+		t0 := time.Now()
+		sess, _, err := p.env.NewEpisode(ctx, envplugin.Episode{ID: id, Task: core.Task{ID: "t0"}, Sandbox: sb})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := sess.Step(ctx, noop); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := sess.End(ctx, core.FinishCancelled); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	var lent, bare []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		lent = append(lent, episode(fmt.Sprintf("lent-%d", i), p.lent))
+		bare = append(bare, episode(fmt.Sprintf("bare-%d", i), nil))
+	}
+	b.StopTimer()
+	ml, mb := median(lent), median(bare)
+	b.ReportMetric(us(ml), "lent-episode-us")
+	b.ReportMetric(us(mb), "bare-episode-us")
+	b.ReportMetric(us(ml-mb), "lend-us")
 }
 
 // The coding programs used for throughput: a correct solution per task.
