@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -49,16 +50,18 @@ var asciiClass = func() (t [utf8.RuneSelf]charClass) {
 }()
 
 // bmpClass is the class of every Basic Multilingual Plane character (64 KiB,
-// built once at start-up in a few milliseconds): the unicode package's
-// range tables cost a binary search per character, which dominated the
-// scanner on CJK and Cyrillic text. Read-only after initialization.
-var bmpClass = func() *[0x10000]charClass {
+// built in a few milliseconds on the first non-ASCII character): the
+// unicode package's range tables cost a binary search per character, which
+// dominated the scanner on CJK and Cyrillic text. Built on first use, not
+// at package initialisation, which every rlhost process (plugins and
+// sandbox inits included) would otherwise pay. Read-only once built.
+var bmpClass = sync.OnceValue(func() *[0x10000]charClass {
 	t := new([0x10000]charClass)
 	for r := rune(0); r < 0x10000; r++ {
 		t[r] = classOfRune(r)
 	}
 	return t
-}()
+})
 
 func classOfRune(r rune) charClass {
 	switch {
@@ -85,7 +88,7 @@ func classAt(s string, i int) (charClass, int) {
 		return clsOther, 1
 	}
 	if r < 0x10000 {
-		return bmpClass[r], w
+		return bmpClass()[r], w
 	}
 	return classOfRune(r), w
 }
