@@ -44,6 +44,7 @@ type Backend struct {
 	pool       []*sandbox
 	poolWant   int
 	recycling  int // sandboxes being reset on their way back to the pool
+	recycleWG  sync.WaitGroup
 	recycleOn  bool
 	poolFilled bool // with recycle, the pool is filled once, then only by resets
 	poolWake   chan struct{}
@@ -569,6 +570,9 @@ func (b *Backend) Shutdown(ctx context.Context) error {
 		close(stop)
 		<-done
 	}
+	// Resets in flight end destroyed (the pool is closed) before this
+	// returns.
+	b.recycleWG.Wait()
 	b.mu.Lock()
 	all := make([]*sandbox, 0, len(b.boxes)+len(b.pool))
 	for _, sb := range b.boxes {

@@ -39,7 +39,9 @@ func (b *Backend) recycle(sb *sandbox) (bool, error) {
 	}
 	delete(b.boxes, sb.meta.ID)
 	b.recycling++
+	b.recycleWG.Add(1)
 	b.mu.Unlock()
+	defer b.recycleWG.Done()
 
 	next := &sandbox{spec: b.spec, entry: sb.entry, impl: sb.impl}
 	next.meta = sb.meta
