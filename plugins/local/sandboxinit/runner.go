@@ -56,18 +56,6 @@ const drainGrace = 50 * time.Millisecond
 // drainMax bounds how long the grace is renewed while output is unread.
 const drainMax = time.Second
 
-// unread reports whether the pipe holds bytes not yet read. It goes through
-// SyscallConn, since Fd would put the file back into blocking mode.
-func unread(f *os.File) bool {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return false
-	}
-	n := 0
-	rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }) // FIONREAD
-	return n > 0
-}
-
 const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // run executes one command to completion and reports which limit fired.
@@ -79,101 +67,182 @@ func Run(ctx context.Context, s ExecSpec, st Starter, isolation string, counters
 // RunPgid is run that also returns the command's process group (0 if it
 // never started).
 func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, counters LimitCounters) (res core.ExecResult, pgid int, err error) {
-	res = core.ExecResult{Isolation: isolation}
+	c, res, err := StartCmd(s, st, isolation, counters)
+	if c == nil {
+		return res, 0, err
+	}
+	return c.Finish(ctx)
+}
+
+// Cmd is a started command whose exit and output Finish collects. Start
+// and Finish are split so that the init can fork on its spawner thread and
+// hand only the waiting to another goroutine.
+type Cmd struct {
+	s         ExecSpec
+	isolation string
+	counters  LimitCounters
+	begin     time.Time
+	pid       int
+	wait      WaitFunc
+	// exitFD turns readable when the command has exited: its pidfd, or,
+	// on kernels without CLONE_PIDFD, a pipe a goroutine closes once wait
+	// returned (the status is then in waited).
+	exitFD     int
+	waited     chan waitOut
+	outR, errR int // our ends of the output pipes, non-blocking
+	stdinW     *os.File
+	oom0       uint64
+	pids0      uint64
+}
+
+type waitOut struct {
+	ws  syscall.WaitStatus
+	ru  syscall.Rusage
+	err error
+}
+
+// StartCmd starts s. When it returns a nil Cmd, the result (a command not
+// found, say) or the error is final.
+func StartCmd(s ExecSpec, st Starter, isolation string, counters LimitCounters) (*Cmd, core.ExecResult, error) {
+	res := core.ExecResult{Isolation: isolation}
 	if len(s.Argv) == 0 {
-		return res, 0, errors.New("exec: empty command")
+		return nil, res, errors.New("exec: empty command")
 	}
 	begin := time.Now()
-	finish := func() core.ExecResult {
-		res.Duration = time.Since(begin)
-		res.DurationMS = float64(res.Duration.Microseconds()) / 1000
-		return res
-	}
 	argv0, err := lookPath(s.Argv[0], s.Env, s.Dir)
 	if err != nil {
 		res.ExitCode = 127
 		res.Stderr = fmt.Sprintf("rlhost: %s: %v\n", s.Argv[0], err)
-		return finish(), pgid, nil
+		res.Duration = time.Since(begin)
+		res.DurationMS = float64(res.Duration.Microseconds()) / 1000
+		return nil, res, nil
 	}
 
 	// The command's ends stay plain blocking fds (closed once it has
-	// them); only ours go on the runtime's poller, so a drain can be cut
-	// short by closing it. Cheaper than os.Pipe, which registers and then
-	// unregisters the command's ends too. A command given no input reads
-	// /dev/null, as it would from exec.Command: one open instead of a
-	// pipe whose other end is closed at once.
+	// them); ours are non-blocking and polled together with the exit, by
+	// one thread, with no reader goroutines. A command given no input
+	// reads /dev/null, as it would from exec.Command: one open instead of
+	// a pipe whose other end is closed at once.
 	var stdinW *os.File
 	var stdinR int
 	if len(s.Stdin) > 0 {
-		stdinW, stdinR, err = pipe(1)
+		var w int
+		w, stdinR, err = rawPipe(1)
+		if err == nil {
+			stdinW = os.NewFile(uintptr(w), "stdin")
+		}
 	} else {
 		stdinR, err = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	}
 	if err != nil {
-		return res, 0, fmt.Errorf("exec: stdin: %w", err)
+		return nil, res, fmt.Errorf("exec: stdin: %w", err)
 	}
 	closeStdinW := func() {
 		if stdinW != nil {
 			stdinW.Close()
 		}
 	}
-	outR, outW, err := pipe(0)
+	outR, outW, err := rawPipe(0)
 	if err != nil {
 		closeStdinW()
 		unix.Close(stdinR)
-		return res, 0, fmt.Errorf("exec: stdout pipe: %w", err)
+		return nil, res, fmt.Errorf("exec: stdout pipe: %w", err)
 	}
-	errR, errW, err := pipe(0)
+	errR, errW, err := rawPipe(0)
 	if err != nil {
 		closeStdinW()
 		unix.Close(stdinR)
-		outR.Close()
+		unix.Close(outR)
 		unix.Close(outW)
-		return res, 0, fmt.Errorf("exec: stderr pipe: %w", err)
+		return nil, res, fmt.Errorf("exec: stderr pipe: %w", err)
 	}
 
-	var oom0, pids0 uint64
+	c := &Cmd{s: s, isolation: isolation, counters: counters, begin: begin, exitFD: -1, outR: outR, errR: errR, stdinW: stdinW}
 	if counters != nil {
-		oom0, pids0 = counters()
+		c.oom0, c.pids0 = counters()
 	}
+	pidfd := -1
 	attr := &syscall.ProcAttr{
 		Dir:   s.Dir,
 		Env:   s.Env,
 		Files: []uintptr{uintptr(stdinR), uintptr(outW), uintptr(errW)},
-		// Its own process group, so a timeout can kill the whole tree at once.
-		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+		// Its own process group, so a timeout can kill the whole tree at
+		// once. The pidfd (clone's CLONE_PIDFD, not clone3, which the
+		// seccomp filter refuses) signals the exit in the same poll as the
+		// output.
+		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, PidFD: &pidfd},
 	}
 	var atExec func(int) error
 	if s.CPUTime > 0 || s.AddressSpace > 0 || s.FileSize > 0 || s.OpenFiles > 0 || s.Nproc > 0 {
 		atExec = func(pid int) error { return applyRlimits(pid, s) }
 	}
 	pid, wait, err := st.Start(argv0, s.Argv, attr, atExec)
-	pgid = pid
 	unix.Close(stdinR)
 	unix.Close(outW)
 	unix.Close(errW)
 	if err != nil {
+		if pidfd >= 0 {
+			unix.Close(pidfd)
+		}
 		closeStdinW()
-		outR.Close()
-		errR.Close()
+		unix.Close(outR)
+		unix.Close(errR)
 		res.ExitCode = 126
 		if errors.Is(err, syscall.ENOENT) {
 			res.ExitCode = 127
 		}
 		res.Stderr = fmt.Sprintf("rlhost: %s: %v\n", s.Argv[0], err)
-		return finish(), pgid, nil
+		res.Duration = time.Since(begin)
+		res.DurationMS = float64(res.Duration.Microseconds()) / 1000
+		return nil, res, nil
 	}
+	c.pid, c.wait = pid, wait
+	if pidfd >= 0 {
+		c.exitFD = pidfd
+		return c, res, nil
+	}
+	// No CLONE_PIDFD (before Linux 5.2): a goroutine waits, and closing
+	// its pipe wakes the poll.
+	r, w, err := rawPipe(0)
+	if err != nil {
+		// Still wait, so the command is not left behind.
+		ws, ru, werr := wait()
+		c.waited = make(chan waitOut, 1)
+		c.waited <- waitOut{ws, ru, werr}
+		if r, err = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+			return nil, res, fmt.Errorf("exec: wait: %w", err)
+		}
+		c.exitFD = r
+		return c, res, nil
+	}
+	c.exitFD = r
+	c.waited = make(chan waitOut, 1)
+	go func() {
+		ws, ru, werr := wait()
+		c.waited <- waitOut{ws, ru, werr}
+		unix.Close(w)
+	}()
+	return c, res, nil
+}
 
-	stdout := &capBuf{max: s.MaxOutput}
-	stderr := &capBuf{max: s.MaxOutput}
-	var readers sync.WaitGroup
-	readers.Add(2)
-	go func() { defer readers.Done(); stdout.drain(outR) }()
-	go func() { defer readers.Done(); stderr.drain(errR) }()
-	if stdinW != nil {
+// Pid is the command's pid, which is also its process group.
+func (c *Cmd) Pid() int { return c.pid }
+
+// Finish waits for the command to exit, collects its output and reports
+// which limit fired. It runs once.
+func (c *Cmd) Finish(ctx context.Context) (res core.ExecResult, pgid int, err error) {
+	s, pid := c.s, c.pid
+	res = core.ExecResult{Isolation: c.isolation}
+	pgid = pid
+	finish := func() core.ExecResult {
+		res.Duration = time.Since(c.begin)
+		res.DurationMS = float64(res.Duration.Microseconds()) / 1000
+		return res
+	}
+	if c.stdinW != nil {
 		go func() {
-			stdinW.Write(s.Stdin) // EPIPE when the command ignores stdin is fine
-			stdinW.Close()
+			c.stdinW.Write(s.Stdin) // EPIPE when the command ignores stdin is fine
+			c.stdinW.Close()
 		}()
 	}
 
@@ -200,7 +269,18 @@ func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, coun
 	}
 	stopWatch := context.AfterFunc(ctx, func() { killGroup(false) })
 
-	ws, ru, werr := wait()
+	out := outputs{fds: [2]int{c.outR, c.errR}, bufs: [2]capBuf{{max: s.MaxOutput}, {max: s.MaxOutput}}}
+	out.collectUntil(c.exitFD)
+	unix.Close(c.exitFD)
+	var ws syscall.WaitStatus
+	var ru syscall.Rusage
+	var werr error
+	if c.waited != nil {
+		w := <-c.waited
+		ws, ru, werr = w.ws, w.ru, w.err
+	} else {
+		ws, ru, werr = c.wait()
+	}
 	mu.Lock()
 	finished = true
 	killed := timedOut
@@ -216,42 +296,14 @@ func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, coun
 		// reaping a killed tree can take longer than half a second.
 		killGroupAndWait(pid, groupGoneLimit)
 	}
-
-	drained := make(chan struct{})
-	go func() { readers.Wait(); close(drained) }()
-	// A loaded machine can leave the readers unscheduled for longer than
-	// the grace while the command's own last output still sits in a pipe;
-	// closing then would drop it (a verdict printed just before exit, say).
-	// So the grace is renewed while either pipe holds unread bytes, up to
-	// drainMax; a pipe that stays empty, held open by a background child,
-	// is cut as before.
-	grace := time.NewTimer(drainGrace)
-	drainEnd := time.Now().Add(drainMax)
-	for cut := false; !cut; {
-		select {
-		case <-drained:
-			cut = true
-		case <-grace.C:
-			if (unread(outR) || unread(errR)) && time.Now().Before(drainEnd) {
-				grace.Reset(drainGrace)
-				continue
-			}
-			outR.Close()
-			errR.Close()
-			<-drained
-			cut = true
-		}
-	}
-	grace.Stop()
-	outR.Close()
-	errR.Close()
+	out.drain()
 	if werr != nil {
 		return finish(), pgid, fmt.Errorf("exec: wait for pid %d: %w", pid, werr)
 	}
 
-	res.Stdout = string(stdout.buf)
-	res.Stderr = string(stderr.buf)
-	res.OutputTruncated = stdout.truncated || stderr.truncated
+	res.Stdout = string(out.bufs[0].buf)
+	res.Stderr = string(out.bufs[1].buf)
+	res.OutputTruncated = out.bufs[0].truncated || out.bufs[1].truncated
 	res.TimedOut = killed
 	switch {
 	case ws.Exited():
@@ -265,15 +317,122 @@ func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, coun
 			res.CPUTimeExceeded = true
 		}
 	}
-	if counters != nil {
-		oom1, pids1 := counters()
-		res.OOMKilled = oom1 > oom0
-		res.PidsExceeded = pids1 > pids0
+	if c.counters != nil {
+		oom1, pids1 := c.counters()
+		res.OOMKilled = oom1 > c.oom0
+		res.PidsExceeded = pids1 > c.pids0
 	}
 	if ctx.Err() != nil && !res.TimedOut {
 		return finish(), pgid, fmt.Errorf("exec: %w", ctx.Err())
 	}
 	return finish(), pgid, nil
+}
+
+// outputs reads a command's stdout and stderr pipes (fds[i] = -1 once at
+// EOF and closed) into capped buffers.
+type outputs struct {
+	fds   [2]int
+	bufs  [2]capBuf
+	chunk []byte
+}
+
+// collectUntil reads output until exitFD turns readable: the command has
+// exited.
+func (o *outputs) collectUntil(exitFD int) {
+	pfd := []unix.PollFd{{Fd: int32(exitFD), Events: unix.POLLIN}, {Fd: int32(o.fds[0]), Events: unix.POLLIN}, {Fd: int32(o.fds[1]), Events: unix.POLLIN}}
+	for {
+		// A negative fd is skipped by poll: a pipe at EOF.
+		pfd[1].Fd, pfd[2].Fd = int32(o.fds[0]), int32(o.fds[1])
+		if _, err := unix.Poll(pfd, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return // cannot happen with valid fds; the wait below still reaps
+		}
+		o.readReady(pfd[1:])
+		if pfd[0].Revents != 0 {
+			return
+		}
+	}
+}
+
+// readReady reads every pipe poll reported ready until it would block.
+func (o *outputs) readReady(pfd []unix.PollFd) {
+	for i := range o.fds {
+		if o.fds[i] >= 0 && pfd[i].Revents != 0 {
+			o.read(i)
+		}
+	}
+}
+
+// read empties pipe i, closing it at EOF.
+func (o *outputs) read(i int) {
+	if o.chunk == nil {
+		o.chunk = make([]byte, 64<<10)
+	}
+	for {
+		n, err := unix.Read(o.fds[i], o.chunk)
+		if n > 0 {
+			o.bufs[i].add(o.chunk[:n])
+			continue
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN {
+			return
+		}
+		unix.Close(o.fds[i]) // EOF (or an error no read would recover from)
+		o.fds[i] = -1
+		return
+	}
+}
+
+// drain collects output still in flight after the command exited: until
+// both pipes are at EOF, or for drainGrace when a background child that
+// inherited them keeps them open. A loaded machine can leave this thread
+// unscheduled for longer than the grace while the command's own last
+// output still sits in a pipe; cutting then would drop it (a verdict
+// printed just before exit, say). So the grace is renewed while either
+// pipe holds unread bytes when it ends, up to drainMax; a pipe that stays
+// empty, held open by a background child, is cut.
+func (o *outputs) drain() {
+	now := time.Now()
+	deadline, end := now.Add(drainGrace), now.Add(drainMax)
+	pfd := make([]unix.PollFd, 2)
+	for o.fds[0] >= 0 || o.fds[1] >= 0 {
+		for i := range pfd {
+			pfd[i] = unix.PollFd{Fd: int32(o.fds[i]), Events: unix.POLLIN}
+		}
+		wait := time.Until(deadline)
+		ms := int((wait + time.Millisecond - 1) / time.Millisecond)
+		if wait <= 0 {
+			ms = 0
+		}
+		n, err := unix.Poll(pfd, ms)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			if wait > 0 && err == nil {
+				continue // woke early: the grace has not ended yet
+			}
+			break // the grace ended with nothing unread
+		}
+		if wait <= 0 {
+			if !time.Now().Before(end) {
+				break
+			}
+			deadline = time.Now().Add(drainGrace) // unread bytes at its end
+		}
+		o.readReady(pfd)
+	}
+	for i := range o.fds {
+		if o.fds[i] >= 0 {
+			unix.Close(o.fds[i])
+			o.fds[i] = -1
+		}
+	}
 }
 
 func applyRlimits(pid int, s ExecSpec) error {
@@ -379,22 +538,22 @@ func ForkExecAt(argv0 string, argv []string, attr *syscall.ProcAttr, atExec func
 	return pid, nil, nil
 }
 
-// pipe makes a close-on-exec pipe and returns our end (0: the read end,
-// 1: the write end) as a non-blocking *os.File on the runtime's poller,
-// and the other end as a raw blocking fd for the command.
-func pipe(ours int) (*os.File, int, error) {
+// rawPipe makes a close-on-exec pipe and returns our end (0: the read end,
+// 1: the write end), non-blocking, and the other end, blocking, for the
+// command.
+func rawPipe(ours int) (int, int, error) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		return nil, -1, err
+		return -1, -1, err
 	}
 	// F_SETFL replaces the status flags; a new pipe end has none but its
 	// access mode, which F_SETFL ignores. (One call, not SetNonblock's two.)
 	if _, err := unix.FcntlInt(uintptr(p[ours]), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
 		unix.Close(p[0])
 		unix.Close(p[1])
-		return nil, -1, err
+		return -1, -1, err
 	}
-	return os.NewFile(uintptr(p[ours]), "pipe"), p[1-ours], nil
+	return p[ours], p[1-ours], nil
 }
 
 // capBuf keeps the first max bytes written and counts the rest, so a
@@ -405,25 +564,16 @@ type capBuf struct {
 	truncated bool
 }
 
-func (c *capBuf) drain(f *os.File) {
-	chunk := make([]byte, 64<<10)
-	for {
-		n, err := f.Read(chunk)
-		if n > 0 {
-			room := c.max - int64(len(c.buf))
-			switch {
-			case room >= int64(n):
-				c.buf = append(c.buf, chunk[:n]...)
-			case room > 0:
-				c.buf = append(c.buf, chunk[:room]...)
-				c.truncated = true
-			default:
-				c.truncated = true
-			}
-		}
-		if err != nil {
-			return
-		}
+func (c *capBuf) add(b []byte) {
+	room := c.max - int64(len(c.buf))
+	switch {
+	case room >= int64(len(b)):
+		c.buf = append(c.buf, b...)
+	case room > 0:
+		c.buf = append(c.buf, b[:room]...)
+		c.truncated = true
+	default:
+		c.truncated = true
 	}
 }
 

@@ -81,39 +81,71 @@ func TestForkExecAtFailingHookKillsTheChild(t *testing.T) {
 	}
 }
 
-// unread tells a pipe with bytes waiting from an empty one, without putting
-// the reading end back into blocking mode (the drain relies on closing it to
-// cut a read short).
-func TestUnreadSeesPendingOutput(t *testing.T) {
-	r, w, err := pipe(0)
+// drain collects what a pipe still holds after the command exited, whether
+// or not a background child keeps its write end open (then it is cut once
+// nothing is left unread), and caps what it keeps.
+func TestDrainCollectsPendingOutputAndCuts(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		data      string
+		keepOpen  bool // a background child still holds the write end
+		max       int64
+		want      string
+		truncated bool
+	}{
+		{name: "closed", data: "verdict\n", max: 100, want: "verdict\n"},
+		{name: "held open", data: "verdict\n", keepOpen: true, max: 100, want: "verdict\n"},
+		{name: "held open, empty", keepOpen: true, max: 100},
+		{name: "capped", data: "0123456789", max: 4, want: "0123", truncated: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, w, err := rawPipe(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.data != "" {
+				if _, err := unix.Write(w, []byte(tc.data)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.keepOpen {
+				defer unix.Close(w)
+			} else {
+				unix.Close(w)
+			}
+			o := outputs{fds: [2]int{r, -1}, bufs: [2]capBuf{{max: tc.max}, {max: tc.max}}}
+			o.drain()
+			if got := string(o.bufs[0].buf); got != tc.want || o.bufs[0].truncated != tc.truncated {
+				t.Errorf("got %q (truncated %v), want %q (%v)", got, o.bufs[0].truncated, tc.want, tc.truncated)
+			}
+			if o.fds[0] != -1 {
+				t.Errorf("pipe left open")
+			}
+		})
+	}
+}
+
+// collectUntil reads output as it comes and returns once the exit fd turns
+// readable, even while the pipes stay open.
+func TestCollectUntilExit(t *testing.T) {
+	r, w, err := rawPipe(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
 	defer unix.Close(w)
-	if unread(r) {
-		t.Fatal("an empty pipe reads as holding output")
-	}
-	if _, err := unix.Write(w, []byte("verdict\n")); err != nil {
-		t.Fatal(err)
-	}
-	if !unread(r) {
-		t.Fatal("a pipe holding 8 bytes reads as empty")
-	}
-	buf := make([]byte, 16)
-	if n, err := r.Read(buf); err != nil || n != 8 {
-		t.Fatalf("read = %d, %v", n, err)
-	}
-	if unread(r) {
-		t.Fatal("a drained pipe reads as holding output")
-	}
-	rc, err := r.SyscallConn()
+	exitR, exitW, err := rawPipe(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	flags := 0
-	rc.Control(func(fd uintptr) { flags, err = unix.FcntlInt(fd, unix.F_GETFL, 0) })
-	if err != nil || flags&unix.O_NONBLOCK == 0 {
-		t.Fatalf("reading end lost O_NONBLOCK: flags %#x, %v", flags, err)
+	defer unix.Close(exitR)
+	o := outputs{fds: [2]int{r, -1}, bufs: [2]capBuf{{max: 100}, {max: 100}}}
+	go func() {
+		unix.Write(w, []byte("out"))
+		unix.Close(exitW)
+	}()
+	o.collectUntil(exitR)
+	o.drain()
+	if got := string(o.bufs[0].buf); got != "out" {
+		t.Errorf("got %q, want %q", got, "out")
 	}
 }
