@@ -501,8 +501,10 @@ func (s spawnerStarter) Start(argv0 string, argv []string, attr *syscall.ProcAtt
 
 // serve reads requests until the backend closes the socket. It runs on
 // the spawner thread: an exec's command is started here (see begin), and
-// the rest of each request is handled on a goroutine of its own, so a
-// long command never holds up the next request.
+// waited for here too while no other request comes (no goroutine and no
+// other thread to wake); once one does, or for any other request, the rest
+// is handled on a goroutine of its own, so a long command never holds up
+// the next request.
 func (srv *initServer) serve(ctl *os.File, in *bufio.Reader) {
 	for {
 		var req Request
@@ -521,29 +523,40 @@ func (srv *initServer) serve(ctl *os.File, in *bufio.Reader) {
 		srv.mu.Lock()
 		srv.cancels[req.ID] = cancel
 		srv.mu.Unlock()
-		run := srv.begin(ctx, req)
-		go func() {
-			resp := run()
-			resp.ID = req.ID
-			srv.mu.Lock()
-			delete(srv.cancels, req.ID)
-			srv.mu.Unlock()
-			cancel()
-			srv.wmu.Lock()
-			if err := WriteFrame(ctl, resp); err != nil && !errors.Is(err, syscall.EPIPE) {
-				// An unsendable answer (too large) becomes an error answer.
-				WriteFrame(ctl, Response{ID: req.ID, Err: err.Error(), ErrKind: ErrKind(err)})
-			}
-			srv.wmu.Unlock()
-		}()
+		run, cmd := srv.begin(ctx, req)
+		// A frame already buffered is a request to read now.
+		if cmd != nil && in.Buffered() == 0 && cmd.Collect(ctlFD) {
+			srv.answer(ctl, req.ID, run(), cancel)
+			continue
+		}
+		go func() { srv.answer(ctl, req.ID, run(), cancel) }()
 	}
 }
 
+// ctlFD is the control socket.
+const ctlFD = 3
+
+// answer sends the response to request id and forgets the request.
+func (srv *initServer) answer(ctl *os.File, id uint64, resp Response, cancel context.CancelFunc) {
+	resp.ID = id
+	srv.mu.Lock()
+	delete(srv.cancels, id)
+	srv.mu.Unlock()
+	cancel()
+	srv.wmu.Lock()
+	if err := WriteFrame(ctl, resp); err != nil && !errors.Is(err, syscall.EPIPE) {
+		// An unsendable answer (too large) becomes an error answer.
+		WriteFrame(ctl, Response{ID: id, Err: err.Error(), ErrKind: ErrKind(err)})
+	}
+	srv.wmu.Unlock()
+}
+
 // begin does the part of a request that belongs on the spawner thread,
-// starting an exec's command, and returns the rest of its handling.
-func (srv *initServer) begin(ctx context.Context, req Request) func() Response {
+// starting an exec's command, and returns the rest of its handling, and
+// the command when one was started.
+func (srv *initServer) begin(ctx context.Context, req Request) (func() Response, *Cmd) {
 	if req.Op != "exec" || req.Exec == nil {
-		return func() Response { return srv.handle(ctx, req) }
+		return func() Response { return srv.handle(ctx, req) }, nil
 	}
 	spec := *req.Exec
 	// Inherited from the init already: no exec stop needed for them.
@@ -553,11 +566,11 @@ func (srv *initServer) begin(ctx context.Context, req Request) func() Response {
 	if spec.OpenFiles == max(srv.setup.OpenFiles, 64) {
 		spec.OpenFiles = 0
 	}
-	c, r, err := StartCmd(spec, spawnerStarter{srv}, srv.isolation, nil)
+	c, r, err := StartCmd(ctx, spec, spawnerStarter{srv}, srv.isolation, nil)
 	return func() Response {
 		var resp Response
 		if c != nil {
-			r, resp.Pgid, err = c.Finish(ctx)
+			r, resp.Pgid, err = c.Finish()
 		}
 		resp.Stdout, resp.Stderr = []byte(r.Stdout), []byte(r.Stderr)
 		r.Stdout, r.Stderr = "", ""
@@ -569,7 +582,7 @@ func (srv *initServer) begin(ctx context.Context, req Request) func() Response {
 			resp.Err, resp.ErrKind = err.Error(), ErrKind(err)
 		}
 		return resp
-	}
+	}, c
 }
 
 func (srv *initServer) handle(ctx context.Context, req Request) Response {

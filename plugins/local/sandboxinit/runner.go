@@ -67,16 +67,17 @@ func Run(ctx context.Context, s ExecSpec, st Starter, isolation string, counters
 // RunPgid is run that also returns the command's process group (0 if it
 // never started).
 func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, counters LimitCounters) (res core.ExecResult, pgid int, err error) {
-	c, res, err := StartCmd(s, st, isolation, counters)
+	c, res, err := StartCmd(ctx, s, st, isolation, counters)
 	if c == nil {
 		return res, 0, err
 	}
-	return c.Finish(ctx)
+	return c.Finish()
 }
 
-// Cmd is a started command whose exit and output Finish collects. Start
-// and Finish are split so that the init can fork on its spawner thread and
-// hand only the waiting to another goroutine.
+// Cmd is a started command whose exit and output Collect and Finish
+// collect. Starting and finishing are split so that the init can fork on
+// its spawner thread, wait there too while no other request comes, and
+// hand the rest to another goroutine when one does.
 type Cmd struct {
 	s         ExecSpec
 	isolation string
@@ -87,12 +88,32 @@ type Cmd struct {
 	// exitFD turns readable when the command has exited: its pidfd, or,
 	// on kernels without CLONE_PIDFD, a pipe a goroutine closes once wait
 	// returned (the status is then in waited).
-	exitFD     int
-	waited     chan waitOut
-	outR, errR int // our ends of the output pipes, non-blocking
-	stdinW     *os.File
-	oom0       uint64
-	pids0      uint64
+	exitFD int
+	waited chan waitOut
+	out    outputs // our ends of the output pipes, non-blocking
+	oom0   uint64
+	pids0  uint64
+
+	// finished stops a late timer or cancellation from killing the group
+	// after the command has ended: its background children are meant to
+	// outlive the exec.
+	mu        sync.Mutex
+	timedOut  bool
+	finished  bool
+	timer     *time.Timer
+	stopWatch func() bool
+	ctx       context.Context
+
+	// What Collect has done so far.
+	exited    bool // and reaped; ws, ru, werr hold the result
+	groupGone bool // the group of a killed command is reaped too
+	drained   bool
+	ws        syscall.WaitStatus
+	ru        syscall.Rusage
+	werr      error
+	killed    bool
+	grace     time.Time // the drain ends then, unless output is unread
+	graceMax  time.Time // and at the latest then
 }
 
 type waitOut struct {
@@ -101,9 +122,10 @@ type waitOut struct {
 	err error
 }
 
-// StartCmd starts s. When it returns a nil Cmd, the result (a command not
+// StartCmd starts s; its timeout and ctx's end kill its process group
+// from then on. When it returns a nil Cmd, the result (a command not
 // found, say) or the error is final.
-func StartCmd(s ExecSpec, st Starter, isolation string, counters LimitCounters) (*Cmd, core.ExecResult, error) {
+func StartCmd(ctx context.Context, s ExecSpec, st Starter, isolation string, counters LimitCounters) (*Cmd, core.ExecResult, error) {
 	res := core.ExecResult{Isolation: isolation}
 	if len(s.Argv) == 0 {
 		return nil, res, errors.New("exec: empty command")
@@ -157,7 +179,8 @@ func StartCmd(s ExecSpec, st Starter, isolation string, counters LimitCounters) 
 		return nil, res, fmt.Errorf("exec: stderr pipe: %w", err)
 	}
 
-	c := &Cmd{s: s, isolation: isolation, counters: counters, begin: begin, exitFD: -1, outR: outR, errR: errR, stdinW: stdinW}
+	c := &Cmd{s: s, isolation: isolation, counters: counters, begin: begin, exitFD: -1, ctx: ctx,
+		out: outputs{fds: [2]int{outR, errR}, bufs: [2]capBuf{{max: s.MaxOutput}, {max: s.MaxOutput}}}}
 	if counters != nil {
 		c.oom0, c.pids0 = counters()
 	}
@@ -197,6 +220,16 @@ func StartCmd(s ExecSpec, st Starter, isolation string, counters LimitCounters) 
 		return nil, res, nil
 	}
 	c.pid, c.wait = pid, wait
+	if stdinW != nil {
+		go func() {
+			stdinW.Write(s.Stdin) // EPIPE when the command ignores stdin is fine
+			stdinW.Close()
+		}()
+	}
+	if s.Timeout > 0 {
+		c.timer = time.AfterFunc(s.Timeout, func() { c.killGroup(true) })
+	}
+	c.stopWatch = context.AfterFunc(ctx, func() { c.killGroup(false) })
 	if pidfd >= 0 {
 		c.exitFD = pidfd
 		return c, res, nil
@@ -225,13 +258,77 @@ func StartCmd(s ExecSpec, st Starter, isolation string, counters LimitCounters) 
 	return c, res, nil
 }
 
-// Pid is the command's pid, which is also its process group.
-func (c *Cmd) Pid() int { return c.pid }
+// killGroup kills the command's process group, unless it has ended.
+func (c *Cmd) killGroup(timeout bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.finished {
+		return
+	}
+	if timeout {
+		c.timedOut = true
+	}
+	syscall.Kill(-c.pid, syscall.SIGKILL)
+	syscall.Kill(c.pid, syscall.SIGKILL) // in case it left its group already
+}
 
-// Finish waits for the command to exit, collects its output and reports
-// which limit fired. It runs once.
-func (c *Cmd) Finish(ctx context.Context) (res core.ExecResult, pgid int, err error) {
-	s, pid := c.s, c.pid
+// Collect waits for the command to exit, reaps it and drains its output.
+// With stop >= 0 it returns false as soon as stop turns readable (another
+// request has come), and before anything that can take long besides the
+// command itself (waiting for a killed group to be reaped); a later call
+// goes on from there. It reports whether all is done.
+func (c *Cmd) Collect(stop int) bool {
+	if !c.exited {
+		if !c.out.collectUntil(c.exitFD, stop) {
+			return false
+		}
+		unix.Close(c.exitFD)
+		if c.waited != nil {
+			w := <-c.waited
+			c.ws, c.ru, c.werr = w.ws, w.ru, w.err
+		} else {
+			c.ws, c.ru, c.werr = c.wait()
+		}
+		c.mu.Lock()
+		c.finished = true
+		c.killed = c.timedOut
+		c.mu.Unlock()
+		c.stopWatch()
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		c.exited = true
+		c.groupGone = !(c.werr != nil || c.killed || c.ctx.Err() != nil)
+		now := time.Now()
+		c.grace, c.graceMax = now.Add(drainGrace), now.Add(drainMax)
+	}
+	if !c.groupGone {
+		if stop >= 0 {
+			return false
+		}
+		// The tree is gone (and reaped) before the result says so. The wait
+		// ends as soon as the group is empty; the bound is only for a kernel
+		// that cannot reap at all, and must allow for a loaded machine, where
+		// reaping a killed tree can take longer than half a second.
+		killGroupAndWait(c.pid, groupGoneLimit)
+		c.groupGone = true
+		now := time.Now()
+		c.grace, c.graceMax = now.Add(drainGrace), now.Add(drainMax)
+	}
+	if !c.drained {
+		if !c.out.drain(&c.grace, c.graceMax, stop) {
+			return false
+		}
+		c.drained = true
+	}
+	return true
+}
+
+// Finish collects what Collect has not yet and reports the result: exit
+// status, output, and which limit fired. It runs once.
+func (c *Cmd) Finish() (res core.ExecResult, pgid int, err error) {
+	c.Collect(-1)
+	s, pid, ws, ru := c.s, c.pid, c.ws, c.ru
 	res = core.ExecResult{Isolation: c.isolation}
 	pgid = pid
 	finish := func() core.ExecResult {
@@ -239,72 +336,13 @@ func (c *Cmd) Finish(ctx context.Context) (res core.ExecResult, pgid int, err er
 		res.DurationMS = float64(res.Duration.Microseconds()) / 1000
 		return res
 	}
-	if c.stdinW != nil {
-		go func() {
-			c.stdinW.Write(s.Stdin) // EPIPE when the command ignores stdin is fine
-			c.stdinW.Close()
-		}()
+	if c.werr != nil {
+		return finish(), pgid, fmt.Errorf("exec: wait for pid %d: %w", pid, c.werr)
 	}
-
-	// finished stops a late timer or cancellation from killing the group
-	// after the command has ended: its background children are meant to
-	// outlive the exec.
-	var mu sync.Mutex
-	timedOut, finished := false, false
-	killGroup := func(timeout bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if finished {
-			return
-		}
-		if timeout {
-			timedOut = true
-		}
-		syscall.Kill(-pid, syscall.SIGKILL)
-		syscall.Kill(pid, syscall.SIGKILL) // in case it left its group already
-	}
-	var timer *time.Timer
-	if s.Timeout > 0 {
-		timer = time.AfterFunc(s.Timeout, func() { killGroup(true) })
-	}
-	stopWatch := context.AfterFunc(ctx, func() { killGroup(false) })
-
-	out := outputs{fds: [2]int{c.outR, c.errR}, bufs: [2]capBuf{{max: s.MaxOutput}, {max: s.MaxOutput}}}
-	out.collectUntil(c.exitFD)
-	unix.Close(c.exitFD)
-	var ws syscall.WaitStatus
-	var ru syscall.Rusage
-	var werr error
-	if c.waited != nil {
-		w := <-c.waited
-		ws, ru, werr = w.ws, w.ru, w.err
-	} else {
-		ws, ru, werr = c.wait()
-	}
-	mu.Lock()
-	finished = true
-	killed := timedOut
-	mu.Unlock()
-	stopWatch()
-	if timer != nil {
-		timer.Stop()
-	}
-	if werr != nil || killed || ctx.Err() != nil {
-		// The tree is gone (and reaped) before the result says so. The wait
-		// ends as soon as the group is empty; the bound is only for a kernel
-		// that cannot reap at all, and must allow for a loaded machine, where
-		// reaping a killed tree can take longer than half a second.
-		killGroupAndWait(pid, groupGoneLimit)
-	}
-	out.drain()
-	if werr != nil {
-		return finish(), pgid, fmt.Errorf("exec: wait for pid %d: %w", pid, werr)
-	}
-
-	res.Stdout = string(out.bufs[0].buf)
-	res.Stderr = string(out.bufs[1].buf)
-	res.OutputTruncated = out.bufs[0].truncated || out.bufs[1].truncated
-	res.TimedOut = killed
+	res.Stdout = string(c.out.bufs[0].buf)
+	res.Stderr = string(c.out.bufs[1].buf)
+	res.OutputTruncated = c.out.bufs[0].truncated || c.out.bufs[1].truncated
+	res.TimedOut = c.killed
 	switch {
 	case ws.Exited():
 		res.ExitCode = ws.ExitStatus()
@@ -322,8 +360,8 @@ func (c *Cmd) Finish(ctx context.Context) (res core.ExecResult, pgid int, err er
 		res.OOMKilled = oom1 > c.oom0
 		res.PidsExceeded = pids1 > c.pids0
 	}
-	if ctx.Err() != nil && !res.TimedOut {
-		return finish(), pgid, fmt.Errorf("exec: %w", ctx.Err())
+	if c.ctx.Err() != nil && !res.TimedOut {
+		return finish(), pgid, fmt.Errorf("exec: %w", c.ctx.Err())
 	}
 	return finish(), pgid, nil
 }
@@ -336,22 +374,26 @@ type outputs struct {
 	chunk []byte
 }
 
-// collectUntil reads output until exitFD turns readable: the command has
-// exited.
-func (o *outputs) collectUntil(exitFD int) {
-	pfd := []unix.PollFd{{Fd: int32(exitFD), Events: unix.POLLIN}, {Fd: int32(o.fds[0]), Events: unix.POLLIN}, {Fd: int32(o.fds[1]), Events: unix.POLLIN}}
+// collectUntil reads output until exitFD turns readable (the command has
+// exited: true) or stop does first (false). A negative stop is none.
+func (o *outputs) collectUntil(exitFD, stop int) bool {
+	pfd := []unix.PollFd{{Fd: int32(exitFD), Events: unix.POLLIN}, {}, {}, {Fd: int32(stop), Events: unix.POLLIN}}
 	for {
 		// A negative fd is skipped by poll: a pipe at EOF.
-		pfd[1].Fd, pfd[2].Fd = int32(o.fds[0]), int32(o.fds[1])
+		pfd[1] = unix.PollFd{Fd: int32(o.fds[0]), Events: unix.POLLIN}
+		pfd[2] = unix.PollFd{Fd: int32(o.fds[1]), Events: unix.POLLIN}
 		if _, err := unix.Poll(pfd, -1); err != nil {
 			if err == unix.EINTR {
 				continue
 			}
-			return // cannot happen with valid fds; the wait below still reaps
+			return true // cannot happen with valid fds; the wait still reaps
 		}
-		o.readReady(pfd[1:])
+		o.readReady(pfd[1:3])
 		if pfd[0].Revents != 0 {
-			return
+			return true
+		}
+		if pfd[3].Revents != 0 {
+			return false
 		}
 	}
 }
@@ -389,22 +431,22 @@ func (o *outputs) read(i int) {
 }
 
 // drain collects output still in flight after the command exited: until
-// both pipes are at EOF, or for drainGrace when a background child that
+// both pipes are at EOF, or until *grace when a background child that
 // inherited them keeps them open. A loaded machine can leave this thread
 // unscheduled for longer than the grace while the command's own last
 // output still sits in a pipe; cutting then would drop it (a verdict
 // printed just before exit, say). So the grace is renewed while either
-// pipe holds unread bytes when it ends, up to drainMax; a pipe that stays
-// empty, held open by a background child, is cut.
-func (o *outputs) drain() {
-	now := time.Now()
-	deadline, end := now.Add(drainGrace), now.Add(drainMax)
-	pfd := make([]unix.PollFd, 2)
+// pipe holds unread bytes when it ends, up to graceMax; a pipe that stays
+// empty, held open by a background child, is cut. With stop >= 0 it
+// returns false as soon as stop turns readable, to be called again.
+func (o *outputs) drain(grace *time.Time, graceMax time.Time, stop int) bool {
+	pfd := make([]unix.PollFd, 3)
 	for o.fds[0] >= 0 || o.fds[1] >= 0 {
-		for i := range pfd {
+		for i := range o.fds {
 			pfd[i] = unix.PollFd{Fd: int32(o.fds[i]), Events: unix.POLLIN}
 		}
-		wait := time.Until(deadline)
+		pfd[2] = unix.PollFd{Fd: int32(stop), Events: unix.POLLIN}
+		wait := time.Until(*grace)
 		ms := int((wait + time.Millisecond - 1) / time.Millisecond)
 		if wait <= 0 {
 			ms = 0
@@ -413,19 +455,22 @@ func (o *outputs) drain() {
 		if err == unix.EINTR {
 			continue
 		}
+		if err == nil && pfd[2].Revents != 0 {
+			return false
+		}
 		if err != nil || n == 0 {
 			if wait > 0 && err == nil {
-				continue // woke early: the grace has not ended yet
+				continue // the grace is over: one more look for unread bytes
 			}
 			break // the grace ended with nothing unread
 		}
 		if wait <= 0 {
-			if !time.Now().Before(end) {
+			if !time.Now().Before(graceMax) {
 				break
 			}
-			deadline = time.Now().Add(drainGrace) // unread bytes at its end
+			*grace = time.Now().Add(drainGrace) // unread bytes at its end
 		}
-		o.readReady(pfd)
+		o.readReady(pfd[:2])
 	}
 	for i := range o.fds {
 		if o.fds[i] >= 0 {
@@ -433,6 +478,7 @@ func (o *outputs) drain() {
 			o.fds[i] = -1
 		}
 	}
+	return true
 }
 
 func applyRlimits(pid int, s ExecSpec) error {

@@ -1,6 +1,7 @@
 package sandboxinit
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -114,7 +116,10 @@ func TestDrainCollectsPendingOutputAndCuts(t *testing.T) {
 				unix.Close(w)
 			}
 			o := outputs{fds: [2]int{r, -1}, bufs: [2]capBuf{{max: tc.max}, {max: tc.max}}}
-			o.drain()
+			grace := time.Now().Add(drainGrace)
+			if !o.drain(&grace, grace.Add(drainMax), -1) {
+				t.Fatal("drain stopped without a stop fd")
+			}
 			if got := string(o.bufs[0].buf); got != tc.want || o.bufs[0].truncated != tc.truncated {
 				t.Errorf("got %q (truncated %v), want %q (%v)", got, o.bufs[0].truncated, tc.want, tc.truncated)
 			}
@@ -125,27 +130,86 @@ func TestDrainCollectsPendingOutputAndCuts(t *testing.T) {
 	}
 }
 
-// collectUntil reads output as it comes and returns once the exit fd turns
-// readable, even while the pipes stay open.
-func TestCollectUntilExit(t *testing.T) {
-	r, w, err := rawPipe(0)
-	if err != nil {
-		t.Fatal(err)
+// collectUntil reads output as it comes and returns true once the exit fd
+// turns readable, even while the pipes stay open, and false when the stop
+// fd does first (the init then hands the command to a goroutine).
+func TestCollectUntil(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		exit bool // else stop turns readable
+	}{
+		{name: "exit", exit: true},
+		{name: "stop"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, w, err := rawPipe(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(w)
+			exitR, exitW, err := rawPipe(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(exitR)
+			defer unix.Close(exitW)
+			stopR, stopW, err := rawPipe(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(stopR)
+			defer unix.Close(stopW)
+			o := outputs{fds: [2]int{r, -1}, bufs: [2]capBuf{{max: 100}, {max: 100}}}
+			go func() {
+				unix.Write(w, []byte("out"))
+				if tc.exit {
+					unix.Write(exitW, []byte{0})
+				} else {
+					unix.Write(stopW, []byte{0})
+				}
+			}()
+			if got := o.collectUntil(exitR, stopR); got != tc.exit {
+				t.Fatalf("collectUntil = %v, want %v", got, tc.exit)
+			}
+			unix.Close(w)
+			grace := time.Now().Add(drainGrace)
+			o.drain(&grace, grace.Add(drainMax), -1)
+			if got := string(o.bufs[0].buf); got != "out" {
+				t.Errorf("got %q, want %q", got, "out")
+			}
+		})
 	}
-	defer unix.Close(w)
-	exitR, exitW, err := rawPipe(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(exitR)
-	o := outputs{fds: [2]int{r, -1}, bufs: [2]capBuf{{max: 100}, {max: 100}}}
-	go func() {
-		unix.Write(w, []byte("out"))
-		unix.Close(exitW)
-	}()
-	o.collectUntil(exitR)
-	o.drain()
-	if got := string(o.bufs[0].buf); got != "out" {
-		t.Errorf("got %q, want %q", got, "out")
+}
+
+// noPidfdStarter is DirectStarter on a kernel without CLONE_PIDFD.
+type noPidfdStarter struct{ DirectStarter }
+
+func (s noPidfdStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr, atExec func(pid int) error) (int, WaitFunc, error) {
+	a := *attr
+	sys := *attr.Sys
+	sys.PidFD = nil
+	a.Sys = &sys
+	return s.DirectStarter.Start(argv0, argv, &a, atExec)
+}
+
+// A command's exit is noticed with or without a pidfd.
+func TestRunWithAndWithoutPidfd(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		st   Starter
+	}{
+		{name: "pidfd", st: DirectStarter{}},
+		{name: "no pidfd", st: noPidfdStarter{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := ExecSpec{Argv: []string{"/bin/sh", "-c", "echo out; echo err >&2; exit 3"}, Dir: "/", MaxOutput: 100}
+			res, pgid, err := RunPgid(context.Background(), spec, tc.st, "none", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ExitCode != 3 || res.Stdout != "out\n" || res.Stderr != "err\n" || pgid <= 0 {
+				t.Errorf("got exit %d, stdout %q, stderr %q, pgid %d", res.ExitCode, res.Stdout, res.Stderr, pgid)
+			}
+		})
 	}
 }
