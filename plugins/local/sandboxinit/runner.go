@@ -386,7 +386,10 @@ func (o *outputs) collectUntil(exitFD, stop int) bool {
 			if err == unix.EINTR {
 				continue
 			}
-			return true // cannot happen with valid fds; the wait still reaps
+			// Cannot happen with valid fds. Blocking in the wait that
+			// follows is left to a caller with no stop fd, which can afford
+			// it.
+			return stop < 0
 		}
 		o.readReady(pfd[1:3])
 		if pfd[0].Revents != 0 {
