@@ -238,15 +238,16 @@ func StartCmd(ctx context.Context, s ExecSpec, st Starter, isolation string, cou
 	// its pipe wakes the poll.
 	r, w, err := rawPipe(0)
 	if err != nil {
-		// Still wait, so the command is not left behind.
-		ws, ru, werr := wait()
-		c.waited = make(chan waitOut, 1)
-		c.waited <- waitOut{ws, ru, werr}
-		if r, err = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
-			return nil, res, fmt.Errorf("exec: wait: %w", err)
+		// No way to watch for its exit: stop it rather than leave it.
+		c.killGroup(false)
+		wait()
+		c.stopWatch()
+		if c.timer != nil {
+			c.timer.Stop()
 		}
-		c.exitFD = r
-		return c, res, nil
+		unix.Close(outR)
+		unix.Close(errR)
+		return nil, res, fmt.Errorf("exec: exit pipe: %w", err)
 	}
 	c.exitFD = r
 	c.waited = make(chan waitOut, 1)
