@@ -96,6 +96,9 @@ type initServer struct {
 	oomFloor string        // the init's own oom_score_adj, restored after each fork
 	oomAdj   *os.File      // /proc/self/oom_score_adj, kept open: written twice per exec
 	warm     chan struct{} // closed once spare threads and signal handlers are set
+	// pidfdPolls: the kernel reports a process's exit on its pidfd (Linux
+	// 5.3; 5.2 has CLONE_PIDFD without it).
+	pidfdPolls bool
 }
 
 func (srv *initServer) setOOMAdj(v string) {
@@ -182,6 +185,10 @@ func newInitServer(s Setup) (*initServer, error) {
 		return nil, err
 	}
 	srv := &initServer{setup: s, isolation: s.Isolation, ws: ws, spawns: spawns, reap: reap, cancels: map[uint64]context.CancelFunc{}, oomFloor: "0"}
+	var uts unix.Utsname
+	if unix.Uname(&uts) == nil {
+		srv.pidfdPolls = kernelAtLeast(unix.ByteSliceToString(uts.Release[:]), 5, 3)
+	}
 	if srv.isolation == "" {
 		srv.isolation = "namespaces"
 	}
@@ -425,6 +432,8 @@ func (r *reaper) reapAll() {
 // pid is registered before it can be reaped.
 type spawnerStarter struct{ srv *initServer }
 
+func (s spawnerStarter) PidfdPolls() bool { return s.srv.pidfdPolls }
+
 func (s spawnerStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr, atExec func(pid int) error) (int, WaitFunc, error) {
 	<-s.srv.warm
 	if fd := s.srv.setup.CgroupProcsFD; fd > 0 {
@@ -531,6 +540,16 @@ func (srv *initServer) serve(ctl *os.File, in *bufio.Reader) {
 		}
 		go func() { srv.answer(ctl, req.ID, run(), cancel) }()
 	}
+}
+
+// kernelAtLeast reports whether a kernel release ("6.18.44-fc") is at
+// least major.minor.
+func kernelAtLeast(release string, major, minor int) bool {
+	var ma, mi int
+	if n, _ := fmt.Sscanf(release, "%d.%d", &ma, &mi); n < 2 {
+		return false
+	}
+	return ma > major || (ma == major && mi >= minor)
 }
 
 // ctlFD is the control socket.

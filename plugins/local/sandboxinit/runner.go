@@ -230,11 +230,14 @@ func StartCmd(ctx context.Context, s ExecSpec, st Starter, isolation string, cou
 		c.timer = time.AfterFunc(s.Timeout, func() { c.killGroup(true) })
 	}
 	c.stopWatch = context.AfterFunc(ctx, func() { c.killGroup(false) })
-	if pidfd >= 0 {
+	if pidfd >= 0 && pidfdPolls(st, pidfd) {
 		c.exitFD = pidfd
 		return c, res, nil
 	}
-	// No CLONE_PIDFD (before Linux 5.2): a goroutine waits, and closing
+	if pidfd >= 0 {
+		unix.Close(pidfd)
+	}
+	// No pidfd to poll (before Linux 5.3): a goroutine waits, and closing
 	// its pipe wakes the poll.
 	r, w, err := rawPipe(0)
 	if err != nil {
@@ -257,6 +260,25 @@ func StartCmd(ctx context.Context, s ExecSpec, st Starter, isolation string, cou
 		unix.Close(w)
 	}()
 	return c, res, nil
+}
+
+// PidfdPoller is a Starter that knows whether the kernel reports a
+// process's exit on its pidfd.
+type PidfdPoller interface {
+	PidfdPolls() bool
+}
+
+// pidfdPolls reports whether poll on pidfd will report the exit: Linux 5.3
+// and later; 5.2 has CLONE_PIDFD, but poll on its pidfds returns the
+// default mask at once, POLLOUT included, which a pidfd never reports
+// otherwise. Unless st knows, one poll finds out.
+func pidfdPolls(st Starter, pidfd int) bool {
+	if p, ok := st.(PidfdPoller); ok {
+		return p.PidfdPolls()
+	}
+	pfd := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN | unix.POLLOUT}}
+	_, err := unix.Poll(pfd, 0)
+	return err == nil && pfd[0].Revents&unix.POLLOUT == 0
 }
 
 // killGroup kills the command's process group, unless it has ended.

@@ -192,7 +192,13 @@ func (s noPidfdStarter) Start(argv0 string, argv []string, attr *syscall.ProcAtt
 	return s.DirectStarter.Start(argv0, argv, &a, atExec)
 }
 
-// A command's exit is noticed with or without a pidfd.
+// unpolledPidfdStarter gets a pidfd, on a kernel (5.2) whose pidfds do not
+// report the exit to poll.
+type unpolledPidfdStarter struct{ DirectStarter }
+
+func (unpolledPidfdStarter) PidfdPolls() bool { return false }
+
+// A command's exit is noticed with or without a pidfd to poll.
 func TestRunWithAndWithoutPidfd(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -200,6 +206,7 @@ func TestRunWithAndWithoutPidfd(t *testing.T) {
 	}{
 		{name: "pidfd", st: DirectStarter{}},
 		{name: "no pidfd", st: noPidfdStarter{}},
+		{name: "pidfd poll unsupported", st: unpolledPidfdStarter{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := ExecSpec{Argv: []string{"/bin/sh", "-c", "echo out; echo err >&2; exit 3"}, Dir: "/", MaxOutput: 100}
@@ -210,6 +217,30 @@ func TestRunWithAndWithoutPidfd(t *testing.T) {
 			if res.ExitCode != 3 || res.Stdout != "out\n" || res.Stderr != "err\n" || pgid <= 0 {
 				t.Errorf("got exit %d, stdout %q, stderr %q, pgid %d", res.ExitCode, res.Stdout, res.Stderr, pgid)
 			}
+			// More output than a pipe holds, read while the command runs.
+			spec = ExecSpec{Argv: []string{"/bin/sh", "-c", "head -c 300000 /dev/zero"}, Dir: "/", MaxOutput: 1000}
+			res, _, err = RunPgid(context.Background(), spec, tc.st, "none", nil)
+			if err != nil || res.ExitCode != 0 || len(res.Stdout) != 1000 || !res.OutputTruncated {
+				t.Errorf("flood: exit %d, %d bytes kept, truncated %v, %v", res.ExitCode, len(res.Stdout), res.OutputTruncated, err)
+			}
 		})
+	}
+}
+
+func TestKernelAtLeast(t *testing.T) {
+	for _, tc := range []struct {
+		release string
+		want    bool
+	}{
+		{"6.18.44-fc-v669", true},
+		{"5.3.0", true},
+		{"5.2.21", false},
+		{"4.19.0-26-amd64", false},
+		{"10.0", true},
+		{"garbage", false},
+	} {
+		if got := kernelAtLeast(tc.release, 5, 3); got != tc.want {
+			t.Errorf("kernelAtLeast(%q, 5, 3) = %v, want %v", tc.release, got, tc.want)
+		}
 	}
 }
