@@ -46,6 +46,8 @@ type nsBox struct {
 	mu      sync.Mutex
 	nextID  uint64
 	pending map[uint64]chan sandboxinit.Response
+	// reading: a goroutine reads responses (see call); in reads only it.
+	reading bool
 	dead    chan struct{}
 	deadErr error
 	exited  chan struct{} // closed once the init is reaped
@@ -256,7 +258,6 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, l *launcher
 	if cg != nil {
 		cg.counters() // opens the event files now, not on the first exec
 	}
-	go nb.readLoop()
 	return nb, nil
 }
 
@@ -325,40 +326,77 @@ func checkNamespaces() error {
 	return nil
 }
 
-func (nb *nsBox) readLoop() {
-	var err error
-	for {
-		var r sandboxinit.Response
-		if err = sandboxinit.ReadFrame(nb.in, &r); err != nil {
-			break
-		}
-		nb.mu.Lock()
-		ch := nb.pending[r.ID]
-		delete(nb.pending, r.ID)
-		nb.mu.Unlock()
-		if ch != nil {
-			ch <- r
-		}
+// markDead records that the init is gone (under nb.mu): every waiting and
+// later call fails with an error wrapping ErrUnavailable.
+func (nb *nsBox) markDead(err error) {
+	select {
+	case <-nb.dead:
+	default:
+		nb.deadErr = fmt.Errorf("sandbox init exited: %v: %w", err, core.ErrUnavailable)
+		close(nb.dead)
 	}
-	nb.mu.Lock()
-	nb.deadErr = fmt.Errorf("sandbox init exited: %v: %w", err, core.ErrUnavailable)
-	close(nb.dead)
-	nb.mu.Unlock()
 }
 
 func (nb *nsBox) alive() bool {
 	select {
 	case <-nb.dead:
 		return false
+	case <-nb.exited:
+		// Gone while no call was reading its socket.
+		return false
 	default:
 		return true
 	}
 }
 
-// call sends one request and waits for its response. When ctx ends first,
-// the init is told to cancel, and the (prompt) response is still awaited.
+// readResponses reads responses and hands each to its caller until the one
+// for id (0: none) has come and none is pending, or the socket fails. The
+// goroutine that runs it holds nb.reading.
+func (nb *nsBox) readResponses(id uint64) (sandboxinit.Response, bool) {
+	for {
+		var r sandboxinit.Response
+		err := sandboxinit.ReadFrame(nb.in, &r)
+		nb.mu.Lock()
+		if err != nil {
+			nb.reading = false
+			nb.markDead(err)
+			nb.mu.Unlock()
+			return sandboxinit.Response{}, false
+		}
+		mine := id != 0 && r.ID == id
+		if ch := nb.pending[r.ID]; ch != nil {
+			delete(nb.pending, r.ID)
+			if !mine {
+				ch <- r
+			}
+		}
+		if mine || (id == 0 && len(nb.pending) == 0) {
+			if len(nb.pending) > 0 {
+				// Others still wait, each on its channel: keep reading for them.
+				go nb.readResponses(0)
+			} else {
+				nb.reading = false
+			}
+			nb.mu.Unlock()
+			return r, mine
+		}
+		nb.mu.Unlock()
+	}
+}
+
+// call sends one request and waits for its response. The caller reads the
+// socket itself when no other goroutine does (the usual case, one call at a
+// time), so the response wakes it directly rather than through a reader
+// goroutine and a channel; responses for other calls it meets are handed
+// to them. When ctx ends first, the init is told to cancel, and the
+// (prompt) response is still awaited.
 func (nb *nsBox) call(ctx context.Context, req sandboxinit.Request) (sandboxinit.Response, error) {
 	nb.mu.Lock()
+	select {
+	case <-nb.exited:
+		nb.markDead(errors.New("reaped"))
+	default:
+	}
 	select {
 	case <-nb.dead:
 		err := nb.deadErr
@@ -381,23 +419,39 @@ func (nb *nsBox) call(ctx context.Context, req sandboxinit.Request) (sandboxinit
 		nb.mu.Unlock()
 		return sandboxinit.Response{}, fmt.Errorf("send %s: %w", req.Op, err)
 	}
-	done := ctx.Done()
-	for {
+	stop := context.AfterFunc(ctx, func() {
+		nb.wmu.Lock()
+		sandboxinit.WriteFrame(nb.conn, sandboxinit.Request{ID: req.ID, Op: "cancel"})
+		nb.wmu.Unlock()
+	})
+	defer stop()
+	nb.mu.Lock()
+	if !nb.reading && len(ch) == 0 {
 		select {
-		case r := <-ch:
-			if r.Err != "" {
-				return r, sandboxinit.KindErr(r.ErrKind, r.Err)
-			}
-			return r, nil
 		case <-nb.dead:
-			return sandboxinit.Response{}, nb.deadErr
-		case <-done:
-			done = nil
-			nb.wmu.Lock()
-			sandboxinit.WriteFrame(nb.conn, sandboxinit.Request{ID: req.ID, Op: "cancel"})
-			nb.wmu.Unlock()
+		default:
+			nb.reading = true
+			nb.mu.Unlock()
+			if r, ok := nb.readResponses(req.ID); ok {
+				return answer(r)
+			}
+			nb.mu.Lock()
 		}
 	}
+	nb.mu.Unlock()
+	select {
+	case r := <-ch:
+		return answer(r)
+	case <-nb.dead:
+		return sandboxinit.Response{}, nb.deadErr
+	}
+}
+
+func answer(r sandboxinit.Response) (sandboxinit.Response, error) {
+	if r.Err != "" {
+		return r, sandboxinit.KindErr(r.ErrKind, r.Err)
+	}
+	return r, nil
 }
 
 func (nb *nsBox) exec(ctx context.Context, s sandboxinit.ExecSpec) (core.ExecResult, error) {

@@ -32,8 +32,8 @@ func main() {
 	}
 	n := flag.Int("n", 200, "iterations per latency figure")
 	conc := flag.Int("concurrent", 64, "sandboxes alive at once in the throughput test")
-	only := flag.String("only", "", `"variants": only the bwrap baseline and the root view / seccomp variants; "floor": only cold create and warm exec, each iteration taking turns with its baseline; "cpu": the CPU time of a sandbox's create, exec and destroy against bwrap and a python3 start`)
-	prev := flag.String("prev-helper", "", `with -only floor: also time cold creates and warm execs with this helper binary as the init, started directly (an earlier build, for a before/after in one run)`)
+	only := flag.String("only", "", `"variants": only the bwrap baseline and the root view / seccomp variants; "floor": only cold create and warm exec, each iteration taking turns with its baseline; "warm": only the warm exec and its baseline, with no create in the loop (a create started without the launcher forks this process, and the copy-on-write faults it leaves land on whatever runs next); "cpu": the CPU time of a sandbox's create, exec and destroy against bwrap and a python3 start`)
+	prev := flag.String("prev-helper", "", `with -only floor or warm: also time cold creates and warm execs with this helper binary as the init, started directly (an earlier build, for a before/after in one run)`)
 	self := flag.Bool("helper-self", false, "re-execute this binary as the sandbox init instead of rlhost-sandbox-init beside it")
 	stateDir := flag.String("state-dir", filepath.Join(os.TempDir(), fmt.Sprintf("rlhost-local-bench-%d", os.Geteuid())),
 		"state dir; fixed by default so a run that crashed is reaped by the next")
@@ -47,8 +47,8 @@ func main() {
 		}
 		helper = exe
 	}
-	if *only == "floor" {
-		if err := runFloor(*n, *stateDir, helper, *prev); err != nil {
+	if *only == "floor" || *only == "warm" {
+		if err := runFloor(*n, *stateDir, helper, *prev, *only == "warm"); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -394,7 +394,10 @@ func lookDefaultPath(file string) (string, error) {
 // round trip against a bare fork/exec. Every iteration runs the baseline
 // and the backend back to back, so load on a shared machine hits both
 // alike; the ratio of the medians is the figure to trust.
-func runFloor(n int, stateDir, helper, prevHelper string) error {
+//
+// With warmOnly, only the warm exec and its baseline are timed (and the
+// earlier helper's warm exec), taking turns in alternating order.
+func runFloor(n int, stateDir, helper, prevHelper string, warmOnly bool) error {
 	ctx := context.Background()
 	m := machine()
 	fmt.Println("| machine | benchmark | command | baseline (same run, interleaved) | local backend | ratio |")
@@ -444,6 +447,9 @@ func runFloor(n int, stateDir, helper, prevHelper string) error {
 			err = fmt.Errorf("exit %d: %s", r.ExitCode, r.Stderr)
 		}
 		return err
+	}
+	if warmOnly {
+		return runWarm(n, m, bareRun, func() error { return execTrue(warm.ID) }, prevB, prevID, prevHelper)
 	}
 	for i := 0; i < n; i++ {
 		if err := timed(&bw, bwrapRun); err != nil {
@@ -532,6 +538,52 @@ func runFloor(n int, stateDir, helper, prevHelper string) error {
 			m, prevHelper, ms(pb.p10), ms(pb.p50), ms(pc.p10), ms(pc.p50), ms(pc.p95), float64(pc.p50)/float64(pb.p50))
 		pp := pct(prevT)
 		fmt.Printf("| %s | exec round trip, warm sandbox, init = %s | true | bare fork/exec p10 %s / p50 %s | p10 %s / p50 %s / p95 %s | %.2fx bare (p50) |\n",
+			m, prevHelper, ms(pr.p10), ms(pr.p50), ms(pp.p10), ms(pp.p50), ms(pp.p95), float64(pp.p50)/float64(pr.p50))
+	}
+	return nil
+}
+
+// runWarm times warm execs of true in a sandbox (and in one whose init is
+// prevHelper, when prevB is set) against a bare fork/exec, in turns whose
+// order alternates, and prints the rows.
+func runWarm(n int, m string, bareRun, warmRun func() error, prevB *local.Backend, prevID, prevHelper string) error {
+	ctx := context.Background()
+	prevRun := func() error {
+		r, err := prevB.Exec(ctx, prevID, core.ExecRequest{Command: []string{"true"}})
+		if err == nil && r.ExitCode != 0 {
+			err = fmt.Errorf("exit %d: %s", r.ExitCode, r.Stderr)
+		}
+		return err
+	}
+	var bareT, warmT, prevT []time.Duration
+	type turn struct {
+		name string
+		into *[]time.Duration
+		f    func() error
+	}
+	turns := []turn{{"bare", &bareT, bareRun}, {"warm exec", &warmT, warmRun}}
+	if prevB != nil {
+		turns = append(turns, turn{"warm exec, previous helper", &prevT, prevRun})
+	}
+	for i := 0; i < n; i++ {
+		for j := range turns {
+			t := turns[j]
+			if i%2 == 1 {
+				t = turns[len(turns)-1-j]
+			}
+			t0 := time.Now()
+			if err := t.f(); err != nil {
+				return fmt.Errorf("%s: %w", t.name, err)
+			}
+			*t.into = append(*t.into, time.Since(t0))
+		}
+	}
+	pr, pw := pct(bareT), pct(warmT)
+	fmt.Printf("| %s | exec round trip, warm sandbox, no creates in the loop | true | bare fork/exec p10 %s / p50 %s | p10 %s / p50 %s / p95 %s | %.2fx bare (p50) |\n",
+		m, ms(pr.p10), ms(pr.p50), ms(pw.p10), ms(pw.p50), ms(pw.p95), float64(pw.p50)/float64(pr.p50))
+	if prevB != nil {
+		pp := pct(prevT)
+		fmt.Printf("| %s | exec round trip, warm sandbox, no creates in the loop, init = %s | true | bare fork/exec p10 %s / p50 %s | p10 %s / p50 %s / p95 %s | %.2fx bare (p50) |\n",
 			m, prevHelper, ms(pr.p10), ms(pr.p50), ms(pp.p10), ms(pp.p50), ms(pp.p95), float64(pp.p50)/float64(pr.p50))
 	}
 	return nil

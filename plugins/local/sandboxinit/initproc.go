@@ -50,12 +50,9 @@ func initMain() error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("set non-dumpable: %w", err)
 	}
-	// On the runtime's poller: a request then wakes a parked goroutine, and
-	// its handler can run on the same thread, instead of another thread
-	// having to steal it from one blocked in read(2).
-	if err := unix.SetNonblock(3, true); err != nil {
-		return fmt.Errorf("control socket: %w", err)
-	}
+	// The control socket stays blocking, off the runtime's poller: the
+	// spawner thread serves it with read(2), so a request wakes the thread
+	// that forks, and no goroutine has to be handed to it.
 	ctl := os.NewFile(3, "ctl")
 	// Frames are read through a buffer: a frame's header and body then
 	// come in one read(2), not two.
@@ -77,7 +74,12 @@ func initMain() error {
 	if err := WriteFrame(ctl, Response{}); err != nil {
 		return fmt.Errorf("send ready: %w", err)
 	}
-	srv.serve(ctl, in)
+	// Served from the spawner thread: an exec's command is forked right
+	// where its request was read.
+	onSpawner(srv.spawns, func() error {
+		srv.serve(ctl, in)
+		return nil
+	})
 	return nil
 }
 
@@ -95,6 +97,9 @@ type initServer struct {
 	oomFloor string        // the init's own oom_score_adj, restored after each fork
 	oomAdj   *os.File      // /proc/self/oom_score_adj, kept open: written twice per exec
 	warm     chan struct{} // closed once spare threads and signal handlers are set
+	// pidfdPolls: the kernel reports a process's exit on its pidfd (Linux
+	// 5.3; 5.2 has CLONE_PIDFD without it).
+	pidfdPolls bool
 }
 
 func (srv *initServer) setOOMAdj(v string) {
@@ -201,6 +206,10 @@ func newInitServer(s Setup) (*initServer, error) {
 		return nil, err
 	}
 	srv := &initServer{setup: s, isolation: s.Isolation, ws: ws, spawns: spawns, reap: reap, cancels: map[uint64]context.CancelFunc{}, oomFloor: "0"}
+	var uts unix.Utsname
+	if unix.Uname(&uts) == nil {
+		srv.pidfdPolls = kernelAtLeast(unix.ByteSliceToString(uts.Release[:]), 5, 3)
+	}
 	if srv.isolation == "" {
 		srv.isolation = "namespaces"
 	}
@@ -285,18 +294,10 @@ func prewarmThreads() {
 	close(release)
 }
 
+// spawnReq asks the spawner thread to run fn.
 type spawnReq struct {
-	argv0  string
-	argv   []string
-	attr   *syscall.ProcAttr
-	atExec func(pid int) error
-	reply  chan spawnRes
-}
-
-type spawnRes struct {
-	pid  int
-	died *syscall.WaitStatus
-	err  error
+	fn    func() error
+	reply chan error
 }
 
 // spawner owns one OS thread that has no_new_privs set and every
@@ -304,7 +305,8 @@ type spawnRes struct {
 // forked from it inherit that, so commands run as the sandbox's root user
 // with no capabilities, and setuid bits cannot give any back. Before it
 // says it is ready it runs confine (the commands' cgroup and the seccomp
-// filter), which every command then inherits.
+// filter), which every command then inherits. Then it serves the control
+// socket (see serve).
 func spawner(reqs chan spawnReq, ready chan error, confine func() error) {
 	runtime.LockOSThread() // never unlocked: the thread dies with the init
 	if unix.Gettid() == unix.Getpid() {
@@ -325,10 +327,17 @@ func spawner(reqs chan spawnReq, ready chan error, confine func() error) {
 	}
 	ready <- nil
 	for r := range reqs {
-		pid, died, err := ForkExecAt(r.argv0, r.argv, r.attr, r.atExec)
-		r.reply <- spawnRes{pid, died, err}
+		r.reply <- r.fn()
 	}
 }
+
+// onSpawner runs fn on the spawner thread.
+func onSpawner(spawns chan spawnReq, fn func() error) error {
+	reply := make(chan error, 1)
+	spawns <- spawnReq{fn: fn, reply: reply}
+	return <-reply
+}
+
 
 // joinCgroups moves the calling thread (only it: cgroup v1 places
 // threads) into the cgroups whose tasks files are the given fds.
@@ -431,11 +440,15 @@ func (r *reaper) reapAll() {
 	}
 }
 
-// initStarter starts commands on the spawner thread. It holds the reaper's
-// lock across the fork so the pid is registered before it can be reaped.
-type initStarter struct{ srv *initServer }
+// spawnerStarter starts commands; it is used only on the spawner thread
+// (from serve), whose lack of capabilities, seccomp filter and (v1) cgroups
+// the commands inherit. It holds the reaper's lock across the fork so the
+// pid is registered before it can be reaped.
+type spawnerStarter struct{ srv *initServer }
 
-func (s initStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr, atExec func(pid int) error) (int, WaitFunc, error) {
+func (s spawnerStarter) PidfdPolls() bool { return s.srv.pidfdPolls }
+
+func (s spawnerStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr, atExec func(pid int) error) (int, WaitFunc, error) {
 	<-s.srv.warm
 	if fd := s.srv.setup.CgroupProcsFD; fd > 0 {
 		// cgroup v2 places whole processes: each command is moved into the
@@ -461,28 +474,26 @@ func (s initStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr, 
 	// (allowed without privilege down to the floor it started with, which
 	// is also as low as a command can push itself).
 	s.srv.setOOMAdj("1000")
-	reply := make(chan spawnRes, 1)
-	s.srv.spawns <- spawnReq{argv0: argv0, argv: argv, attr: attr, atExec: atExec, reply: reply}
-	res := <-reply
+	pid, died, err := ForkExecAt(argv0, argv, attr, atExec)
 	s.srv.setOOMAdj(s.srv.oomFloor)
-	if res.err != nil {
-		return 0, nil, res.err
+	if err != nil {
+		return 0, nil, err
 	}
 	ch := make(chan waitRes, 1)
-	if res.died != nil {
-		ch <- waitRes{ws: *res.died}
-		return res.pid, func() (syscall.WaitStatus, syscall.Rusage, error) {
+	if died != nil {
+		ch <- waitRes{ws: *died}
+		return pid, func() (syscall.WaitStatus, syscall.Rusage, error) {
 			w := <-ch
 			return w.ws, w.ru, nil
 		}, nil
 	}
-	r.waiters[res.pid] = ch
-	pid := res.pid
+	r.waiters[pid] = ch
 	return pid, func() (syscall.WaitStatus, syscall.Rusage, error) {
-		// Wait on this pid directly, without reaping (WNOWAIT), so the
-		// exit wakes this goroutine at once instead of going through
-		// SIGCHLD and the reaper; then reap it under the reaper's lock,
-		// unless the reaper got there first (then the status is in ch).
+		// Wait on this pid directly, without reaping (WNOWAIT; at once
+		// when its pidfd has already reported the exit), rather than
+		// through SIGCHLD and the reaper; then reap it under the reaper's
+		// lock, unless the reaper got there first (then the status is in
+		// ch).
 		var si unix.Siginfo
 		for {
 			err := unix.Waitid(unix.P_PID, pid, &si, unix.WEXITED|unix.WNOWAIT, nil)
@@ -511,6 +522,12 @@ func (s initStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr, 
 	}, nil
 }
 
+// serve reads requests until the backend closes the socket. It runs on
+// the spawner thread: an exec's command is started here (see begin), and
+// waited for here too while no other request comes (no goroutine and no
+// other thread to wake); once one does, or for any other request, the rest
+// is handled on a goroutine of its own, so a long command never holds up
+// the next request.
 func (srv *initServer) serve(ctl *os.File, in *bufio.Reader) {
 	for {
 		var req Request
@@ -529,21 +546,76 @@ func (srv *initServer) serve(ctl *os.File, in *bufio.Reader) {
 		srv.mu.Lock()
 		srv.cancels[req.ID] = cancel
 		srv.mu.Unlock()
-		go func() {
-			resp := srv.handle(ctx, req)
-			resp.ID = req.ID
-			srv.mu.Lock()
-			delete(srv.cancels, req.ID)
-			srv.mu.Unlock()
-			cancel()
-			srv.wmu.Lock()
-			if err := WriteFrame(ctl, resp); err != nil && !errors.Is(err, syscall.EPIPE) {
-				// An unsendable answer (too large) becomes an error answer.
-				WriteFrame(ctl, Response{ID: req.ID, Err: err.Error(), ErrKind: ErrKind(err)})
-			}
-			srv.wmu.Unlock()
-		}()
+		run, cmd := srv.begin(ctx, req)
+		// A frame already buffered is a request to read now.
+		if cmd != nil && in.Buffered() == 0 && cmd.Collect(ctlFD) {
+			srv.answer(ctl, req.ID, run(), cancel)
+			continue
+		}
+		go func() { srv.answer(ctl, req.ID, run(), cancel) }()
 	}
+}
+
+// kernelAtLeast reports whether a kernel release ("6.18.44-fc") is at
+// least major.minor.
+func kernelAtLeast(release string, major, minor int) bool {
+	var ma, mi int
+	if n, _ := fmt.Sscanf(release, "%d.%d", &ma, &mi); n < 2 {
+		return false
+	}
+	return ma > major || (ma == major && mi >= minor)
+}
+
+// ctlFD is the control socket.
+const ctlFD = 3
+
+// answer sends the response to request id and forgets the request.
+func (srv *initServer) answer(ctl *os.File, id uint64, resp Response, cancel context.CancelFunc) {
+	resp.ID = id
+	srv.mu.Lock()
+	delete(srv.cancels, id)
+	srv.mu.Unlock()
+	cancel()
+	srv.wmu.Lock()
+	if err := WriteFrame(ctl, resp); err != nil && !errors.Is(err, syscall.EPIPE) {
+		// An unsendable answer (too large) becomes an error answer.
+		WriteFrame(ctl, Response{ID: id, Err: err.Error(), ErrKind: ErrKind(err)})
+	}
+	srv.wmu.Unlock()
+}
+
+// begin does the part of a request that belongs on the spawner thread,
+// starting an exec's command, and returns the rest of its handling, and
+// the command when one was started.
+func (srv *initServer) begin(ctx context.Context, req Request) (func() Response, *Cmd) {
+	if req.Op != "exec" || req.Exec == nil {
+		return func() Response { return srv.handle(ctx, req) }, nil
+	}
+	spec := *req.Exec
+	// Inherited from the init already: no exec stop needed for them.
+	if spec.FileSize == srv.setup.FileSize {
+		spec.FileSize = 0
+	}
+	if spec.OpenFiles == max(srv.setup.OpenFiles, 64) {
+		spec.OpenFiles = 0
+	}
+	c, r, err := StartCmd(ctx, spec, spawnerStarter{srv}, srv.isolation, nil)
+	return func() Response {
+		var resp Response
+		if c != nil {
+			r, resp.Pgid, err = c.Finish()
+		}
+		resp.Stdout, resp.Stderr = []byte(r.Stdout), []byte(r.Stderr)
+		r.Stdout, r.Stderr = "", ""
+		resp.Exec = &r
+		if errors.Is(err, context.Canceled) {
+			err = nil // the backend reports its own context error
+		}
+		if err != nil {
+			resp.Err, resp.ErrKind = err.Error(), ErrKind(err)
+		}
+		return resp
+	}, c
 }
 
 func (srv *initServer) handle(ctx context.Context, req Request) Response {
@@ -551,26 +623,7 @@ func (srv *initServer) handle(ctx context.Context, req Request) Response {
 	var err error
 	switch req.Op {
 	case "exec":
-		if req.Exec == nil {
-			err = errors.New("exec without a command")
-			break
-		}
-		spec := *req.Exec
-		// Inherited from the init already: no exec stop needed for them.
-		if spec.FileSize == srv.setup.FileSize {
-			spec.FileSize = 0
-		}
-		if spec.OpenFiles == max(srv.setup.OpenFiles, 64) {
-			spec.OpenFiles = 0
-		}
-		r, pg, e := RunPgid(ctx, spec, initStarter{srv}, srv.isolation, nil)
-		resp.Pgid = pg
-		resp.Stdout, resp.Stderr = []byte(r.Stdout), []byte(r.Stderr)
-		r.Stdout, r.Stderr = "", ""
-		resp.Exec, err = &r, e
-		if errors.Is(err, context.Canceled) {
-			err = nil // the backend reports its own context error
-		}
+		err = errors.New("exec without a command")
 	case "read":
 		resp.Data, err = srv.workspace().ReadFile(req.Path, req.Max)
 	case "write":

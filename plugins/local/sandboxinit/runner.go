@@ -56,18 +56,6 @@ const drainGrace = 50 * time.Millisecond
 // drainMax bounds how long the grace is renewed while output is unread.
 const drainMax = time.Second
 
-// unread reports whether the pipe holds bytes not yet read. It goes through
-// SyscallConn, since Fd would put the file back into blocking mode.
-func unread(f *os.File) bool {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return false
-	}
-	n := 0
-	rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }) // FIONREAD
-	return n > 0
-}
-
 const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // run executes one command to completion and reports which limit fired.
@@ -79,180 +67,305 @@ func Run(ctx context.Context, s ExecSpec, st Starter, isolation string, counters
 // RunPgid is run that also returns the command's process group (0 if it
 // never started).
 func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, counters LimitCounters) (res core.ExecResult, pgid int, err error) {
-	res = core.ExecResult{Isolation: isolation}
+	c, res, err := StartCmd(ctx, s, st, isolation, counters)
+	if c == nil {
+		return res, 0, err
+	}
+	return c.Finish()
+}
+
+// Cmd is a started command whose exit and output Collect and Finish
+// collect. Starting and finishing are split so that the init can fork on
+// its spawner thread, wait there too while no other request comes, and
+// hand the rest to another goroutine when one does.
+type Cmd struct {
+	s         ExecSpec
+	isolation string
+	counters  LimitCounters
+	begin     time.Time
+	pid       int
+	wait      WaitFunc
+	// exitFD turns readable when the command has exited: its pidfd, or,
+	// on kernels without CLONE_PIDFD, a pipe a goroutine closes once wait
+	// returned (the status is then in waited).
+	exitFD int
+	waited chan waitOut
+	out    outputs // our ends of the output pipes, non-blocking
+	oom0   uint64
+	pids0  uint64
+
+	// finished stops a late timer or cancellation from killing the group
+	// after the command has ended: its background children are meant to
+	// outlive the exec.
+	mu        sync.Mutex
+	timedOut  bool
+	finished  bool
+	timer     *time.Timer
+	stopWatch func() bool
+	ctx       context.Context
+
+	// What Collect has done so far.
+	exited    bool // and reaped; ws, ru, werr hold the result
+	groupGone bool // the group of a killed command is reaped too
+	drained   bool
+	ws        syscall.WaitStatus
+	ru        syscall.Rusage
+	werr      error
+	killed    bool
+	grace     time.Time // the drain ends then, unless output is unread
+	graceMax  time.Time // and at the latest then
+}
+
+type waitOut struct {
+	ws  syscall.WaitStatus
+	ru  syscall.Rusage
+	err error
+}
+
+// StartCmd starts s; its timeout and ctx's end kill its process group
+// from then on. When it returns a nil Cmd, the result (a command not
+// found, say) or the error is final.
+func StartCmd(ctx context.Context, s ExecSpec, st Starter, isolation string, counters LimitCounters) (*Cmd, core.ExecResult, error) {
+	res := core.ExecResult{Isolation: isolation}
 	if len(s.Argv) == 0 {
-		return res, 0, errors.New("exec: empty command")
+		return nil, res, errors.New("exec: empty command")
 	}
 	begin := time.Now()
-	finish := func() core.ExecResult {
-		res.Duration = time.Since(begin)
-		res.DurationMS = float64(res.Duration.Microseconds()) / 1000
-		return res
-	}
 	argv0, err := lookPath(s.Argv[0], s.Env, s.Dir)
 	if err != nil {
 		res.ExitCode = 127
 		res.Stderr = fmt.Sprintf("rlhost: %s: %v\n", s.Argv[0], err)
-		return finish(), pgid, nil
+		res.Duration = time.Since(begin)
+		res.DurationMS = float64(res.Duration.Microseconds()) / 1000
+		return nil, res, nil
 	}
 
 	// The command's ends stay plain blocking fds (closed once it has
-	// them); only ours go on the runtime's poller, so a drain can be cut
-	// short by closing it. Cheaper than os.Pipe, which registers and then
-	// unregisters the command's ends too. A command given no input reads
-	// /dev/null, as it would from exec.Command: one open instead of a
-	// pipe whose other end is closed at once.
+	// them); ours are non-blocking and polled together with the exit, by
+	// one thread, with no reader goroutines. A command given no input
+	// reads /dev/null, as it would from exec.Command: one open instead of
+	// a pipe whose other end is closed at once.
 	var stdinW *os.File
 	var stdinR int
 	if len(s.Stdin) > 0 {
-		stdinW, stdinR, err = pipe(1)
+		var w int
+		w, stdinR, err = rawPipe(1)
+		if err == nil {
+			stdinW = os.NewFile(uintptr(w), "stdin")
+		}
 	} else {
 		stdinR, err = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	}
 	if err != nil {
-		return res, 0, fmt.Errorf("exec: stdin: %w", err)
+		return nil, res, fmt.Errorf("exec: stdin: %w", err)
 	}
 	closeStdinW := func() {
 		if stdinW != nil {
 			stdinW.Close()
 		}
 	}
-	outR, outW, err := pipe(0)
+	outR, outW, err := rawPipe(0)
 	if err != nil {
 		closeStdinW()
 		unix.Close(stdinR)
-		return res, 0, fmt.Errorf("exec: stdout pipe: %w", err)
+		return nil, res, fmt.Errorf("exec: stdout pipe: %w", err)
 	}
-	errR, errW, err := pipe(0)
+	errR, errW, err := rawPipe(0)
 	if err != nil {
 		closeStdinW()
 		unix.Close(stdinR)
-		outR.Close()
+		unix.Close(outR)
 		unix.Close(outW)
-		return res, 0, fmt.Errorf("exec: stderr pipe: %w", err)
+		return nil, res, fmt.Errorf("exec: stderr pipe: %w", err)
 	}
 
-	var oom0, pids0 uint64
+	c := &Cmd{s: s, isolation: isolation, counters: counters, begin: begin, exitFD: -1, ctx: ctx,
+		out: outputs{fds: [2]int{outR, errR}, bufs: [2]capBuf{{max: s.MaxOutput}, {max: s.MaxOutput}}}}
 	if counters != nil {
-		oom0, pids0 = counters()
+		c.oom0, c.pids0 = counters()
 	}
+	pidfd := -1
 	attr := &syscall.ProcAttr{
 		Dir:   s.Dir,
 		Env:   s.Env,
 		Files: []uintptr{uintptr(stdinR), uintptr(outW), uintptr(errW)},
-		// Its own process group, so a timeout can kill the whole tree at once.
-		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+		// Its own process group, so a timeout can kill the whole tree at
+		// once. The pidfd (clone's CLONE_PIDFD, not clone3, which the
+		// seccomp filter refuses) signals the exit in the same poll as the
+		// output.
+		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, PidFD: &pidfd},
 	}
 	var atExec func(int) error
 	if s.CPUTime > 0 || s.AddressSpace > 0 || s.FileSize > 0 || s.OpenFiles > 0 || s.Nproc > 0 {
 		atExec = func(pid int) error { return applyRlimits(pid, s) }
 	}
 	pid, wait, err := st.Start(argv0, s.Argv, attr, atExec)
-	pgid = pid
 	unix.Close(stdinR)
 	unix.Close(outW)
 	unix.Close(errW)
 	if err != nil {
+		if pidfd >= 0 {
+			unix.Close(pidfd)
+		}
 		closeStdinW()
-		outR.Close()
-		errR.Close()
+		unix.Close(outR)
+		unix.Close(errR)
 		res.ExitCode = 126
 		if errors.Is(err, syscall.ENOENT) {
 			res.ExitCode = 127
 		}
 		res.Stderr = fmt.Sprintf("rlhost: %s: %v\n", s.Argv[0], err)
-		return finish(), pgid, nil
+		res.Duration = time.Since(begin)
+		res.DurationMS = float64(res.Duration.Microseconds()) / 1000
+		return nil, res, nil
 	}
-
-	stdout := &capBuf{max: s.MaxOutput}
-	stderr := &capBuf{max: s.MaxOutput}
-	var readers sync.WaitGroup
-	readers.Add(2)
-	go func() { defer readers.Done(); stdout.drain(outR) }()
-	go func() { defer readers.Done(); stderr.drain(errR) }()
+	c.pid, c.wait = pid, wait
 	if stdinW != nil {
 		go func() {
 			stdinW.Write(s.Stdin) // EPIPE when the command ignores stdin is fine
 			stdinW.Close()
 		}()
 	}
-
-	// finished stops a late timer or cancellation from killing the group
-	// after the command has ended: its background children are meant to
-	// outlive the exec.
-	var mu sync.Mutex
-	timedOut, finished := false, false
-	killGroup := func(timeout bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if finished {
-			return
-		}
-		if timeout {
-			timedOut = true
-		}
-		syscall.Kill(-pid, syscall.SIGKILL)
-		syscall.Kill(pid, syscall.SIGKILL) // in case it left its group already
-	}
-	var timer *time.Timer
 	if s.Timeout > 0 {
-		timer = time.AfterFunc(s.Timeout, func() { killGroup(true) })
+		c.timer = time.AfterFunc(s.Timeout, func() { c.killGroup(true) })
 	}
-	stopWatch := context.AfterFunc(ctx, func() { killGroup(false) })
+	c.stopWatch = context.AfterFunc(ctx, func() { c.killGroup(false) })
+	if pidfd >= 0 && pidfdPolls(st, pidfd) {
+		c.exitFD = pidfd
+		return c, res, nil
+	}
+	if pidfd >= 0 {
+		unix.Close(pidfd)
+	}
+	// No pidfd to poll (before Linux 5.3): a goroutine waits, and closing
+	// its pipe wakes the poll.
+	r, w, err := rawPipe(0)
+	if err != nil {
+		// No way to watch for its exit: stop it rather than leave it.
+		c.killGroup(false)
+		wait()
+		c.stopWatch()
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		unix.Close(outR)
+		unix.Close(errR)
+		return nil, res, fmt.Errorf("exec: exit pipe: %w", err)
+	}
+	c.exitFD = r
+	c.waited = make(chan waitOut, 1)
+	go func() {
+		ws, ru, werr := wait()
+		c.waited <- waitOut{ws, ru, werr}
+		unix.Close(w)
+	}()
+	return c, res, nil
+}
 
-	ws, ru, werr := wait()
-	mu.Lock()
-	finished = true
-	killed := timedOut
-	mu.Unlock()
-	stopWatch()
-	if timer != nil {
-		timer.Stop()
+// PidfdPoller is a Starter that knows whether the kernel reports a
+// process's exit on its pidfd.
+type PidfdPoller interface {
+	PidfdPolls() bool
+}
+
+// pidfdPolls reports whether poll on pidfd will report the exit: Linux 5.3
+// and later; 5.2 has CLONE_PIDFD, but poll on its pidfds returns the
+// default mask at once, POLLOUT included, which a pidfd never reports
+// otherwise. Unless st knows, one poll finds out.
+func pidfdPolls(st Starter, pidfd int) bool {
+	if p, ok := st.(PidfdPoller); ok {
+		return p.PidfdPolls()
 	}
-	if werr != nil || killed || ctx.Err() != nil {
+	pfd := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN | unix.POLLOUT}}
+	_, err := unix.Poll(pfd, 0)
+	return err == nil && pfd[0].Revents&unix.POLLOUT == 0
+}
+
+// killGroup kills the command's process group, unless it has ended.
+func (c *Cmd) killGroup(timeout bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.finished {
+		return
+	}
+	if timeout {
+		c.timedOut = true
+	}
+	syscall.Kill(-c.pid, syscall.SIGKILL)
+	syscall.Kill(c.pid, syscall.SIGKILL) // in case it left its group already
+}
+
+// Collect waits for the command to exit, reaps it and drains its output.
+// With stop >= 0 it returns false as soon as stop turns readable (another
+// request has come), and before anything that can take long besides the
+// command itself (waiting for a killed group to be reaped); a later call
+// goes on from there. It reports whether all is done.
+func (c *Cmd) Collect(stop int) bool {
+	if !c.exited {
+		if !c.out.collectUntil(c.exitFD, stop) {
+			return false
+		}
+		unix.Close(c.exitFD)
+		if c.waited != nil {
+			w := <-c.waited
+			c.ws, c.ru, c.werr = w.ws, w.ru, w.err
+		} else {
+			c.ws, c.ru, c.werr = c.wait()
+		}
+		c.mu.Lock()
+		c.finished = true
+		c.killed = c.timedOut
+		c.mu.Unlock()
+		c.stopWatch()
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		c.exited = true
+		c.groupGone = !(c.werr != nil || c.killed || c.ctx.Err() != nil)
+		now := time.Now()
+		c.grace, c.graceMax = now.Add(drainGrace), now.Add(drainMax)
+	}
+	if !c.groupGone {
+		if stop >= 0 {
+			return false
+		}
 		// The tree is gone (and reaped) before the result says so. The wait
 		// ends as soon as the group is empty; the bound is only for a kernel
 		// that cannot reap at all, and must allow for a loaded machine, where
 		// reaping a killed tree can take longer than half a second.
-		killGroupAndWait(pid, groupGoneLimit)
+		killGroupAndWait(c.pid, groupGoneLimit)
+		c.groupGone = true
+		now := time.Now()
+		c.grace, c.graceMax = now.Add(drainGrace), now.Add(drainMax)
 	}
-
-	drained := make(chan struct{})
-	go func() { readers.Wait(); close(drained) }()
-	// A loaded machine can leave the readers unscheduled for longer than
-	// the grace while the command's own last output still sits in a pipe;
-	// closing then would drop it (a verdict printed just before exit, say).
-	// So the grace is renewed while either pipe holds unread bytes, up to
-	// drainMax; a pipe that stays empty, held open by a background child,
-	// is cut as before.
-	grace := time.NewTimer(drainGrace)
-	drainEnd := time.Now().Add(drainMax)
-	for cut := false; !cut; {
-		select {
-		case <-drained:
-			cut = true
-		case <-grace.C:
-			if (unread(outR) || unread(errR)) && time.Now().Before(drainEnd) {
-				grace.Reset(drainGrace)
-				continue
-			}
-			outR.Close()
-			errR.Close()
-			<-drained
-			cut = true
+	if !c.drained {
+		if !c.out.drain(&c.grace, c.graceMax, stop) {
+			return false
 		}
+		c.drained = true
 	}
-	grace.Stop()
-	outR.Close()
-	errR.Close()
-	if werr != nil {
-		return finish(), pgid, fmt.Errorf("exec: wait for pid %d: %w", pid, werr)
-	}
+	return true
+}
 
-	res.Stdout = string(stdout.buf)
-	res.Stderr = string(stderr.buf)
-	res.OutputTruncated = stdout.truncated || stderr.truncated
-	res.TimedOut = killed
+// Finish collects what Collect has not yet and reports the result: exit
+// status, output, and which limit fired. It runs once.
+func (c *Cmd) Finish() (res core.ExecResult, pgid int, err error) {
+	c.Collect(-1)
+	s, pid, ws, ru := c.s, c.pid, c.ws, c.ru
+	res = core.ExecResult{Isolation: c.isolation}
+	pgid = pid
+	finish := func() core.ExecResult {
+		res.Duration = time.Since(c.begin)
+		res.DurationMS = float64(res.Duration.Microseconds()) / 1000
+		return res
+	}
+	if c.werr != nil {
+		return finish(), pgid, fmt.Errorf("exec: wait for pid %d: %w", pid, c.werr)
+	}
+	res.Stdout = string(c.out.bufs[0].buf)
+	res.Stderr = string(c.out.bufs[1].buf)
+	res.OutputTruncated = c.out.bufs[0].truncated || c.out.bufs[1].truncated
+	res.TimedOut = c.killed
 	switch {
 	case ws.Exited():
 		res.ExitCode = ws.ExitStatus()
@@ -265,15 +378,133 @@ func RunPgid(ctx context.Context, s ExecSpec, st Starter, isolation string, coun
 			res.CPUTimeExceeded = true
 		}
 	}
-	if counters != nil {
-		oom1, pids1 := counters()
-		res.OOMKilled = oom1 > oom0
-		res.PidsExceeded = pids1 > pids0
+	if c.counters != nil {
+		oom1, pids1 := c.counters()
+		res.OOMKilled = oom1 > c.oom0
+		res.PidsExceeded = pids1 > c.pids0
 	}
-	if ctx.Err() != nil && !res.TimedOut {
-		return finish(), pgid, fmt.Errorf("exec: %w", ctx.Err())
+	if c.ctx.Err() != nil && !res.TimedOut {
+		return finish(), pgid, fmt.Errorf("exec: %w", c.ctx.Err())
 	}
 	return finish(), pgid, nil
+}
+
+// outputs reads a command's stdout and stderr pipes (fds[i] = -1 once at
+// EOF and closed) into capped buffers.
+type outputs struct {
+	fds   [2]int
+	bufs  [2]capBuf
+	chunk []byte
+}
+
+// collectUntil reads output until exitFD turns readable (the command has
+// exited: true) or stop does first (false). A negative stop is none.
+func (o *outputs) collectUntil(exitFD, stop int) bool {
+	pfd := []unix.PollFd{{Fd: int32(exitFD), Events: unix.POLLIN}, {}, {}, {Fd: int32(stop), Events: unix.POLLIN}}
+	for {
+		// A negative fd is skipped by poll: a pipe at EOF.
+		pfd[1] = unix.PollFd{Fd: int32(o.fds[0]), Events: unix.POLLIN}
+		pfd[2] = unix.PollFd{Fd: int32(o.fds[1]), Events: unix.POLLIN}
+		if _, err := unix.Poll(pfd, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			// Cannot happen with valid fds. Blocking in the wait that
+			// follows is left to a caller with no stop fd, which can afford
+			// it.
+			return stop < 0
+		}
+		o.readReady(pfd[1:3])
+		if pfd[0].Revents != 0 {
+			return true
+		}
+		if pfd[3].Revents != 0 {
+			return false
+		}
+	}
+}
+
+// readReady reads every pipe poll reported ready until it would block.
+func (o *outputs) readReady(pfd []unix.PollFd) {
+	for i := range o.fds {
+		if o.fds[i] >= 0 && pfd[i].Revents != 0 {
+			o.read(i)
+		}
+	}
+}
+
+// read empties pipe i, closing it at EOF.
+func (o *outputs) read(i int) {
+	if o.chunk == nil {
+		o.chunk = make([]byte, 64<<10)
+	}
+	for {
+		n, err := unix.Read(o.fds[i], o.chunk)
+		if n > 0 {
+			o.bufs[i].add(o.chunk[:n])
+			continue
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN {
+			return
+		}
+		unix.Close(o.fds[i]) // EOF (or an error no read would recover from)
+		o.fds[i] = -1
+		return
+	}
+}
+
+// drain collects output still in flight after the command exited: until
+// both pipes are at EOF, or until *grace when a background child that
+// inherited them keeps them open. A loaded machine can leave this thread
+// unscheduled for longer than the grace while the command's own last
+// output still sits in a pipe; cutting then would drop it (a verdict
+// printed just before exit, say). So the grace is renewed while either
+// pipe holds unread bytes when it ends, up to graceMax; a pipe that stays
+// empty, held open by a background child, is cut. With stop >= 0 it
+// returns false as soon as stop turns readable, to be called again.
+func (o *outputs) drain(grace *time.Time, graceMax time.Time, stop int) bool {
+	pfd := make([]unix.PollFd, 3)
+	for o.fds[0] >= 0 || o.fds[1] >= 0 {
+		for i := range o.fds {
+			pfd[i] = unix.PollFd{Fd: int32(o.fds[i]), Events: unix.POLLIN}
+		}
+		pfd[2] = unix.PollFd{Fd: int32(stop), Events: unix.POLLIN}
+		wait := time.Until(*grace)
+		ms := int((wait + time.Millisecond - 1) / time.Millisecond)
+		if wait <= 0 {
+			ms = 0
+		}
+		n, err := unix.Poll(pfd, ms)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == nil && pfd[2].Revents != 0 {
+			return false
+		}
+		if err != nil || n == 0 {
+			if wait > 0 && err == nil {
+				continue // the grace is over: one more look for unread bytes
+			}
+			break // the grace ended with nothing unread
+		}
+		if wait <= 0 {
+			if !time.Now().Before(graceMax) {
+				break
+			}
+			*grace = time.Now().Add(drainGrace) // unread bytes at its end
+		}
+		o.readReady(pfd[:2])
+	}
+	for i := range o.fds {
+		if o.fds[i] >= 0 {
+			unix.Close(o.fds[i])
+			o.fds[i] = -1
+		}
+	}
+	return true
 }
 
 func applyRlimits(pid int, s ExecSpec) error {
@@ -379,22 +610,22 @@ func ForkExecAt(argv0 string, argv []string, attr *syscall.ProcAttr, atExec func
 	return pid, nil, nil
 }
 
-// pipe makes a close-on-exec pipe and returns our end (0: the read end,
-// 1: the write end) as a non-blocking *os.File on the runtime's poller,
-// and the other end as a raw blocking fd for the command.
-func pipe(ours int) (*os.File, int, error) {
+// rawPipe makes a close-on-exec pipe and returns our end (0: the read end,
+// 1: the write end), non-blocking, and the other end, blocking, for the
+// command.
+func rawPipe(ours int) (int, int, error) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		return nil, -1, err
+		return -1, -1, err
 	}
 	// F_SETFL replaces the status flags; a new pipe end has none but its
 	// access mode, which F_SETFL ignores. (One call, not SetNonblock's two.)
 	if _, err := unix.FcntlInt(uintptr(p[ours]), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
 		unix.Close(p[0])
 		unix.Close(p[1])
-		return nil, -1, err
+		return -1, -1, err
 	}
-	return os.NewFile(uintptr(p[ours]), "pipe"), p[1-ours], nil
+	return p[ours], p[1-ours], nil
 }
 
 // capBuf keeps the first max bytes written and counts the rest, so a
@@ -405,25 +636,16 @@ type capBuf struct {
 	truncated bool
 }
 
-func (c *capBuf) drain(f *os.File) {
-	chunk := make([]byte, 64<<10)
-	for {
-		n, err := f.Read(chunk)
-		if n > 0 {
-			room := c.max - int64(len(c.buf))
-			switch {
-			case room >= int64(n):
-				c.buf = append(c.buf, chunk[:n]...)
-			case room > 0:
-				c.buf = append(c.buf, chunk[:room]...)
-				c.truncated = true
-			default:
-				c.truncated = true
-			}
-		}
-		if err != nil {
-			return
-		}
+func (c *capBuf) add(b []byte) {
+	room := c.max - int64(len(c.buf))
+	switch {
+	case room >= int64(len(b)):
+		c.buf = append(c.buf, b...)
+	case room > 0:
+		c.buf = append(c.buf, b[:room]...)
+		c.truncated = true
+	default:
+		c.truncated = true
 	}
 }
 

@@ -1,6 +1,7 @@
 package sandboxinit
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -81,39 +83,164 @@ func TestForkExecAtFailingHookKillsTheChild(t *testing.T) {
 	}
 }
 
-// unread tells a pipe with bytes waiting from an empty one, without putting
-// the reading end back into blocking mode (the drain relies on closing it to
-// cut a read short).
-func TestUnreadSeesPendingOutput(t *testing.T) {
-	r, w, err := pipe(0)
-	if err != nil {
-		t.Fatal(err)
+// drain collects what a pipe still holds after the command exited, whether
+// or not a background child keeps its write end open (then it is cut once
+// nothing is left unread), and caps what it keeps.
+func TestDrainCollectsPendingOutputAndCuts(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		data      string
+		keepOpen  bool // a background child still holds the write end
+		max       int64
+		want      string
+		truncated bool
+	}{
+		{name: "closed", data: "verdict\n", max: 100, want: "verdict\n"},
+		{name: "held open", data: "verdict\n", keepOpen: true, max: 100, want: "verdict\n"},
+		{name: "held open, empty", keepOpen: true, max: 100},
+		{name: "capped", data: "0123456789", max: 4, want: "0123", truncated: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, w, err := rawPipe(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.data != "" {
+				if _, err := unix.Write(w, []byte(tc.data)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.keepOpen {
+				defer unix.Close(w)
+			} else {
+				unix.Close(w)
+			}
+			o := outputs{fds: [2]int{r, -1}, bufs: [2]capBuf{{max: tc.max}, {max: tc.max}}}
+			grace := time.Now().Add(drainGrace)
+			if !o.drain(&grace, grace.Add(drainMax), -1) {
+				t.Fatal("drain stopped without a stop fd")
+			}
+			if got := string(o.bufs[0].buf); got != tc.want || o.bufs[0].truncated != tc.truncated {
+				t.Errorf("got %q (truncated %v), want %q (%v)", got, o.bufs[0].truncated, tc.want, tc.truncated)
+			}
+			if o.fds[0] != -1 {
+				t.Errorf("pipe left open")
+			}
+		})
 	}
-	defer r.Close()
-	defer unix.Close(w)
-	if unread(r) {
-		t.Fatal("an empty pipe reads as holding output")
+}
+
+// collectUntil reads output as it comes and returns true once the exit fd
+// turns readable, even while the pipes stay open, and false when the stop
+// fd does first (the init then hands the command to a goroutine).
+func TestCollectUntil(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		exit bool // else stop turns readable
+	}{
+		{name: "exit", exit: true},
+		{name: "stop"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, w, err := rawPipe(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(w)
+			exitR, exitW, err := rawPipe(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(exitR)
+			defer unix.Close(exitW)
+			stopR, stopW, err := rawPipe(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(stopR)
+			defer unix.Close(stopW)
+			o := outputs{fds: [2]int{r, -1}, bufs: [2]capBuf{{max: 100}, {max: 100}}}
+			go func() {
+				unix.Write(w, []byte("out"))
+				if tc.exit {
+					unix.Write(exitW, []byte{0})
+				} else {
+					unix.Write(stopW, []byte{0})
+				}
+			}()
+			if got := o.collectUntil(exitR, stopR); got != tc.exit {
+				t.Fatalf("collectUntil = %v, want %v", got, tc.exit)
+			}
+			unix.Close(w)
+			grace := time.Now().Add(drainGrace)
+			o.drain(&grace, grace.Add(drainMax), -1)
+			if got := string(o.bufs[0].buf); got != "out" {
+				t.Errorf("got %q, want %q", got, "out")
+			}
+		})
 	}
-	if _, err := unix.Write(w, []byte("verdict\n")); err != nil {
-		t.Fatal(err)
+}
+
+// noPidfdStarter is DirectStarter on a kernel without CLONE_PIDFD.
+type noPidfdStarter struct{ DirectStarter }
+
+func (s noPidfdStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr, atExec func(pid int) error) (int, WaitFunc, error) {
+	a := *attr
+	sys := *attr.Sys
+	sys.PidFD = nil
+	a.Sys = &sys
+	return s.DirectStarter.Start(argv0, argv, &a, atExec)
+}
+
+// unpolledPidfdStarter gets a pidfd, on a kernel (5.2) whose pidfds do not
+// report the exit to poll.
+type unpolledPidfdStarter struct{ DirectStarter }
+
+func (unpolledPidfdStarter) PidfdPolls() bool { return false }
+
+// A command's exit is noticed with or without a pidfd to poll.
+func TestRunWithAndWithoutPidfd(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		st   Starter
+	}{
+		{name: "pidfd", st: DirectStarter{}},
+		{name: "no pidfd", st: noPidfdStarter{}},
+		{name: "pidfd poll unsupported", st: unpolledPidfdStarter{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := ExecSpec{Argv: []string{"/bin/sh", "-c", "echo out; echo err >&2; exit 3"}, Dir: "/", MaxOutput: 100}
+			res, pgid, err := RunPgid(context.Background(), spec, tc.st, "none", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ExitCode != 3 || res.Stdout != "out\n" || res.Stderr != "err\n" || pgid <= 0 {
+				t.Errorf("got exit %d, stdout %q, stderr %q, pgid %d", res.ExitCode, res.Stdout, res.Stderr, pgid)
+			}
+			// More output than a pipe holds, read while the command runs.
+			spec = ExecSpec{Argv: []string{"/bin/sh", "-c", "head -c 300000 /dev/zero"}, Dir: "/", MaxOutput: 1000}
+			res, _, err = RunPgid(context.Background(), spec, tc.st, "none", nil)
+			if err != nil || res.ExitCode != 0 || len(res.Stdout) != 1000 || !res.OutputTruncated {
+				t.Errorf("flood: exit %d, %d bytes kept, truncated %v, %v", res.ExitCode, len(res.Stdout), res.OutputTruncated, err)
+			}
+		})
 	}
-	if !unread(r) {
-		t.Fatal("a pipe holding 8 bytes reads as empty")
-	}
-	buf := make([]byte, 16)
-	if n, err := r.Read(buf); err != nil || n != 8 {
-		t.Fatalf("read = %d, %v", n, err)
-	}
-	if unread(r) {
-		t.Fatal("a drained pipe reads as holding output")
-	}
-	rc, err := r.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	flags := 0
-	rc.Control(func(fd uintptr) { flags, err = unix.FcntlInt(fd, unix.F_GETFL, 0) })
-	if err != nil || flags&unix.O_NONBLOCK == 0 {
-		t.Fatalf("reading end lost O_NONBLOCK: flags %#x, %v", flags, err)
+}
+
+func TestKernelAtLeast(t *testing.T) {
+	for _, tc := range []struct {
+		release string
+		want    bool
+	}{
+		{"6.18.44-fc-v669", true},
+		{"5.3.0", true},
+		{"5.2.21", false},
+		{"4.19.0-26-amd64", false},
+		{"10.0", true},
+		{"garbage", false},
+	} {
+		if got := kernelAtLeast(tc.release, 5, 3); got != tc.want {
+			t.Errorf("kernelAtLeast(%q, 5, 3) = %v, want %v", tc.release, got, tc.want)
+		}
 	}
 }
