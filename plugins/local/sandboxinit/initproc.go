@@ -338,7 +338,6 @@ func onSpawner(spawns chan spawnReq, fn func() error) error {
 	return <-reply
 }
 
-
 // joinCgroups moves the calling thread (only it: cgroup v1 places
 // threads) into the cgroups whose tasks files are the given fds.
 func joinCgroups(fds []int) error {
