@@ -30,8 +30,8 @@ var leftovers = []struct {
 	{"System V message queue", "ipcmk -Q >/dev/null", "tail -n +2 /proc/sysvipc/msg"},
 	{"System V semaphores", "ipcmk -S 2 >/dev/null", "tail -n +2 /proc/sysvipc/sem"},
 	{"POSIX message queue",
-		`python3 -c 'import ctypes, os; c = ctypes.CDLL(None, use_errno=True); assert c.mq_open(b"/answer", os.O_CREAT | os.O_RDWR, 0o600, None) >= 0, ctypes.get_errno()'`,
-		`python3 -c 'import ctypes, os; c = ctypes.CDLL(None, use_errno=True); c.mq_open(b"/answer", os.O_RDWR) >= 0 and print("queue /answer exists")'`},
+		`python3 -c 'import ctypes, os; c = ctypes.CDLL("librt.so.1", use_errno=True); assert c.mq_open(b"/answer", os.O_CREAT | os.O_RDWR, 0o600, None) >= 0, ctypes.get_errno()'`,
+		`python3 -c 'import ctypes, os; c = ctypes.CDLL("librt.so.1", use_errno=True); c.mq_open(b"/answer", os.O_RDWR) >= 0 and print("queue /answer exists")'`},
 }
 
 // A recycled sandbox must show its next user nothing of the last one:
