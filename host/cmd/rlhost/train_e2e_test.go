@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -136,15 +137,16 @@ func TestTrainingRaisesReward(t *testing.T) {
 	if len(steps) != 12 {
 		t.Fatalf("%d metrics lines, want 12", len(steps))
 	}
-	mean := func(ss []stepLine) float64 {
-		s := 0.0
-		for _, x := range ss {
-			s += x.RewardMean
-		}
-		return s / float64(len(ss))
+	// The median of three steps: one step of a stochastic run can swing
+	// far either way (one collapsed to -0.69 between two at 0.7 in a
+	// loaded run) without saying anything about whether training works.
+	median := func(ss []stepLine) float64 {
+		v := []float64{ss[0].RewardMean, ss[1].RewardMean, ss[2].RewardMean}
+		sort.Float64s(v)
+		return v[1]
 	}
-	first, last := mean(steps[:3]), mean(steps[9:])
-	t.Logf("reward first 3 steps %.3f, last 3 steps %.3f", first, last)
+	first, last := median(steps[:3]), median(steps[9:])
+	t.Logf("reward first 3 steps %.3f, last 3 steps %.3f (medians)", first, last)
 	if last < first+0.2 {
 		t.Errorf("reward did not rise: first 3 steps %.3f, last 3 %.3f\n%s", first, last, r.stdout)
 	}
