@@ -2,7 +2,7 @@ run_block "Local sandbox backend: latency and throughput" \
 "Create → first exec of \`true\` → destroy (cold, and from a warm pool), exec round trips in a warm sandbox, and 64 sandboxes alive at once running Python; baselines in the same run: \`bwrap --unshare-all\` (Debian bubblewrap) and bare fork/exec of the same command." \
   sh plugins/local/bench/run.sh -n 300 -concurrent 64
 run_block "Local sandbox backend: the floor, interleaved" \
-"Issue 16's two latency figures, each iteration taking turns between the backend and its baseline so load on a shared machine hits both alike: cold create → first exec of \`true\` against \`bwrap --unshare-all\` (goal ≤ 1.0x), and a warm exec round trip against a bare fork/exec (goal ≤ 1.2x). A third row starts inits without the launcher." \
+"The two latency figures the local backend aims at, each iteration taking turns between the backend and its baseline so load on a shared machine hits both alike: cold create → first exec of \`true\` against \`bwrap --unshare-all\` (goal ≤ 1.0x), and a warm exec round trip against a bare fork/exec (goal ≤ 1.2x). A third row starts inits without the launcher." \
   sh plugins/local/bench/run.sh -only floor -n 300
 run_block "Local sandbox backend: warm exec alone" \
 "The warm exec round trip against a bare fork/exec with no sandbox creation in the loop (goal ≤ 1.2x): in the floor rows above, each warm exec follows a create started without the launcher, which forks the benchmark's process and leaves copy-on-write faults on whatever runs next." \
