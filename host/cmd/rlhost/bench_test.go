@@ -217,6 +217,9 @@ func BenchmarkEpisodeLend(b *testing.B) {
 	b.ReportMetric(us(ml), "lent-episode-us")
 	b.ReportMetric(us(mb), "bare-episode-us")
 	b.ReportMetric(us(ml-mb), "lend-us")
+	if b.N > 1 {
+		benchRow(b, fmt.Sprintf("| NewEpisode + no-op Step + End, isolation none | %d | %.0f | %.0f | %.0f |", b.N, us(mb), us(ml), us(ml-mb)))
+	}
 }
 
 // The coding programs used for throughput: a correct solution per task.
