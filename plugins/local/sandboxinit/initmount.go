@@ -215,6 +215,33 @@ func fillRoot(s Setup, src *rootSources, nr string, tr *Tracer) error {
 	return nil
 }
 
+// scratchMount is one of a sandbox's writable tmpfs mounts, made at
+// set-up and made again, empty, by a reset.
+type scratchMount struct {
+	dir  string
+	size int64
+	mode string
+}
+
+// scratchMounts lists them: /dev/shm, /tmp, /run, and /workspace unless
+// the workspace is a host directory.
+func scratchMounts(s Setup) []scratchMount {
+	m := []scratchMount{{"/dev/shm", s.TmpBytes, "1777"}, {"/tmp", s.TmpBytes, "1777"}, {"/run", 1 << 20, "0755"}}
+	if s.WorkspaceBytes > 0 {
+		m = append(m, scratchMount{"/workspace", s.WorkspaceBytes, "0755"})
+	}
+	return m
+}
+
+// mount mounts a new tmpfs at m.dir under root.
+func (m scratchMount) mount(root string) error {
+	opts := fmt.Sprintf("mode=%s,size=%d", m.mode, m.size)
+	if err := unix.Mount("tmpfs", root+m.dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount %s: %w", m.dir, err)
+	}
+	return nil
+}
+
 // finishRoot mounts the per-sandbox file systems on the root view at nr
 // (/proc, /dev/shm, /tmp, /run, /workspace) and pivots into it.
 func finishRoot(s Setup, nr string, wsfd int, tr *Tracer) error {
@@ -222,27 +249,12 @@ func finishRoot(s Setup, nr string, wsfd int, tr *Tracer) error {
 		return fmt.Errorf("mount /proc (a proc for the sandbox's PID namespace; fails where the host's /proc has masked parts): %w", err)
 	}
 	tr.Mark("proc")
-	tmpfs := func(dir string, size int64, mode string) error {
-		opts := fmt.Sprintf("mode=%s,size=%d", mode, size)
-		if err := unix.Mount("tmpfs", nr+dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-			return fmt.Errorf("mount %s: %w", dir, err)
-		}
-		return nil
-	}
-	if err := tmpfs("/dev/shm", s.TmpBytes, "1777"); err != nil {
-		return err
-	}
-	if err := tmpfs("/tmp", s.TmpBytes, "1777"); err != nil {
-		return err
-	}
-	if err := tmpfs("/run", 1<<20, "0755"); err != nil {
-		return err
-	}
-	if s.WorkspaceBytes > 0 {
-		if err := tmpfs("/workspace", s.WorkspaceBytes, "0755"); err != nil {
+	for _, m := range scratchMounts(s) {
+		if err := m.mount(nr); err != nil {
 			return err
 		}
-	} else {
+	}
+	if s.WorkspaceBytes <= 0 {
 		if err := unix.Mount(fmt.Sprintf("/proc/self/fd/%d", wsfd), nr+"/workspace", "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind workspace %s: %w", s.WorkspaceDir, err)
 		}

@@ -45,27 +45,15 @@ func (srv *initServer) resetOn(deadline time.Time) error {
 		return err
 	}
 	tr.Mark("kill")
-	s := srv.setup
-	mounts := []struct {
-		dir  string
-		size int64
-		mode string
-	}{{"/dev/shm", s.TmpBytes, "1777"}, {"/tmp", s.TmpBytes, "1777"}, {"/run", 1 << 20, "0755"}}
-	if s.WorkspaceBytes <= 0 {
+	if srv.setup.WorkspaceBytes <= 0 {
 		return errors.New("reset: the workspace is a host directory, which a reset cannot empty safely")
 	}
-	mounts = append(mounts, struct {
-		dir  string
-		size int64
-		mode string
-	}{"/workspace", s.WorkspaceBytes, "0755"})
-	for _, m := range mounts {
+	for _, m := range scratchMounts(srv.setup) {
 		if err := unix.Unmount(m.dir, unix.MNT_DETACH); err != nil {
 			return fmt.Errorf("reset: unmount %s: %w", m.dir, err)
 		}
-		opts := fmt.Sprintf("mode=%s,size=%d", m.mode, m.size)
-		if err := unix.Mount("tmpfs", m.dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-			return fmt.Errorf("reset: mount %s: %w", m.dir, err)
+		if err := m.mount(""); err != nil {
+			return fmt.Errorf("reset: %w", err)
 		}
 	}
 	tr.Mark("mounts")
