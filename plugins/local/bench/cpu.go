@@ -9,8 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/rlhost/rlhost/core"
 )
 
 // cpuMeter counts the CPU time of this process and all its descendants
@@ -135,16 +133,11 @@ func runCPU(n int, stateDir, helper string) error {
 		return err
 	}
 	lifecycle := func() error {
-		info, err := b.Create(ctx, core.SandboxSpec{})
-		if err != nil {
-			return err
-		}
-		r, err := b.Exec(ctx, info.ID, core.ExecRequest{Command: []string{"true"}})
-		if err == nil && r.ExitCode != 0 {
-			err = fmt.Errorf("exit %d: %s", r.ExitCode, r.Stderr)
-		}
-		if derr := b.Destroy(ctx, info.ID); err == nil {
-			err = derr
+		id, err := createAndRunTrue(ctx, b)
+		if id != "" {
+			if derr := b.Destroy(ctx, id); err == nil {
+				err = derr
+			}
 		}
 		return err
 	}

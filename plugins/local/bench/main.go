@@ -102,6 +102,25 @@ func measure(n int, f func() error) (stats, error) {
 	return pct(ds), nil
 }
 
+// runOK execs argv in sandbox id and fails unless it exits 0.
+func runOK(ctx context.Context, b *local.Backend, id string, argv ...string) error {
+	r, err := b.Exec(ctx, id, core.ExecRequest{Command: argv})
+	if err == nil && r.ExitCode != 0 {
+		err = fmt.Errorf("exit %d: %s", r.ExitCode, r.Stderr)
+	}
+	return err
+}
+
+// createAndRunTrue is a cold create and first exec of true; it returns
+// the sandbox for the caller to destroy.
+func createAndRunTrue(ctx context.Context, b *local.Backend) (string, error) {
+	info, err := b.Create(ctx, core.SandboxSpec{})
+	if err != nil {
+		return "", err
+	}
+	return info.ID, runOK(ctx, b, info.ID, "true")
+}
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
 
 func bare(argv ...string) func() error {
@@ -205,13 +224,7 @@ func run(n, conc int, stateDir, helper string) error {
 		if err != nil {
 			return err
 		}
-		in, err := measure(n, func() error {
-			r, err := cold.Exec(ctx, info.ID, core.ExecRequest{Command: argv})
-			if err == nil && r.ExitCode != 0 {
-				err = fmt.Errorf("exit %d: %s", r.ExitCode, r.Stderr)
-			}
-			return err
-		})
+		in, err := measure(n, func() error { return runOK(ctx, cold, info.ID, argv...) })
 		if err != nil {
 			return err
 		}
@@ -441,13 +454,7 @@ func runFloor(n int, stateDir, helper, prevHelper string, warmOnly bool) error {
 		*into = append(*into, time.Since(t0))
 		return err
 	}
-	execTrue := func(id string) error {
-		r, err := b.Exec(ctx, id, core.ExecRequest{Command: []string{"true"}})
-		if err == nil && r.ExitCode != 0 {
-			err = fmt.Errorf("exit %d: %s", r.ExitCode, r.Stderr)
-		}
-		return err
-	}
+	execTrue := func(id string) error { return runOK(ctx, b, id, "true") }
 	if warmOnly {
 		return runWarm(n, m, bareRun, func() error { return execTrue(warm.ID) }, prevB, prevID, prevHelper)
 	}
@@ -456,13 +463,9 @@ func runFloor(n int, stateDir, helper, prevHelper string, warmOnly bool) error {
 			return fmt.Errorf("bwrap: %w", err)
 		}
 		var id string
-		if err := timed(&cold, func() error {
-			info, err := b.Create(ctx, core.SandboxSpec{})
-			if err != nil {
-				return err
-			}
-			id = info.ID
-			return execTrue(id)
+		if err := timed(&cold, func() (err error) {
+			id, err = createAndRunTrue(ctx, b)
+			return err
 		}); err != nil {
 			return fmt.Errorf("cold create: %w", err)
 		}
@@ -472,13 +475,9 @@ func runFloor(n int, stateDir, helper, prevHelper string, warmOnly bool) error {
 		// The same, with every init started from this process instead of
 		// the launcher (the backend reads the switch at each create).
 		os.Setenv("RLHOST_LOCAL_LAUNCHER", "off")
-		err := timed(&direct, func() error {
-			info, err := b.Create(ctx, core.SandboxSpec{})
-			if err != nil {
-				return err
-			}
-			id = info.ID
-			return execTrue(id)
+		err := timed(&direct, func() (err error) {
+			id, err = createAndRunTrue(ctx, b)
+			return err
 		})
 		os.Unsetenv("RLHOST_LOCAL_LAUNCHER")
 		if err != nil {
@@ -495,16 +494,8 @@ func runFloor(n int, stateDir, helper, prevHelper string, warmOnly bool) error {
 		}
 		if prevB != nil {
 			os.Setenv("RLHOST_LOCAL_LAUNCHER", "off")
-			err := timed(&prevCold, func() error {
-				info, err := prevB.Create(ctx, core.SandboxSpec{})
-				if err != nil {
-					return err
-				}
-				id = info.ID
-				r, err := prevB.Exec(ctx, id, core.ExecRequest{Command: []string{"true"}})
-				if err == nil && r.ExitCode != 0 {
-					err = fmt.Errorf("exit %d: %s", r.ExitCode, r.Stderr)
-				}
+			err := timed(&prevCold, func() (err error) {
+				id, err = createAndRunTrue(ctx, prevB)
 				return err
 			})
 			os.Unsetenv("RLHOST_LOCAL_LAUNCHER")
@@ -514,13 +505,7 @@ func runFloor(n int, stateDir, helper, prevHelper string, warmOnly bool) error {
 			if err := prevB.Destroy(ctx, id); err != nil {
 				return err
 			}
-			if err := timed(&prevT, func() error {
-				r, err := prevB.Exec(ctx, prevID, core.ExecRequest{Command: []string{"true"}})
-				if err == nil && r.ExitCode != 0 {
-					err = fmt.Errorf("exit %d: %s", r.ExitCode, r.Stderr)
-				}
-				return err
-			}); err != nil {
+			if err := timed(&prevT, func() error { return runOK(ctx, prevB, prevID, "true") }); err != nil {
 				return fmt.Errorf("warm exec, previous helper: %w", err)
 			}
 		}
@@ -548,13 +533,7 @@ func runFloor(n int, stateDir, helper, prevHelper string, warmOnly bool) error {
 // order alternates, and prints the rows.
 func runWarm(n int, m string, bareRun, warmRun func() error, prevB *local.Backend, prevID, prevHelper string) error {
 	ctx := context.Background()
-	prevRun := func() error {
-		r, err := prevB.Exec(ctx, prevID, core.ExecRequest{Command: []string{"true"}})
-		if err == nil && r.ExitCode != 0 {
-			err = fmt.Errorf("exit %d: %s", r.ExitCode, r.Stderr)
-		}
-		return err
-	}
+	prevRun := func() error { return runOK(ctx, prevB, prevID, "true") }
 	var bareT, warmT, prevT []time.Duration
 	type turn struct {
 		name string
