@@ -3,11 +3,9 @@ package envplugin
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-plugin"
-	"google.golang.org/grpc"
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/pluginbase"
@@ -15,13 +13,13 @@ import (
 	"github.com/rlhost/rlhost/core/schema"
 )
 
-// Client is the host-side Environment that talks to a plugin over gRPC. When
-// an episode starts, it serves the episode's Sandbox on the go-plugin broker
-// and stops that server when the episode ends (or never gets dialled).
+// Client is the host-side Environment that talks to a plugin over gRPC. It
+// lends each episode's Sandbox to the plugin from the episode's start to its
+// end, over one broker connection for the client's life (see lender).
 type Client struct {
-	rpc    rlhostpb.EnvironmentClient
-	broker *plugin.GRPCBroker
-	info   pluginbase.Info
+	rpc  rlhostpb.EnvironmentClient
+	lend *lender
+	info pluginbase.Info
 }
 
 var _ Environment = (*Client)(nil)
@@ -43,7 +41,7 @@ func NewClient(ctx context.Context, rpc rlhostpb.EnvironmentClient, broker *plug
 	if info.Kind != "" && info.Kind != pluginbase.KindEnv {
 		return nil, fmt.Errorf("plugin %q is a %s plugin, not an environment", info.Name, info.Kind)
 	}
-	return &Client{rpc: rpc, broker: broker, info: info}, nil
+	return &Client{rpc: rpc, lend: newLender(broker), info: info}, nil
 }
 
 // Info returns the description fetched when the client was made.
@@ -77,57 +75,26 @@ func (c *Client) NewEpisode(ctx context.Context, ep Episode) (Session, Observati
 		EpisodeId: ep.ID, Task: fromTask(ep.Task), Seed: ep.Seed,
 		Group: int32(ep.Group), Index: int32(ep.Index),
 	}
-	lend := &lentServer{}
+	release := func() {}
 	if ep.Sandbox != nil {
-		req.SandboxId = ep.Sandbox.ID()
-		req.SandboxBrokerId = c.broker.NextId()
-		lend.start(c.broker, req.SandboxBrokerId, ep.Sandbox)
+		id, rel, err := c.lend.lend(ep.Sandbox)
+		if err != nil {
+			return nil, Observation{}, fmt.Errorf("start episode %s: %w", ep.ID, err)
+		}
+		req.SandboxId, req.SandboxBrokerId, release = ep.Sandbox.ID(), id, rel
 	}
 	r, err := c.rpc.NewEpisode(ctx, req)
 	if err != nil {
-		lend.stop()
+		release()
 		return nil, Observation{}, fmt.Errorf("start episode %s: %w", ep.ID, rlhostpb.FromStatus(err))
 	}
-	return &clientSession{c: c, id: ep.ID, lend: lend}, toObservation(r), nil
-}
-
-// lentServer runs the brokered Sandbox server for one episode. AcceptAndServe
-// is started before the id is sent (the plugin dials it while handling
-// NewEpisode); stop works whether or not the plugin ever dialled.
-type lentServer struct {
-	mu      sync.Mutex
-	srv     *grpc.Server
-	stopped bool
-}
-
-func (l *lentServer) start(b *plugin.GRPCBroker, id uint32, sb Sandbox) {
-	go b.AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server {
-		s := pluginbase.NewGRPCServer(opts)
-		rlhostpb.RegisterSandboxServer(s, &sandboxServer{impl: sb})
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.stopped {
-			// stop ran first: serve nothing. Stop now makes Serve return at once.
-			s.Stop()
-		}
-		l.srv = s
-		return s
-	})
-}
-
-func (l *lentServer) stop() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.stopped = true
-	if l.srv != nil {
-		l.srv.Stop()
-	}
+	return &clientSession{c: c, id: ep.ID, release: release}, toObservation(r), nil
 }
 
 type clientSession struct {
-	c    *Client
-	id   string
-	lend *lentServer
+	c       *Client
+	id      string
+	release func() // ends the sandbox's lease
 }
 
 func (s *clientSession) Step(ctx context.Context, reply core.Message) (Observation, error) {
@@ -139,7 +106,9 @@ func (s *clientSession) Step(ctx context.Context, reply core.Message) (Observati
 }
 
 func (s *clientSession) End(ctx context.Context, reason string) (Observation, error) {
-	defer s.lend.stop()
+	// The env may still use the sandbox while it ends (scoring), so the
+	// lease ends after the call, whatever its outcome.
+	defer s.release()
 	r, err := s.c.rpc.End(ctx, &rlhostpb.EndRequest{EpisodeId: s.id, Reason: reason})
 	if err != nil {
 		return Observation{}, fmt.Errorf("end episode %s: %w", s.id, rlhostpb.FromStatus(err))

@@ -15,23 +15,59 @@ import (
 )
 
 // server is the plugin-side gRPC server. It owns the live sessions, keyed by
-// episode id, and the broker connection to each episode's lent Sandbox.
+// episode id, and the broker connection to the host's Sandbox server.
 type server struct {
 	rlhostpb.UnimplementedEnvironmentServer
-	impl   Environment
-	broker *plugin.GRPCBroker
+	impl  Environment
+	conns *brokerConns
 
 	mu       sync.Mutex
-	sessions map[string]*liveSession
-}
-
-type liveSession struct {
-	sess Session
-	conn *grpc.ClientConn
+	sessions map[string]Session // nil: still starting
 }
 
 func newServer(impl Environment, broker *plugin.GRPCBroker) *server {
-	return &server{impl: impl, broker: broker, sessions: map[string]*liveSession{}}
+	dial := func(id uint32) (*grpc.ClientConn, error) {
+		return broker.DialWithOptions(id, pluginbase.DialOptions()...)
+	}
+	return &server{impl: impl, conns: newBrokerConns(dial), sessions: map[string]Session{}}
+}
+
+// brokerConns dials each broker id once and keeps the connection: the host
+// serves every episode's sandbox on one id, and go-plugin's broker lets an id
+// be dialled only once. A failed dial is not kept; the next episode retries.
+type brokerConns struct {
+	dial func(uint32) (*grpc.ClientConn, error)
+
+	mu    sync.Mutex // held across a dial, so concurrent episodes dial once
+	conns map[uint32]*grpc.ClientConn
+}
+
+func newBrokerConns(dial func(uint32) (*grpc.ClientConn, error)) *brokerConns {
+	return &brokerConns{dial: dial, conns: map[uint32]*grpc.ClientConn{}}
+}
+
+func (b *brokerConns) get(id uint32) (*grpc.ClientConn, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c, ok := b.conns[id]; ok {
+		return c, nil
+	}
+	c, err := b.dial(id)
+	if err != nil {
+		return nil, fmt.Errorf("dial broker connection %d: %w", id, err)
+	}
+	b.conns[id] = c
+	return c, nil
+}
+
+// close closes every connection; a later get dials again.
+func (b *brokerConns) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, c := range b.conns {
+		c.Close()
+		delete(b.conns, id)
+	}
 }
 
 func (s *server) Describe(context.Context, *rlhostpb.Empty) (*rlhostpb.PluginInfo, error) {
@@ -71,15 +107,13 @@ func (s *server) NewEpisode(ctx context.Context, r *rlhostpb.NewEpisodeRequest) 
 		s.mu.Unlock()
 	}
 
-	var conn *grpc.ClientConn
 	var sb Sandbox
 	if r.GetSandboxBrokerId() != 0 {
-		c, err := s.broker.DialWithOptions(r.GetSandboxBrokerId(), pluginbase.DialOptions()...)
+		c, err := s.conns.get(r.GetSandboxBrokerId())
 		if err != nil {
 			release()
-			return nil, rlhostpb.ToStatus(fmt.Errorf("dial lent sandbox for episode %s: %w", id, err))
+			return nil, rlhostpb.ToStatus(fmt.Errorf("lent sandbox for episode %s: %w", id, err))
 		}
-		conn = c
 		sb = &sandboxClient{rpc: rlhostpb.NewSandboxClient(c), id: r.GetSandboxId()}
 	}
 	ep := Episode{
@@ -96,14 +130,11 @@ func (s *server) NewEpisode(ctx context.Context, r *rlhostpb.NewEpisodeRequest) 
 		err = ctx.Err()
 	}
 	if err != nil {
-		if conn != nil {
-			conn.Close()
-		}
 		release()
 		return nil, rlhostpb.ToStatus(err)
 	}
 	s.mu.Lock()
-	s.sessions[id] = &liveSession{sess: sess, conn: conn}
+	s.sessions[id] = sess
 	s.mu.Unlock()
 	return fromObservation(obs), nil
 }
@@ -111,22 +142,22 @@ func (s *server) NewEpisode(ctx context.Context, r *rlhostpb.NewEpisodeRequest) 
 // endTimeout bounds the End the server itself calls for an abandoned session.
 const endTimeout = 30 * time.Second
 
-func (s *server) session(id string) (*liveSession, error) {
+func (s *server) session(id string) (Session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ls, ok := s.sessions[id]
-	if !ok || ls == nil { // nil: still starting
+	sess := s.sessions[id]
+	if sess == nil { // absent, or still starting
 		return nil, fmt.Errorf("episode %s: %w", id, core.ErrNotFound)
 	}
-	return ls, nil
+	return sess, nil
 }
 
 func (s *server) Step(ctx context.Context, r *rlhostpb.StepRequest) (*rlhostpb.Observation, error) {
-	ls, err := s.session(r.GetEpisodeId())
+	sess, err := s.session(r.GetEpisodeId())
 	if err != nil {
 		return nil, rlhostpb.ToStatus(err)
 	}
-	obs, err := ls.sess.Step(ctx, toMessage(r.GetReply()))
+	obs, err := sess.Step(ctx, toMessage(r.GetReply()))
 	if err != nil {
 		return nil, rlhostpb.ToStatus(err)
 	}
@@ -135,41 +166,33 @@ func (s *server) Step(ctx context.Context, r *rlhostpb.StepRequest) (*rlhostpb.O
 
 func (s *server) End(ctx context.Context, r *rlhostpb.EndRequest) (*rlhostpb.Observation, error) {
 	s.mu.Lock()
-	ls, ok := s.sessions[r.GetEpisodeId()]
-	if ok && ls != nil {
+	sess := s.sessions[r.GetEpisodeId()]
+	if sess != nil {
 		delete(s.sessions, r.GetEpisodeId())
 	}
 	s.mu.Unlock()
-	if !ok || ls == nil {
+	if sess == nil {
 		return nil, rlhostpb.ToStatus(fmt.Errorf("episode %s: %w", r.GetEpisodeId(), core.ErrNotFound))
 	}
-	defer func() {
-		if ls.conn != nil {
-			ls.conn.Close()
-		}
-	}()
-	obs, err := ls.sess.End(ctx, r.GetReason())
+	obs, err := sess.End(ctx, r.GetReason())
 	if err != nil {
 		return nil, rlhostpb.ToStatus(err)
 	}
 	return fromObservation(obs), nil
 }
 
-// Shutdown ends every live session so environments can release resources;
-// the host kills the process right after.
+// Shutdown ends every live session so environments can release resources,
+// then drops the broker connection; the host kills the process right after.
 func (s *server) Shutdown(ctx context.Context, _ *rlhostpb.Empty) (*rlhostpb.Empty, error) {
 	s.mu.Lock()
 	live := s.sessions
-	s.sessions = map[string]*liveSession{}
+	s.sessions = map[string]Session{}
 	s.mu.Unlock()
-	for _, ls := range live {
-		if ls == nil {
-			continue
-		}
-		_, _ = ls.sess.End(ctx, core.FinishCancelled)
-		if ls.conn != nil {
-			ls.conn.Close()
+	for _, sess := range live {
+		if sess != nil {
+			_, _ = sess.End(ctx, core.FinishCancelled)
 		}
 	}
+	s.conns.close()
 	return &rlhostpb.Empty{}, nil
 }

@@ -13,7 +13,9 @@ import (
 )
 
 // ProtocolVersion is bumped on any incompatible change to core/proto.
-const ProtocolVersion = 1
+// 2: one lent-Sandbox broker connection per env plugin process, not per
+// episode; requests name their sandbox.
+const ProtocolVersion = 2
 
 // Plugin kinds, used as go-plugin plugin-map keys.
 const (

@@ -891,7 +891,7 @@ func (x *SandboxInfo) GetIsolation() string {
 // NUL there, and proto3 strings must be UTF-8.
 type ExecRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
-	SandboxId      string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"` // ignored on a lent Sandbox: the host binds it
+	SandboxId      string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"` // on a lent Sandbox: which of the env's lent sandboxes
 	Command        [][]byte               `protobuf:"bytes,2,rep,name=command,proto3" json:"command,omitempty"`
 	Stdin          []byte                 `protobuf:"bytes,3,opt,name=stdin,proto3" json:"stdin,omitempty"`
 	Env            map[string][]byte      `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
@@ -1822,14 +1822,17 @@ func (x *Observation) GetFinishReason() string {
 }
 
 type NewEpisodeRequest struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	EpisodeId       string                 `protobuf:"bytes,1,opt,name=episode_id,json=episodeId,proto3" json:"episode_id,omitempty"`
-	Task            *Task                  `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
-	SandboxBrokerId uint32                 `protobuf:"varint,3,opt,name=sandbox_broker_id,json=sandboxBrokerId,proto3" json:"sandbox_broker_id,omitempty"`
-	SandboxId       string                 `protobuf:"bytes,4,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	Seed            int64                  `protobuf:"varint,5,opt,name=seed,proto3" json:"seed,omitempty"`
-	Group           int32                  `protobuf:"varint,6,opt,name=group,proto3" json:"group,omitempty"`
-	Index           int32                  `protobuf:"varint,7,opt,name=index,proto3" json:"index,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	EpisodeId string                 `protobuf:"bytes,1,opt,name=episode_id,json=episodeId,proto3" json:"episode_id,omitempty"`
+	Task      *Task                  `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	// The broker id of the host's Sandbox server: the same for every episode
+	// of this plugin process, so the env dials it once and keeps the
+	// connection (a second dial of an id times out). 0: no sandbox.
+	SandboxBrokerId uint32 `protobuf:"varint,3,opt,name=sandbox_broker_id,json=sandboxBrokerId,proto3" json:"sandbox_broker_id,omitempty"`
+	SandboxId       string `protobuf:"bytes,4,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Seed            int64  `protobuf:"varint,5,opt,name=seed,proto3" json:"seed,omitempty"`
+	Group           int32  `protobuf:"varint,6,opt,name=group,proto3" json:"group,omitempty"`
+	Index           int32  `protobuf:"varint,7,opt,name=index,proto3" json:"index,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -2219,9 +2222,9 @@ const file_rlhost_proto_rawDesc = "" +
 	"\aDestroy\x12\x14.rlhost.v1.SandboxID\x1a\x10.rlhost.v1.Empty\x127\n" +
 	"\x04List\x12\x16.rlhost.v1.ListRequest\x1a\x17.rlhost.v1.ListResponse\x128\n" +
 	"\vReapOrphans\x12\x10.rlhost.v1.Empty\x1a\x17.rlhost.v1.ListResponse\x12.\n" +
-	"\bShutdown\x12\x10.rlhost.v1.Empty\x1a\x10.rlhost.v1.Empty2\xbb\x02\n" +
-	"\aSandbox\x120\n" +
-	"\x04Info\x12\x10.rlhost.v1.Empty\x1a\x16.rlhost.v1.SandboxInfo\x125\n" +
+	"\bShutdown\x12\x10.rlhost.v1.Empty\x1a\x10.rlhost.v1.Empty2\xbf\x02\n" +
+	"\aSandbox\x124\n" +
+	"\x04Info\x12\x14.rlhost.v1.SandboxID\x1a\x16.rlhost.v1.SandboxInfo\x125\n" +
 	"\x04Exec\x12\x16.rlhost.v1.ExecRequest\x1a\x15.rlhost.v1.ExecResult\x12C\n" +
 	"\bReadFile\x12\x1a.rlhost.v1.ReadFileRequest\x1a\x1b.rlhost.v1.ReadFileResponse\x12:\n" +
 	"\tWriteFile\x12\x1b.rlhost.v1.WriteFileRequest\x1a\x10.rlhost.v1.Empty\x12F\n" +
@@ -2320,7 +2323,7 @@ var file_rlhost_proto_depIdxs = []int32{
 	22, // 28: rlhost.v1.SandboxBackend.List:input_type -> rlhost.v1.ListRequest
 	0,  // 29: rlhost.v1.SandboxBackend.ReapOrphans:input_type -> rlhost.v1.Empty
 	0,  // 30: rlhost.v1.SandboxBackend.Shutdown:input_type -> rlhost.v1.Empty
-	0,  // 31: rlhost.v1.Sandbox.Info:input_type -> rlhost.v1.Empty
+	21, // 31: rlhost.v1.Sandbox.Info:input_type -> rlhost.v1.SandboxID
 	12, // 32: rlhost.v1.Sandbox.Exec:input_type -> rlhost.v1.ExecRequest
 	14, // 33: rlhost.v1.Sandbox.ReadFile:input_type -> rlhost.v1.ReadFileRequest
 	16, // 34: rlhost.v1.Sandbox.WriteFile:input_type -> rlhost.v1.WriteFileRequest

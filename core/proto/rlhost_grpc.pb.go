@@ -519,10 +519,11 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Sandbox is served by the host on the go-plugin broker, bound to one
-// sandbox, and lent to an environment for one episode.
+// Sandbox is served by the host on the go-plugin broker, one server per env
+// plugin process for its whole life. Every request names its sandbox, and is
+// served only while that sandbox is lent to one of the env's live episodes.
 type SandboxClient interface {
-	Info(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*SandboxInfo, error)
+	Info(ctx context.Context, in *SandboxID, opts ...grpc.CallOption) (*SandboxInfo, error)
 	Exec(ctx context.Context, in *ExecRequest, opts ...grpc.CallOption) (*ExecResult, error)
 	ReadFile(ctx context.Context, in *ReadFileRequest, opts ...grpc.CallOption) (*ReadFileResponse, error)
 	WriteFile(ctx context.Context, in *WriteFileRequest, opts ...grpc.CallOption) (*Empty, error)
@@ -537,7 +538,7 @@ func NewSandboxClient(cc grpc.ClientConnInterface) SandboxClient {
 	return &sandboxClient{cc}
 }
 
-func (c *sandboxClient) Info(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*SandboxInfo, error) {
+func (c *sandboxClient) Info(ctx context.Context, in *SandboxID, opts ...grpc.CallOption) (*SandboxInfo, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SandboxInfo)
 	err := c.cc.Invoke(ctx, Sandbox_Info_FullMethodName, in, out, cOpts...)
@@ -591,10 +592,11 @@ func (c *sandboxClient) ListFiles(ctx context.Context, in *ListFilesRequest, opt
 // All implementations must embed UnimplementedSandboxServer
 // for forward compatibility.
 //
-// Sandbox is served by the host on the go-plugin broker, bound to one
-// sandbox, and lent to an environment for one episode.
+// Sandbox is served by the host on the go-plugin broker, one server per env
+// plugin process for its whole life. Every request names its sandbox, and is
+// served only while that sandbox is lent to one of the env's live episodes.
 type SandboxServer interface {
-	Info(context.Context, *Empty) (*SandboxInfo, error)
+	Info(context.Context, *SandboxID) (*SandboxInfo, error)
 	Exec(context.Context, *ExecRequest) (*ExecResult, error)
 	ReadFile(context.Context, *ReadFileRequest) (*ReadFileResponse, error)
 	WriteFile(context.Context, *WriteFileRequest) (*Empty, error)
@@ -609,7 +611,7 @@ type SandboxServer interface {
 // pointer dereference when methods are called.
 type UnimplementedSandboxServer struct{}
 
-func (UnimplementedSandboxServer) Info(context.Context, *Empty) (*SandboxInfo, error) {
+func (UnimplementedSandboxServer) Info(context.Context, *SandboxID) (*SandboxInfo, error) {
 	return nil, status.Error(codes.Unimplemented, "method Info not implemented")
 }
 func (UnimplementedSandboxServer) Exec(context.Context, *ExecRequest) (*ExecResult, error) {
@@ -646,7 +648,7 @@ func RegisterSandboxServer(s grpc.ServiceRegistrar, srv SandboxServer) {
 }
 
 func _Sandbox_Info_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(Empty)
+	in := new(SandboxID)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -658,7 +660,7 @@ func _Sandbox_Info_Handler(srv interface{}, ctx context.Context, dec func(interf
 		FullMethod: Sandbox_Info_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(SandboxServer).Info(ctx, req.(*Empty))
+		return srv.(SandboxServer).Info(ctx, req.(*SandboxID))
 	}
 	return interceptor(ctx, in, info, handler)
 }

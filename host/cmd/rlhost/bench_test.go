@@ -184,10 +184,10 @@ func benchRoundTrip(b *testing.B, isolation string) {
 
 // BenchmarkEpisodeLend times what lending a sandbox adds to an episode:
 // NewEpisode, one no-op Step and End on the probe env, with a lent sandbox
-// (the host serves it on a new broker connection, which the env dials
-// while it starts the episode, and stops at End) and without one, in
-// interleaved rounds. No sandbox call is made: lend-us is the connection's
-// set-up and tear-down alone.
+// (leased on the host's one Sandbox server for this env, whose broker
+// connection the env dialled at its first episode and keeps) and without
+// one, in interleaved rounds. No sandbox call is made: lend-us is the
+// lease's cost alone.
 func BenchmarkEpisodeLend(b *testing.B) {
 	ctx := context.Background()
 	p := startProbe(b, "none")

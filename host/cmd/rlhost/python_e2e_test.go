@@ -350,6 +350,51 @@ func TestPythonEnvAutoMTLS(t *testing.T) {
 	}
 }
 
+// A plugin built against the previous protocol, in Go or with an older
+// rlhost_env, is refused at the handshake with both versions named. (Such a
+// plugin would dial the lent sandbox's broker id once per episode, and hang
+// on the second.)
+func TestOlderProtocolPluginIsRefused(t *testing.T) {
+	needPythonGRPC(t)
+	cur, old := pluginbase.ProtocolVersion, pluginbase.ProtocolVersion-1
+	sdk, err := filepath.Abs("../../../core/envplugin/python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pyOld := fmt.Sprintf("import runpy, sys\nsys.path.insert(0, %q)\nimport rlhost_env.server as s\ns.PROTOCOL_VERSION = %d\nrunpy.run_path(%q, run_name=\"__main__\")\n",
+		sdk, old, probeScript(t))
+	cases := []struct {
+		name string
+		cmd  *exec.Cmd
+		want string // in the host's error or the plugin's log
+	}{
+		{"go", exec.Command(buildPlugin(t, "./testdata/oldproto", "oldproto")),
+			fmt.Sprintf("Plugin version: %d, Client versions: [%d]", old, cur)},
+		{"python", exec.Command(systemPython, "-c", pyOld),
+			fmt.Sprintf("the host speaks plugin protocol versions [%d], this plugin speaks %d", cur, old)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			client := plugin.NewClient(&plugin.ClientConfig{
+				HandshakeConfig:  pluginbase.HandshakeConfig(),
+				Plugins:          map[string]plugin.Plugin{pluginbase.KindEnv: &envplugin.Plugin{}},
+				Cmd:              tc.cmd,
+				AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+				Logger:           hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug}),
+			})
+			defer client.Kill()
+			_, err := client.Client()
+			if err == nil {
+				t.Fatal("the host accepted a plugin of an older protocol")
+			}
+			if !strings.Contains(err.Error()+"\n"+logs.String(), tc.want) {
+				t.Fatalf("the refusal does not say %q: %v\n%s", tc.want, err, logs.String())
+			}
+		})
+	}
+}
+
 // The Python stubs come from the same core/proto/rlhost.proto as the Go
 // ones (`make proto` writes both); an edit regenerated for one side only
 // shows up here as a difference in messages, fields or methods.

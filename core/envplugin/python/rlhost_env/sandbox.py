@@ -1,6 +1,6 @@
 """The sandbox the host lends to one episode, reached over the go-plugin
-broker. Calls block and return plain Python values; a failed call raises
-SandboxError."""
+broker on the one connection all episodes share. Calls block and return
+plain Python values; a failed call raises SandboxError."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ class SandboxError(Exception):
     """A sandbox call failed. code is the gRPC status name: NOT_FOUND for a
     missing file, PERMISSION_DENIED for a path outside the sandbox,
     OUT_OF_RANGE for a file over max_bytes, RESOURCE_EXHAUSTED for a limit,
-    UNAVAILABLE when the sandbox is gone (the episode ended)."""
+    NOT_FOUND "not lent to this environment" once the episode has ended."""
 
     def __init__(self, what: str, err: grpc.RpcError):
         code = err.code() if hasattr(err, "code") else None
@@ -48,12 +48,12 @@ def _path(p: Union[str, bytes]) -> bytes:
 
 
 class Sandbox:
-    """One sandbox, bound by the host to the current episode. Safe to use from
-    several threads."""
+    """One sandbox, lent by the host to the current episode. Every call names
+    it: the channel is shared by all episodes, and the host routes by id.
+    Safe to use from several threads."""
 
     def __init__(self, channel: grpc.Channel, sandbox_id: str):
         self.id = sandbox_id
-        self._channel = channel
         self._exec = channel.unary_unary(_SERVICE + "Exec", request_serializer=pb.ExecRequest.SerializeToString,
                                          response_deserializer=pb.ExecResult.FromString)
         self._read = channel.unary_unary(_SERVICE + "ReadFile", request_serializer=pb.ReadFileRequest.SerializeToString,
@@ -75,6 +75,7 @@ class Sandbox:
         if not argv:
             raise ValueError("exec: empty command")
         req = pb.ExecRequest(
+            sandbox_id=self.id,
             command=[_path(a) for a in argv],
             stdin=stdin.encode() if isinstance(stdin, str) else stdin,
             env={k: _path(v) for k, v in (env or {}).items()},
@@ -91,7 +92,7 @@ class Sandbox:
         """Returns the file's content; max_bytes > 0 fails (OUT_OF_RANGE) for
         a larger file."""
         try:
-            return self._read(pb.ReadFileRequest(path=_path(path), max_bytes=max_bytes), timeout=_remaining()).data
+            return self._read(pb.ReadFileRequest(sandbox_id=self.id, path=_path(path), max_bytes=max_bytes), timeout=_remaining()).data
         except grpc.RpcError as e:
             raise SandboxError(f"read {path} in sandbox {self.id}", e) from None
 
@@ -102,17 +103,14 @@ class Sandbox:
         """Creates or replaces the file."""
         raw = data.encode() if isinstance(data, str) else data
         try:
-            self._write(pb.WriteFileRequest(path=_path(path), data=raw, mode=mode), timeout=_remaining())
+            self._write(pb.WriteFileRequest(sandbox_id=self.id, path=_path(path), data=raw, mode=mode), timeout=_remaining())
         except grpc.RpcError as e:
             raise SandboxError(f"write {path} in sandbox {self.id}", e) from None
 
     def list(self, path: str) -> List[FileInfo]:
         """Lists a directory."""
         try:
-            r = self._list(pb.ListFilesRequest(path=_path(path)), timeout=_remaining())
+            r = self._list(pb.ListFilesRequest(sandbox_id=self.id, path=_path(path)), timeout=_remaining())
         except grpc.RpcError as e:
             raise SandboxError(f"list {path} in sandbox {self.id}", e) from None
         return [FileInfo.from_pb(f) for f in r.files]
-
-    def close(self) -> None:
-        self._channel.close()

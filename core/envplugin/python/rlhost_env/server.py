@@ -1,6 +1,7 @@
 """Serves an Env as rlhost's Environment gRPC service inside a go-plugin
-plugin process. It owns the live episodes, dials each episode's lent sandbox
-over the broker, and turns an author's exception into that call's error."""
+plugin process. It owns the live episodes and the one broker channel to the
+host's sandbox server, and turns an author's exception into that call's
+error."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from .types import FINISH_CANCELLED, ConfigError, Diagnostic, Message, Task, as_
 # Must match core/pluginbase: the handshake cookie and the app protocol.
 COOKIE_KEY = "RLHOST_PLUGIN"
 COOKIE_VALUE = "c1d2b6a4-rlhost-plugin-v1"
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 KIND_ENV = "env"
 
 # Settings the host decodes itself in the env block of a Python plugin.
@@ -35,11 +36,31 @@ ORPHAN_SHUTDOWN_SECONDS = 30.0
 log = logging.getLogger("rlhost_env")
 
 
-class _Live:
-    __slots__ = ("episode", "sandbox")
+class _Channels:
+    """Dials each broker id once and keeps the channel: the host serves every
+    episode's sandbox on one id, and the first dial consumes the id's
+    announcement. A failed dial is not kept; the next episode retries."""
 
-    def __init__(self, episode: Episode, sandbox: Optional[Sandbox]):
-        self.episode, self.sandbox = episode, sandbox
+    def __init__(self, broker: Optional[goplugin.Broker]):
+        self._broker = broker
+        self._mu = threading.Lock()  # held across a dial, so concurrent episodes dial once
+        self._channels: Dict[int, grpc.Channel] = {}
+
+    def get(self, broker_id: int) -> grpc.Channel:
+        with self._mu:
+            ch = self._channels.get(broker_id)
+            if ch is None:
+                if self._broker is None:
+                    raise goplugin.PluginError("no broker to dial the lent sandbox on")
+                ch = self._broker.dial(broker_id)
+                self._channels[broker_id] = ch
+            return ch
+
+    def close(self) -> None:
+        with self._mu:
+            channels, self._channels = list(self._channels.values()), {}
+        for ch in channels:
+            ch.close()
 
 
 class EnvServicer:
@@ -47,9 +68,9 @@ class EnvServicer:
 
     def __init__(self, env: Env, broker: Optional[goplugin.Broker]):
         self.env = env
-        self.broker = broker
+        self.channels = _Channels(broker)
         self._mu = threading.Lock()
-        self._live: Dict[str, Optional[_Live]] = {}  # None: still starting
+        self._live: Dict[str, Optional[Episode]] = {}  # None: still starting
 
     # -- helpers --
 
@@ -109,17 +130,17 @@ class EnvServicer:
         sandbox = None
         try:
             if req.sandbox_broker_id:
-                sandbox = Sandbox(self.broker.dial(req.sandbox_broker_id), req.sandbox_id)
+                sandbox = Sandbox(self.channels.get(req.sandbox_broker_id), req.sandbox_id)
             ep = Episode(id=eid, task=Task.from_pb(req.task), sandbox=sandbox, seed=req.seed,
                          group=req.group, index=req.index)
         except Exception as e:  # noqa: BLE001
-            self._forget(eid, sandbox)
+            self._forget(eid)
             self._fail(context, f"dial lent sandbox for episode {eid}", e)
         _call.context = context
         try:
             obs = as_observation(self.env.new_episode(ep))
         except BaseException as e:  # noqa: BLE001
-            self._forget(eid, sandbox)
+            self._forget(eid)
             self._fail(context, f"new_episode {eid}", e)
         finally:
             _call.context = None
@@ -127,19 +148,17 @@ class EnvServicer:
             # The host gave up waiting and will never call end for a session
             # it did not get: end it here, so end still runs exactly once.
             self._end_quietly(ep, FINISH_CANCELLED)
-            self._forget(eid, sandbox)
+            self._forget(eid)
             context.abort(grpc.StatusCode.CANCELLED, f"episode {eid}: cancelled while starting")
         with self._mu:
-            self._live[eid] = _Live(ep, sandbox)
+            self._live[eid] = ep
         return obs.to_pb()
 
-    def _forget(self, eid: str, sandbox: Optional[Sandbox]) -> None:
+    def _forget(self, eid: str) -> None:
         with self._mu:
             self._live.pop(eid, None)
-        if sandbox is not None:
-            sandbox.close()
 
-    def _get(self, eid: str, context) -> _Live:
+    def _get(self, eid: str, context) -> Episode:
         with self._mu:
             live = self._live.get(eid)
         if live is None:
@@ -148,7 +167,7 @@ class EnvServicer:
 
     def step(self, req: pb.StepRequest, context) -> pb.Observation:
         live = self._get(req.episode_id, context)
-        obs = self._run(context, f"step {req.episode_id}", self.env.step, live.episode, Message.from_pb(req.reply))
+        obs = self._run(context, f"step {req.episode_id}", self.env.step, live, Message.from_pb(req.reply))
         try:
             return as_observation(obs).to_pb()
         except Exception as e:  # noqa: BLE001
@@ -161,12 +180,8 @@ class EnvServicer:
                 del self._live[req.episode_id]
         if live is None:
             context.abort(grpc.StatusCode.NOT_FOUND, f"episode {req.episode_id}: not found")
-        try:
-            obs = self._run(context, f"end {req.episode_id}", self.env.end, live.episode, req.reason)
-            return as_observation(obs).to_pb()
-        finally:
-            if live.sandbox is not None:
-                live.sandbox.close()
+        obs = self._run(context, f"end {req.episode_id}", self.env.end, live, req.reason)
+        return as_observation(obs).to_pb()
 
     def shutdown(self, _req, _context) -> pb.Empty:
         self.end_all(FINISH_CANCELLED, deadline=None)
@@ -179,17 +194,19 @@ class EnvServicer:
             log.error("end %s failed", ep.id, exc_info=e)
 
     def end_all(self, reason: str, deadline: Optional[float]) -> None:
-        """Ends every live episode, so the env can release what it holds."""
+        """Ends every live episode, so the env can release what it holds,
+        then closes the broker channel."""
         with self._mu:
             live = [x for x in self._live.values() if x is not None]
             self._live = {}
-        for x in live:
-            if deadline is not None and time.monotonic() > deadline:
-                log.error("gave up ending %d episodes: out of time", len(live))
-                return
-            self._end_quietly(x.episode, reason)
-            if x.sandbox is not None:
-                x.sandbox.close()
+        try:
+            for x in live:
+                if deadline is not None and time.monotonic() > deadline:
+                    log.error("gave up ending %d episodes: out of time", len(live))
+                    return
+                self._end_quietly(x, reason)
+        finally:
+            self.channels.close()
 
     def handler(self) -> grpc.GenericRpcHandler:
         def unary(fn, req):

@@ -18,6 +18,7 @@ from typing import Dict, List
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import rlhost_env as rl  # noqa: E402
 from rlhost_env import goplugin  # noqa: E402
+from rlhost_env import server as server_mod  # noqa: E402
 from rlhost_env._pb import goplugin_pb2 as gp  # noqa: E402
 from rlhost_env._pb import rlhost_pb2 as pb  # noqa: E402
 from rlhost_env.testing import hcl_value  # noqa: E402
@@ -124,6 +125,97 @@ class BrokerTest(unittest.TestCase):
         threading.Timer(0.05, b.close).start()
         with self.assertRaises(goplugin.PluginError):
             b.dial(1, timeout=10)
+
+
+class _FakeBroker:
+    """Counts dials; fails the ids listed in fail once each."""
+
+    def __init__(self, fail=()):
+        self.dials: List[int] = []
+        self.fail = set(fail)
+        self.mu = threading.Lock()
+
+    def dial(self, service_id: int):
+        with self.mu:
+            self.dials.append(service_id)
+            if service_id in self.fail:
+                self.fail.discard(service_id)
+                raise TimeoutError(f"no announcement for {service_id}")
+        time.sleep(0.01)  # widens the window a racing second dial would need
+        return _FakeChannel()
+
+
+class _FakeChannel:
+    closed = False
+
+    def close(self):
+        self.closed = True
+
+
+class ChannelsTest(unittest.TestCase):
+    """The plugin dials the host's sandbox server once per broker id: a
+    second dial of an id would wait for an announcement that never comes."""
+
+    def test_one_dial_per_broker_id(self):
+        cases = [
+            # (name, ids asked in order, ids failing once, dials wanted)
+            ("same id reuses the channel", [5, 5, 5], [], [5]),
+            ("each id dialled once", [5, 6, 5, 6], [], [5, 6]),
+            ("a failed dial is retried", [5, 5, 5], [5], [5, 5]),
+        ]
+        for name, ids, fail, want in cases:
+            with self.subTest(name):
+                b = _FakeBroker(fail)
+                chans = server_mod._Channels(b)
+                got = {}
+                for i in ids:
+                    try:
+                        ch = chans.get(i)
+                    except TimeoutError:
+                        continue
+                    self.assertIs(got.setdefault(i, ch), ch, f"id {i} got a second channel")
+                self.assertEqual(b.dials, want)
+
+    def test_concurrent_episodes_dial_once(self):
+        b = _FakeBroker()
+        chans = server_mod._Channels(b)
+        got: List[object] = []
+        ths = [threading.Thread(target=lambda: got.append(chans.get(3))) for _ in range(8)]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join(10)
+        self.assertEqual(b.dials, [3])
+        self.assertEqual(len(got), 8)
+        self.assertTrue(all(ch is got[0] for ch in got))
+
+    def test_close_closes_and_forgets(self):
+        b = _FakeBroker()
+        chans = server_mod._Channels(b)
+        first = chans.get(4)
+        chans.close()
+        self.assertTrue(first.closed)
+        self.assertIsNot(chans.get(4), first)
+        self.assertEqual(b.dials, [4, 4])
+
+    def test_requests_name_the_sandbox(self):
+        sent = []
+
+        class Recorder:
+            def unary_unary(self, _method, request_serializer, response_deserializer):
+                def call(req, timeout=None):
+                    sent.append(req)
+                    return response_deserializer(b"")
+                return call
+
+        sb = rl.Sandbox(Recorder(), "sb-9")
+        sb.exec(["true"])
+        sb.read_file("a")
+        sb.write_file("a", b"x")
+        sb.list(".")
+        self.assertEqual([type(r).__name__ for r in sent],
+                         ["ExecRequest", "ReadFileRequest", "WriteFileRequest", "ListFilesRequest"])
+        self.assertEqual([r.sandbox_id for r in sent], ["sb-9"] * 4)
 
 
 class LogTest(unittest.TestCase):
