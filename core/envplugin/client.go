@@ -75,26 +75,31 @@ func (c *Client) NewEpisode(ctx context.Context, ep Episode) (Session, Observati
 		EpisodeId: ep.ID, Task: fromTask(ep.Task), Seed: ep.Seed,
 		Group: int32(ep.Group), Index: int32(ep.Index),
 	}
-	release := func() {}
+	var ls *lease
 	if ep.Sandbox != nil {
-		id, rel, err := c.lend.lend(ep.Sandbox)
-		if err != nil {
+		var err error
+		if ls, err = c.lend.lend(ep.Sandbox); err != nil {
 			return nil, Observation{}, fmt.Errorf("start episode %s: %w", ep.ID, err)
 		}
-		req.SandboxId, req.SandboxBrokerId, release = ep.Sandbox.ID(), id, rel
+		req.SandboxId, req.SandboxBrokerId = ls.id, ls.on.id
 	}
 	r, err := c.rpc.NewEpisode(ctx, req)
 	if err != nil {
-		release()
+		if ls != nil {
+			c.lend.release(ls)
+		}
 		return nil, Observation{}, fmt.Errorf("start episode %s: %w", ep.ID, rlhostpb.FromStatus(err))
 	}
-	return &clientSession{c: c, id: ep.ID, release: release}, toObservation(r), nil
+	if ls != nil {
+		c.lend.started(ls)
+	}
+	return &clientSession{c: c, id: ep.ID, lease: ls}, toObservation(r), nil
 }
 
 type clientSession struct {
-	c       *Client
-	id      string
-	release func() // ends the sandbox's lease
+	c     *Client
+	id    string
+	lease *lease // nil: no sandbox
 }
 
 func (s *clientSession) Step(ctx context.Context, reply core.Message) (Observation, error) {
@@ -108,7 +113,9 @@ func (s *clientSession) Step(ctx context.Context, reply core.Message) (Observati
 func (s *clientSession) End(ctx context.Context, reason string) (Observation, error) {
 	// The env may still use the sandbox while it ends (scoring), so the
 	// lease ends after the call, whatever its outcome.
-	defer s.release()
+	if s.lease != nil {
+		defer s.c.lend.release(s.lease)
+	}
 	r, err := s.c.rpc.End(ctx, &rlhostpb.EndRequest{EpisodeId: s.id, Reason: reason})
 	if err != nil {
 		return Observation{}, fmt.Errorf("end episode %s: %w", s.id, rlhostpb.FromStatus(err))

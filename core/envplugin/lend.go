@@ -28,14 +28,29 @@ type lender struct {
 	broker *plugin.GRPCBroker
 
 	mu     sync.Mutex
-	id     uint32 // broker id of the running server; 0: none
+	cur    *lentServer // where new leases go; nil: start one at the next
 	leases map[string]*lease
 }
 
-// lease is one sandbox lent to one live episode. Its context ends with the
+// lentServer is one Sandbox server on the broker.
+type lentServer struct {
+	id uint32
+	// dialled: an episode lent on it started, so the plugin holds a
+	// connection to it. Until then the plugin may never see the
+	// announcement (go-plugin drops one not dialled within 5 s), and a
+	// failed start gives the server up for a fresh one.
+	dialled bool
+	leases  int
+	srv     *grpc.Server // nil until AcceptAndServe builds it
+	stopped bool
+}
+
+// lease is one sandbox lent to one episode. Its context ends with the
 // episode, cutting off calls still running on the sandbox.
 type lease struct {
+	id     string
 	sb     Sandbox
+	on     *lentServer
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -44,48 +59,78 @@ func newLender(b *plugin.GRPCBroker) *lender {
 	return &lender{broker: b, leases: map[string]*lease{}}
 }
 
-// lend leases sb until release is called and returns the broker id the
-// plugin reaches it on.
-func (l *lender) lend(sb Sandbox) (brokerID uint32, release func(), err error) {
+// lend leases sb until release; the lease's server broker id is what the
+// plugin dials.
+func (l *lender) lend(sb Sandbox) (*lease, error) {
 	id := sb.ID()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, dup := l.leases[id]; dup {
 		// Requests carry only the sandbox id, so two live leases of one id
 		// could not be told apart.
-		return 0, nil, fmt.Errorf("sandbox %s is already lent to a live episode of this environment", id)
+		return nil, fmt.Errorf("sandbox %s is already lent to a live episode of this environment", id)
 	}
-	if l.id == 0 {
-		l.id = l.broker.NextId()
-		go l.serve(l.id)
+	if l.cur == nil {
+		l.cur = &lentServer{id: l.broker.NextId()}
+		go l.serve(l.cur)
 	}
-	ls := &lease{sb: sb}
+	ls := &lease{id: id, sb: sb, on: l.cur}
 	ls.ctx, ls.cancel = context.WithCancel(context.Background())
+	l.cur.leases++
 	l.leases[id] = ls
-	return l.id, func() {
-		ls.cancel()
-		l.mu.Lock()
-		if l.leases[id] == ls {
-			delete(l.leases, id)
-		}
-		l.mu.Unlock()
-	}, nil
+	return ls, nil
 }
 
-// serve runs the Sandbox server on broker id until the broker closes.
-// AcceptAndServe is started before the id is sent; the plugin's dial waits
-// for the announcement.
-func (l *lender) serve(id uint32) {
-	l.broker.AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server {
-		s := pluginbase.NewGRPCServer(opts)
-		rlhostpb.RegisterSandboxServer(s, l)
-		return s
-	})
-	// Back here the broker closed, or the server was never announced: a
-	// later episode starts a fresh server rather than naming a dead id.
+// started records that the lease's episode started: the plugin dialled.
+func (l *lender) started(ls *lease) {
 	l.mu.Lock()
-	if l.id == id {
-		l.id = 0
+	ls.on.dialled = true
+	l.mu.Unlock()
+}
+
+// release ends the lease. A server no episode ever started on, and no lease
+// still holds, is stopped: the next episode announces a fresh one.
+func (l *lender) release(ls *lease) {
+	ls.cancel()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.leases[ls.id] != ls {
+		return // released already
+	}
+	delete(l.leases, ls.id)
+	s := ls.on
+	s.leases--
+	if s.dialled || s.leases > 0 {
+		return
+	}
+	if l.cur == s {
+		l.cur = nil
+	}
+	s.stopped = true
+	if s.srv != nil {
+		s.srv.Stop()
+	}
+}
+
+// serve runs s on the broker until the broker closes or s is stopped.
+// AcceptAndServe announces it before the plugin's dial, which waits for it.
+func (l *lender) serve(s *lentServer) {
+	l.broker.AcceptAndServe(s.id, func(opts []grpc.ServerOption) *grpc.Server {
+		g := pluginbase.NewGRPCServer(opts)
+		rlhostpb.RegisterSandboxServer(g, l)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if s.stopped {
+			g.Stop() // Serve then returns at once
+		}
+		s.srv = g
+		return g
+	})
+	// Also back here when it could not be announced: the next episode
+	// starts a fresh server rather than naming a dead id.
+	l.mu.Lock()
+	if l.cur == s {
+		l.cur = nil
 	}
 	l.mu.Unlock()
 }

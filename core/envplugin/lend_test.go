@@ -201,9 +201,7 @@ func TestEpisodesShareOneBrokerConnection(t *testing.T) {
 	for i := range 4 {
 		ep, id := fmt.Sprintf("ep%d", i), fmt.Sprintf("sb%d", i%2)
 		sess := start(t, client, ep, &memSandbox{id: id})
-		client.lend.mu.Lock()
-		bid := client.lend.id
-		client.lend.mu.Unlock()
+		bid := currentBrokerID(client)
 		if brokerID == 0 {
 			brokerID = bid
 		} else if bid != brokerID {
@@ -220,6 +218,64 @@ func TestEpisodesShareOneBrokerConnection(t *testing.T) {
 		if _, err := sc.Exec(ctx, core.ExecRequest{Command: []string{"true"}}); !errors.Is(err, core.ErrNotFound) {
 			t.Fatalf("exec after End: %v, want NotFound", err)
 		}
+	}
+}
+
+func currentBrokerID(c *Client) uint32 {
+	c.lend.mu.Lock()
+	defer c.lend.mu.Unlock()
+	if c.lend.cur == nil {
+		return 0
+	}
+	return c.lend.cur.id
+}
+
+// A server no episode ever started on may never have reached the plugin
+// (go-plugin drops an announcement not dialled within 5 s), so a failed
+// start gives it up and the next episode is lent on a fresh one. Once an
+// episode has started on a server, the plugin holds a connection to it and
+// failed starts keep it.
+func TestServerNeverStartedOnIsReplaced(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel() // a start that never reaches the plugin
+	cases := []struct {
+		name   string
+		starts []bool // whether each start reaches the plugin
+		// whether a lost start gives its server up
+		givenUp bool
+	}{
+		{"first start lost", []bool{false, true}, true},
+		{"every start lost so far", []bool{false, false, true}, true},
+		{"a start lost after one succeeded", []bool{true, false, true}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			client, env, _ := serveKeep(t)
+			for i, reach := range tc.starts {
+				ctx, ep := context.Background(), fmt.Sprintf("ep%d", i)
+				if !reach {
+					ctx = cancelled
+				}
+				sess, _, err := client.NewEpisode(ctx, Episode{ID: ep, Sandbox: &memSandbox{id: ep}})
+				if reach != (err == nil) {
+					t.Fatalf("start %d: %v", i, err)
+				}
+				if !reach {
+					if givenUp := currentBrokerID(client) == 0; givenUp != tc.givenUp {
+						t.Fatalf("start %d lost: server given up %v, want %v", i, givenUp, tc.givenUp)
+					}
+					continue
+				}
+				if _, err := env.sandbox(t, ep).Exec(context.Background(), core.ExecRequest{Command: []string{"true"}}); err != nil {
+					t.Fatalf("episode %s cannot reach its sandbox: %v", ep, err)
+				}
+				if _, err := sess.End(context.Background(), core.FinishCancelled); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A server given up is stopped: only the one in use remains.
+			waitGoroutines(t, "envplugin.(*lender).serve", 1)
+		})
 	}
 }
 
@@ -265,23 +321,27 @@ func TestLenderStopsWithTheClient(t *testing.T) {
 	client, _, gc := serveKeep(t)
 	start(t, client, "ep", &memSandbox{id: "sb"})
 	const serving = "envplugin.(*lender).serve"
-	if !goroutineRunning(serving) {
-		t.Fatal("no lent Sandbox server after an episode with a sandbox")
-	}
+	waitGoroutines(t, serving, 1)
 	if err := gc.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// Wait for the server to notice; the deadline only stops a hung test.
-	for deadline := time.Now().Add(10 * time.Second); goroutineRunning(serving); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the lent Sandbox server outlived its client")
-		}
-	}
+	waitGoroutines(t, serving, 0)
 }
 
-func goroutineRunning(fn string) bool {
+// waitGoroutines waits until n goroutines are in fn; the deadline only
+// stops a hung test.
+func waitGoroutines(t *testing.T, fn string, n int) {
+	t.Helper()
 	buf := make([]byte, 1<<20)
-	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got := strings.Count(string(buf[:runtime.Stack(buf, true)]), fn+"(")
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines in %s, want %d", got, fn, n)
+		}
+	}
 }
 
 // brokerConns dials a broker id once, whoever asks, and forgets a failure.

@@ -1825,8 +1825,8 @@ type NewEpisodeRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	EpisodeId string                 `protobuf:"bytes,1,opt,name=episode_id,json=episodeId,proto3" json:"episode_id,omitempty"`
 	Task      *Task                  `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
-	// The broker id of the host's Sandbox server: the same for every episode
-	// of this plugin process, so the env dials it once and keeps the
+	// The broker id of the host's Sandbox server, the same for every episode
+	// once one has started on it: the env dials an id once and keeps the
 	// connection (a second dial of an id times out). 0: no sandbox.
 	SandboxBrokerId uint32 `protobuf:"varint,3,opt,name=sandbox_broker_id,json=sandboxBrokerId,proto3" json:"sandbox_broker_id,omitempty"`
 	SandboxId       string `protobuf:"bytes,4,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
