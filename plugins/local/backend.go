@@ -262,18 +262,24 @@ func (b *Backend) build(ctx context.Context, spec core.SandboxSpec) (*sandbox, e
 	sb := &sandbox{meta: m, spec: spec, entry: e}
 	switch set.Isolation {
 	case "none":
-		sb.impl, err = newNoneBox(e)
+		if sb.impl, err = newNoneBox(e); err == nil {
+			err = writeMeta(e.dir, sb.meta)
+		}
 	default:
 		var nb *nsBox
-		nb, err = startNSBox(ctx, &set, b.cg, b.launcher.get(ctx, &set), spec, id, e.dir)
+		nb, err = startNSBox(ctx, &set, b.cg, b.launcher.get(ctx, &set), spec, id, e.dir, func(nb *nsBox) error {
+			// Written as soon as the init exists: a crash while it
+			// starts up leaves a record the next run can reap it by.
+			sb.meta.InitPID, sb.meta.InitStart, sb.meta.Cgroup, sb.meta.HostUID = nb.pid, procowner.ProcessStart(nb.pid), nb.cg, nb.uid
+			return writeMeta(e.dir, sb.meta)
+		})
 		if err == nil {
 			sb.impl = nb
-			sb.meta.InitPID, sb.meta.InitStart, sb.meta.Cgroup, sb.meta.HostUID = nb.pid, procowner.ProcessStart(nb.pid), nb.cg, nb.uid
 		}
 	}
 	tr.Mark("start")
 	if err == nil {
-		err = st.publish(e, sb.meta)
+		err = st.publish(e, sb.meta.ID)
 	}
 	tr.Mark("publish")
 	if err != nil {

@@ -378,3 +378,21 @@ func TestReapHalfCreated(t *testing.T) {
 		t.Errorf("state entries left: %v", ents)
 	}
 }
+
+// A helper that dies at start-up (one from another build speaks another
+// protocol and exits) is named in the error, with what to do about it,
+// rather than leaving an unexplained cgroup or socket error.
+func TestHelperExitingAtStartIsNamed(t *testing.T) {
+	for _, helper := range []string{"/bin/true", "/bin/false"} {
+		t.Run(helper, func(t *testing.T) {
+			js, _ := json.Marshal(map[string]any{"helper": helper, "state_dir": t.TempDir()})
+			b := New()
+			defer b.Shutdown(context.Background())
+			diags := b.Configure(context.Background(), schema.Config{JSON: js}, core.SandboxSpec{})
+			err := diags.Err()
+			if err == nil || !strings.Contains(err.Error(), "the sandbox init "+helper+" exited during start-up") || !strings.Contains(err.Error(), "make build") {
+				t.Fatalf("want an error naming %s as exited during start-up, got %v", helper, err)
+			}
+		})
+	}
+}

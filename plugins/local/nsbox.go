@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -69,7 +70,7 @@ func hostIDs(base int64) (uid, gid int) {
 // With a launcher l (nil: started directly from this process), the init
 // is forked by it and uses its template root view unless spec has a root
 // of its own.
-func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, l *launcher, spec core.SandboxSpec, id, entryDir string) (nb *nsBox, err error) {
+func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, l *launcher, spec core.SandboxSpec, id, entryDir string, launched func(*nsBox) error) (nb *nsBox, err error) {
 	tr := sandboxinit.NewTracer("create " + id)
 	defer tr.Done()
 	lim := spec.Limits
@@ -131,6 +132,7 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, l *launcher
 		setup.WorkspaceDir = ws
 	}
 
+	tr.Mark("files")
 	var cg *sandboxCgroup
 	if cgr.kind != cgroupOff {
 		cl := lim
@@ -147,6 +149,7 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, l *launcher
 		}
 	}()
 
+	tr.Mark("cgroups")
 	// The commands' cgroup: the init gets a way in that only its spawner
 	// thread (v1) or its commands (v2) take.
 	if cg != nil {
@@ -175,7 +178,14 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, l *launcher
 		}
 		defer cgDir.Close()
 	}
-	tr.Mark("prepare")
+	tr.Mark("cgfiles")
+	// The Setup is written before the init exists: the socket holds it
+	// until the init reads it, so the init never waits for it.
+	if err := sandboxinit.WriteSetup(conn, &setup); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("sandbox %s: send setup: %w", id, err)
+	}
+	tr.Mark("setup")
 	var pid int
 	var pidfd *os.File
 	var cmd *exec.Cmd
@@ -231,32 +241,41 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, l *launcher
 	}()
 	if cg != nil && cg.Kind == cgroupV1 && !bornInCgroup {
 		if err := cg.addProc(nb.pid); err != nil {
+			if errors.Is(err, syscall.ESRCH) {
+				return nb, fmt.Errorf("sandbox %s: %w", id, initExited(set.helper))
+			}
 			return nb, fmt.Errorf("sandbox %s: %w", id, err)
 		}
 	}
 
+	// What needs only the init's pid is done while the init starts up
+	// (about a millisecond), not after it is ready.
+	if cg != nil {
+		cg.counters() // opens the event files now, not on the first exec
+	}
+	if err := launched(nb); err != nil {
+		return nb, err
+	}
 	tr.Mark("cgroup")
-	// The handshake: setup out, one response back.
+	// The handshake's answer: one response to the setup sent above.
 	deadline := time.Now().Add(30 * time.Second)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	conn.SetDeadline(deadline)
-	if err := sandboxinit.WriteFrame(conn, setup); err != nil {
-		return nb, fmt.Errorf("sandbox %s: send setup: %w", id, err)
-	}
 	var ready sandboxinit.Response
 	nb.in = bufio.NewReaderSize(conn, 64<<10)
 	if err := sandboxinit.ReadFrame(nb.in, &ready); err != nil {
+		// Reset: the init exited with the Setup unread.
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+			err = initExited(set.helper)
+		}
 		return nb, fmt.Errorf("sandbox %s: init did not come up: %w", id, err)
 	}
 	conn.SetDeadline(time.Time{})
 	tr.Mark("ready")
 	if ready.Err != "" {
 		return nb, fmt.Errorf("sandbox %s: init setup: %s", id, ready.Err)
-	}
-	if cg != nil {
-		cg.counters() // opens the event files now, not on the first exec
 	}
 	return nb, nil
 }
@@ -527,4 +546,11 @@ func (nb *nsBox) stop() error {
 		err = errors.Join(err, nb.cg.destroy())
 	}
 	return err
+}
+
+// initExited explains an init that died before it was ready. It prints
+// why on stderr; the usual cause is a helper binary left from another
+// build, whose sandbox protocol differs.
+func initExited(helper string) error {
+	return fmt.Errorf("the sandbox init %s exited during start-up (its message is above; a helper from another rlhost build cannot serve this one: rebuild it with `make build`)", helper)
 }

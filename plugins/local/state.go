@@ -88,15 +88,12 @@ func (s *stateDir) reserve(id string) (*entry, error) {
 	return &entry{dir: dir, lock: lock}, nil
 }
 
-// publish writes meta and moves a reserved entry into place.
-func (s *stateDir) publish(e *entry, m meta) error {
-	if err := writeMeta(e.dir, m); err != nil {
-		return err
-	}
-	final := filepath.Join(s.root, m.ID)
+// publish moves a reserved entry, its meta written, into place.
+func (s *stateDir) publish(e *entry, id string) error {
+	final := filepath.Join(s.root, id)
 	if e.dir != final {
 		if err := os.Rename(e.dir, final); err != nil {
-			return fmt.Errorf("state: publish %s: %w", m.ID, err)
+			return fmt.Errorf("state: publish %s: %w", id, err)
 		}
 		e.dir = final
 	}

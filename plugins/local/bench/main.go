@@ -34,6 +34,7 @@ func main() {
 	conc := flag.Int("concurrent", 64, "sandboxes alive at once in the throughput test")
 	only := flag.String("only", "", `"variants": only the bwrap baseline and the root view / seccomp variants; "floor": only cold create and warm exec, each iteration taking turns with its baseline; "warm": only the warm exec and its baseline, with no create in the loop (a create started without the launcher forks this process, and the copy-on-write faults it leaves land on whatever runs next); "cpu": the CPU time of a sandbox's create, exec and destroy against bwrap and a python3 start`)
 	prev := flag.String("prev-helper", "", `with -only floor or warm: also time cold creates and warm execs with this helper binary as the init, started directly (an earlier build, for a before/after in one run)`)
+	prevLauncher := flag.Bool("prev-launcher", false, "with -prev-helper: start its inits through its own launcher, as the backend does as root (the helper must speak this build's sandbox protocol)")
 	self := flag.Bool("helper-self", false, "re-execute this binary as the sandbox init instead of rlhost-sandbox-init beside it")
 	stateDir := flag.String("state-dir", filepath.Join(os.TempDir(), fmt.Sprintf("rlhost-local-bench-%d", os.Geteuid())),
 		"state dir; fixed by default so a run that crashed is reaped by the next")
@@ -48,7 +49,7 @@ func main() {
 		helper = exe
 	}
 	if *only == "floor" || *only == "warm" {
-		if err := runFloor(*n, *stateDir, helper, *prev, *only == "warm"); err != nil {
+		if err := runFloor(*n, *stateDir, helper, *prev, *prevLauncher, *only == "warm"); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -149,11 +150,7 @@ func runVariants(n int, stateDir, helper string) error {
 	}
 	fmt.Println("| machine | benchmark | command | baseline (same run) | local backend | ratio |")
 	fmt.Println("|---|---|---|---|---|---|")
-	bwrap, err := measure(n, bare("bwrap", "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "/bin/true"))
-	if err != nil {
-		return fmt.Errorf("bwrap: %w", err)
-	}
-	return variants(context.Background(), n, stateDir, helper, bwrap, row)
+	return variants(context.Background(), n, stateDir, helper, row)
 }
 
 func run(n, conc int, stateDir, helper string) error {
@@ -204,7 +201,7 @@ func run(n, conc int, stateDir, helper string) error {
 	row("cold create → exec → destroy", "true", bw, fmt.Sprintf("p50 %s / p95 %s", ms(cycle.p50), ms(cycle.p95)),
 		fmt.Sprintf("%.2fx bwrap (p50)", float64(cycle.p50)/float64(bwrap.p50)))
 	if bwrapErr == nil {
-		if err := variants(ctx, n, stateDir, helper, bwrap, row); err != nil {
+		if err := variants(ctx, n, stateDir, helper, row); err != nil {
 			return err
 		}
 	}
@@ -316,12 +313,14 @@ func run(n, conc int, stateDir, helper string) error {
 	return nil
 }
 
-// variants measures what the root view and the seccomp filter cost: cold
-// create → first exec, and a warm exec round trip, for the old whole-host
-// view without a filter, the runtime view without a filter, and the
-// default (runtime view + filter). The variants take turns in every
+// variants measures what the root view, the seccomp filter and the cgroup
+// limits cost: cold create → first exec, and a warm exec round trip, for
+// the old whole-host view without a filter, the runtime view without a
+// filter, the default (runtime view + filter + cgroups), and the runtime
+// view with neither filter nor cgroups, which is the isolation that bwrap
+// --unshare-all itself gives. bwrap and the variants take turns in every
 // iteration, so a change in machine load hits all of them alike.
-func variants(ctx context.Context, n int, stateDir, helper string, bwrap stats, row func(bench, command, baseline, figure, ratio string)) error {
+func variants(ctx context.Context, n int, stateDir, helper string, row func(bench, command, baseline, figure, ratio string)) error {
 	type variant struct {
 		name   string
 		cfg    map[string]any
@@ -334,6 +333,7 @@ func variants(ctx context.Context, n int, stateDir, helper string, bwrap stats, 
 		{name: `root_view = "host", seccomp = "off"`, cfg: map[string]any{"root_view": "host", "seccomp": "off"}},
 		{name: `root_view = "runtime", seccomp = "off"`, cfg: map[string]any{"seccomp": "off"}},
 		{name: `root_view = "runtime", seccomp = "default" (the default)`, cfg: map[string]any{}},
+		{name: `root_view = "runtime", seccomp = "off", cgroup = "off" (no limits: bwrap's isolation)`, cfg: map[string]any{"seccomp": "off", "cgroup": "off"}},
 	}
 	for i, v := range vs {
 		b, err := newBackend(ctx, filepath.Join(stateDir, fmt.Sprint("v", i)), helper, v.cfg)
@@ -347,28 +347,35 @@ func variants(ctx context.Context, n int, stateDir, helper string, bwrap stats, 
 		}
 		v.b, v.warmID = b, info.ID
 	}
+	bwrapRun := bare("bwrap", "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "/bin/true")
+	var bw []time.Duration
 	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if err := bwrapRun(); err != nil {
+			return fmt.Errorf("bwrap: %w", err)
+		}
+		bw = append(bw, time.Since(t0))
 		for _, v := range vs {
 			t0 := time.Now()
 			info, err := v.b.Create(ctx, core.SandboxSpec{})
 			if err != nil {
 				return err
 			}
-			if r, err := v.b.Exec(ctx, info.ID, core.ExecRequest{Command: []string{"true"}}); err != nil || r.ExitCode != 0 {
-				return fmt.Errorf("exec true: %v %+v", err, r)
+			if err := runOK(ctx, v.b, info.ID, "true"); err != nil {
+				return err
 			}
 			v.cold = append(v.cold, time.Since(t0))
 			if err := v.b.Destroy(ctx, info.ID); err != nil {
 				return err
 			}
 			t0 = time.Now()
-			if r, err := v.b.Exec(ctx, v.warmID, core.ExecRequest{Command: []string{"true"}}); err != nil || r.ExitCode != 0 {
-				return fmt.Errorf("exec true: %v %+v", err, r)
+			if err := runOK(ctx, v.b, v.warmID, "true"); err != nil {
+				return err
 			}
 			v.warm = append(v.warm, time.Since(t0))
 		}
 	}
-	base := pct(vs[0].warm)
+	bwrap, base := pct(bw), pct(vs[0].warm)
 	for _, v := range vs {
 		c, w := pct(v.cold), pct(v.warm)
 		row("cold create → first exec, "+v.name, "true", fmt.Sprintf("bwrap --unshare-all true p10 %s / p50 %s", ms(bwrap.p10), ms(bwrap.p50)),
@@ -410,7 +417,7 @@ func lookDefaultPath(file string) (string, error) {
 //
 // With warmOnly, only the warm exec and its baseline are timed (and the
 // earlier helper's warm exec), taking turns in alternating order.
-func runFloor(n int, stateDir, helper, prevHelper string, warmOnly bool) error {
+func runFloor(n int, stateDir, helper, prevHelper string, prevLauncher, warmOnly bool) error {
 	ctx := context.Background()
 	m := machine()
 	fmt.Println("| machine | benchmark | command | baseline (same run, interleaved) | local backend | ratio |")
@@ -427,8 +434,11 @@ func runFloor(n int, stateDir, helper, prevHelper string, warmOnly bool) error {
 	var prevB *local.Backend
 	var prevID string
 	if prevHelper != "" {
-		// Started directly: an earlier build may know no launcher role.
-		os.Setenv("RLHOST_LOCAL_LAUNCHER", "off")
+		// Started directly unless asked: an earlier build may know no
+		// launcher role, or speak another protocol to it.
+		if !prevLauncher {
+			os.Setenv("RLHOST_LOCAL_LAUNCHER", "off")
+		}
 		prevB, err = newBackend(ctx, filepath.Join(stateDir, "prev"), prevHelper, map[string]any{})
 		if err == nil {
 			var info core.SandboxInfo
@@ -462,16 +472,34 @@ func runFloor(n int, stateDir, helper, prevHelper string, warmOnly bool) error {
 		if err := timed(&bw, bwrapRun); err != nil {
 			return fmt.Errorf("bwrap: %w", err)
 		}
+		coldOnce := func(b *local.Backend, into *[]time.Duration) error {
+			var id string
+			if err := timed(into, func() (err error) {
+				id, err = createAndRunTrue(ctx, b)
+				return err
+			}); err != nil {
+				return fmt.Errorf("cold create: %w", err)
+			}
+			return b.Destroy(ctx, id)
+		}
+		// An earlier init started by its own launcher takes turns with
+		// this one, right beside it and in alternating order, so neither
+		// always follows the direct create's copy-on-write faults.
+		pair := prevB != nil && prevLauncher
+		if pair && i%2 == 1 {
+			if err := coldOnce(prevB, &prevCold); err != nil {
+				return fmt.Errorf("previous helper: %w", err)
+			}
+		}
+		if err := coldOnce(b, &cold); err != nil {
+			return err
+		}
+		if pair && i%2 == 0 {
+			if err := coldOnce(prevB, &prevCold); err != nil {
+				return fmt.Errorf("previous helper: %w", err)
+			}
+		}
 		var id string
-		if err := timed(&cold, func() (err error) {
-			id, err = createAndRunTrue(ctx, b)
-			return err
-		}); err != nil {
-			return fmt.Errorf("cold create: %w", err)
-		}
-		if err := b.Destroy(ctx, id); err != nil {
-			return err
-		}
 		// The same, with every init started from this process instead of
 		// the launcher (the backend reads the switch at each create).
 		os.Setenv("RLHOST_LOCAL_LAUNCHER", "off")
@@ -493,17 +521,19 @@ func runFloor(n int, stateDir, helper, prevHelper string, warmOnly bool) error {
 			return fmt.Errorf("warm exec: %w", err)
 		}
 		if prevB != nil {
-			os.Setenv("RLHOST_LOCAL_LAUNCHER", "off")
-			err := timed(&prevCold, func() (err error) {
-				id, err = createAndRunTrue(ctx, prevB)
-				return err
-			})
-			os.Unsetenv("RLHOST_LOCAL_LAUNCHER")
-			if err != nil {
-				return fmt.Errorf("cold create, previous helper: %w", err)
-			}
-			if err := prevB.Destroy(ctx, id); err != nil {
-				return err
+			if !pair {
+				os.Setenv("RLHOST_LOCAL_LAUNCHER", "off")
+				err := timed(&prevCold, func() (err error) {
+					id, err = createAndRunTrue(ctx, prevB)
+					return err
+				})
+				os.Unsetenv("RLHOST_LOCAL_LAUNCHER")
+				if err != nil {
+					return fmt.Errorf("cold create, previous helper: %w", err)
+				}
+				if err := prevB.Destroy(ctx, id); err != nil {
+					return err
+				}
 			}
 			if err := timed(&prevT, func() error { return runOK(ctx, prevB, prevID, "true") }); err != nil {
 				return fmt.Errorf("warm exec, previous helper: %w", err)
@@ -519,8 +549,12 @@ func runFloor(n int, stateDir, helper, prevHelper string, warmOnly bool) error {
 		m, ms(pr.p10), ms(pr.p50), ms(pw.p10), ms(pw.p50), ms(pw.p95), float64(pw.p50)/float64(pr.p50))
 	if prevB != nil {
 		pc := pct(prevCold)
-		fmt.Printf("| %s | cold create → first exec, init = %s, started directly | true | bwrap --unshare-all true p10 %s / p50 %s | p10 %s / p50 %s / p95 %s | %.2fx bwrap (p50) |\n",
-			m, prevHelper, ms(pb.p10), ms(pb.p50), ms(pc.p10), ms(pc.p50), ms(pc.p95), float64(pc.p50)/float64(pb.p50))
+		how := "started directly"
+		if prevLauncher {
+			how = "started by its launcher"
+		}
+		fmt.Printf("| %s | cold create → first exec, init = %s, %s | true | bwrap --unshare-all true p10 %s / p50 %s | p10 %s / p50 %s / p95 %s | %.2fx bwrap (p50) |\n",
+			m, prevHelper, how, ms(pb.p10), ms(pb.p50), ms(pc.p10), ms(pc.p50), ms(pc.p95), float64(pc.p50)/float64(pb.p50))
 		pp := pct(prevT)
 		fmt.Printf("| %s | exec round trip, warm sandbox, init = %s | true | bare fork/exec p10 %s / p50 %s | p10 %s / p50 %s / p95 %s | %.2fx bare (p50) |\n",
 			m, prevHelper, ms(pr.p10), ms(pr.p50), ms(pp.p10), ms(pp.p50), ms(pp.p95), float64(pp.p50)/float64(pr.p50))

@@ -50,6 +50,10 @@ func initMain() error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("set non-dumpable: %w", err)
 	}
+	// The spawner thread is started first: creating a thread and dropping
+	// its capabilities take longer than reading the Setup, and until then
+	// the thread is the critical path of a create.
+	sp := startSpawner()
 	// The control socket stays blocking, off the runtime's poller: the
 	// spawner thread serves it with read(2), so a request wakes the thread
 	// that forks, and no goroutine has to be handed to it.
@@ -57,8 +61,8 @@ func initMain() error {
 	// Frames are read through a buffer: a frame's header and body then
 	// come in one read(2), not two.
 	in := bufio.NewReaderSize(ctl, 64<<10)
-	var setup Setup
-	if err := ReadFrame(in, &setup); err != nil {
+	setup, err := ReadSetup(in)
+	if err != nil {
 		return fmt.Errorf("read setup: %w", err)
 	}
 	if setup.Proto != ProtocolVersion {
@@ -66,20 +70,23 @@ func initMain() error {
 		WriteFrame(ctl, Response{Err: err.Error()})
 		return err
 	}
-	srv, err := newInitServer(setup)
+	srv, err := newInitServer(setup, sp)
 	if err != nil {
 		WriteFrame(ctl, Response{Err: err.Error()})
 		return err
 	}
+	// Served from the spawner thread: an exec's command is forked right
+	// where its request was read. The loop is handed over before the
+	// backend hears the init is ready, so no request can come first.
+	served := make(chan struct{})
+	sp.serve <- func() {
+		srv.serve(ctl, in)
+		close(served)
+	}
 	if err := WriteFrame(ctl, Response{}); err != nil {
 		return fmt.Errorf("send ready: %w", err)
 	}
-	// Served from the spawner thread: an exec's command is forked right
-	// where its request was read.
-	onSpawner(srv.spawns, func() error {
-		srv.serve(ctl, in)
-		return nil
-	})
+	<-served
 	return nil
 }
 
@@ -88,7 +95,6 @@ type initServer struct {
 	isolation string // reported in every exec result
 	wsMu      sync.Mutex
 	ws        *confine.Root // replaced by a reset
-	spawns    chan spawnReq
 	reap      *reaper
 
 	wmu      sync.Mutex
@@ -114,7 +120,7 @@ func (srv *initServer) workspace() *confine.Root {
 	return srv.ws
 }
 
-func newInitServer(s Setup) (*initServer, error) {
+func newInitServer(s Setup, sp *spawnerThread) (*initServer, error) {
 	var tr *Tracer
 	if s.Trace {
 		tr = &Tracer{what: "init", start: time.Now(), last: time.Now()}
@@ -154,13 +160,10 @@ func newInitServer(s Setup) (*initServer, error) {
 		for range sigs {
 		}
 	}()
-	spawns := make(chan spawnReq)
-	spawnReady := make(chan error, 1)
 	// The spawner joins the commands' cgroup (v1) and installs the
-	// seccomp filter as soon as its capabilities are dropped, on its own
-	// thread, while this one builds the root: neither depends on the root,
-	// and every command it forks inherits both.
-	go spawner(spawns, spawnReady, func() error {
+	// seccomp filter on its own thread while this one builds the root:
+	// neither depends on the root, and every command it forks inherits both.
+	sp.confine <- func() error {
 		if len(s.CgroupTaskFDs) > 0 {
 			if err := joinCgroups(s.CgroupTaskFDs); err != nil {
 				return err
@@ -170,7 +173,7 @@ func newInitServer(s Setup) (*initServer, error) {
 			return installSeccomp(s.Seccomp)
 		}
 		return nil
-	})
+	}
 	prewarmed := make(chan struct{})
 	go func() { prewarmThreads(); warmExecPath(); close(prewarmed) }()
 	tr.Mark("started")
@@ -205,7 +208,7 @@ func newInitServer(s Setup) (*initServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := &initServer{setup: s, isolation: s.Isolation, ws: ws, spawns: spawns, reap: reap, cancels: map[uint64]context.CancelFunc{}, oomFloor: "0"}
+	srv := &initServer{setup: s, isolation: s.Isolation, ws: ws, reap: reap, cancels: map[uint64]context.CancelFunc{}, oomFloor: "0"}
 	var uts unix.Utsname
 	if unix.Uname(&uts) == nil {
 		srv.pidfdPolls = kernelAtLeast(unix.ByteSliceToString(uts.Release[:]), 5, 3)
@@ -220,7 +223,7 @@ func newInitServer(s Setup) (*initServer, error) {
 		srv.oomAdj = f
 	}
 	tr.Mark("files")
-	if err := <-spawnReady; err != nil {
+	if err := <-sp.ready; err != nil {
 		return nil, err
 	}
 	tr.Mark("spawner")
@@ -294,48 +297,57 @@ func prewarmThreads() {
 	close(release)
 }
 
-// spawnReq asks the spawner thread to run fn.
-type spawnReq struct {
-	fn    func() error
-	reply chan error
+// spawnerThread is the thread every command is forked from (see run).
+type spawnerThread struct {
+	confine chan func() error // sent once, when the Setup is known
+	ready   chan error        // confine's result
+	serve   chan func()       // sent once: the serve loop
 }
 
-// spawner owns one OS thread that has no_new_privs set and every
-// capability dropped (bounding, ambient, inheritable, permitted). Children
-// forked from it inherit that, so commands run as the sandbox's root user
-// with no capabilities, and setuid bits cannot give any back. Before it
-// says it is ready it runs confine (the commands' cgroup and the seccomp
-// filter), which every command then inherits. Then it serves the control
-// socket (see serve).
-func spawner(reqs chan spawnReq, ready chan error, confine func() error) {
+func startSpawner() *spawnerThread {
+	sp := &spawnerThread{confine: make(chan func() error, 1), ready: make(chan error, 1), serve: make(chan func(), 1)}
+	go sp.run()
+	return sp
+}
+
+// run owns one OS thread that has no_new_privs set and every capability
+// dropped (bounding, ambient, inheritable, permitted). Children forked
+// from it inherit that, so commands run as the sandbox's root user with no
+// capabilities, and setuid bits cannot give any back. Before it says it is
+// ready it runs the confine func it is sent (the commands' cgroup and the
+// seccomp filter), which every command then inherits. Then it serves
+// the control socket (see serve).
+func (sp *spawnerThread) run() {
 	runtime.LockOSThread() // never unlocked: the thread dies with the init
 	if unix.Gettid() == unix.Getpid() {
 		// Not the main thread: it stands for the whole process in
 		// /proc/<pid>/cgroup and to the OOM killer, and under v1 the
 		// spawner moves into the commands' cgroup. Keep this goroutine
 		// parked on the main thread, so no other uses it, and try again.
-		go spawner(reqs, ready, confine)
+		go sp.run()
 		select {}
 	}
-	if err := dropPrivileges(); err != nil {
-		ready <- err
+	err := dropPrivileges()
+	confine := <-sp.confine
+	if err == nil {
+		err = confine()
+	}
+	sp.ready <- err
+	if err != nil {
 		return
 	}
-	if err := confine(); err != nil {
-		ready <- err
-		return
+	// Wait for the first request in poll(2), not on a channel: a goroutine
+	// locked to its thread that parks in the scheduler, once woken, waits
+	// for a processor to be handed to its thread, which took up to 0.7 ms
+	// here while the rest of the init was starting up; a thread woken by
+	// the kernel takes any idle processor.
+	fds := []unix.PollFd{{Fd: ctlFD, Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+			break
+		}
 	}
-	ready <- nil
-	for r := range reqs {
-		r.reply <- r.fn()
-	}
-}
-
-// onSpawner runs fn on the spawner thread.
-func onSpawner(spawns chan spawnReq, fn func() error) error {
-	reply := make(chan error, 1)
-	spawns <- spawnReq{fn: fn, reply: reply}
-	return <-reply
+	(<-sp.serve)()
 }
 
 // joinCgroups moves the calling thread (only it: cgroup v1 places
@@ -374,12 +386,14 @@ func dropPrivileges() error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
-	last := 40
-	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
-		fmt.Sscanf(string(b), "%d", &last)
-	}
-	for c := 0; c <= last; c++ {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+	// Every capability the kernel knows, until it says EINVAL (past
+	// CAP_LAST_CAP): cheaper than reading /proc/sys/kernel/cap_last_cap.
+	for c := 0; c < 64; c++ {
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+		if err == unix.EINVAL {
+			break
+		}
+		if err != nil {
 			return fmt.Errorf("drop capability %d from bounding set: %w", c, err)
 		}
 	}

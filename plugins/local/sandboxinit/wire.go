@@ -11,7 +11,8 @@ import (
 )
 
 // The backend and a sandbox init exchange length-prefixed JSON frames over
-// a stream socketpair. Requests carry an ID so several can be in flight.
+// a stream socketpair (the first, the Setup, in a binary encoding: see
+// setupcodec.go). Requests carry an ID so several can be in flight.
 
 // MaxFrame caps one frame: at most a file or two output captures.
 const MaxFrame = 512 << 20
@@ -21,7 +22,7 @@ const MaxListEntries = 100000
 
 // ProtocolVersion is bumped on any incompatible change of the frames, so a
 // stale helper binary refuses to serve a newer backend.
-const ProtocolVersion = 3
+const ProtocolVersion = 4
 
 // RoleEnv, set to "init", tells a re-executed binary to become a sandbox
 // init (see Reexec).
