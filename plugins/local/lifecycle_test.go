@@ -396,3 +396,31 @@ func TestHelperExitingAtStartIsNamed(t *testing.T) {
 		})
 	}
 }
+
+// Every signal a sandboxed program can send its PID 1, one after another,
+// must leave the init serving: none may kill it, make it crash, or stop
+// its commands from starting. Then the same once more from a command that
+// sends all of them at once, while the init is busy with another command.
+func TestInitSurvivesEverySignal(t *testing.T) {
+	b := newBackend(t, nil, core.SandboxSpec{})
+	id := create(t, b, core.SandboxSpec{})
+	send := `import os, signal
+for s in range(1, signal.SIGRTMAX + 1):
+    try:
+        os.kill(1, s)
+    except OSError as e:
+        print("signal", s, e)
+print("sent")`
+	for round := 0; round < 2; round++ {
+		r := execOK(t, b, id, "python3", "-c", send)
+		if strings.TrimSpace(r.Stdout) != "sent" {
+			t.Fatalf("round %d: %q %q", round, r.Stdout, r.Stderr)
+		}
+		// The signals are asynchronous: give them time to arrive before
+		// checking the init still answers.
+		execOK(t, b, id, "sleep", "0.2")
+		if r := execOK(t, b, id, "echo", "alive"); strings.TrimSpace(r.Stdout) != "alive" {
+			t.Fatalf("round %d: the init answered %q", round, r.Stdout)
+		}
+	}
+}

@@ -133,12 +133,17 @@ func newInitServer(s Setup, sp *spawnerThread) (*initServer, error) {
 	// of the exec path (JSON codecs, the netpoller), which would otherwise
 	// land on the sandbox's first exec.
 	//
-	// Catch every asynchronous signal: PID 1 gets only signals it handles,
-	// so this makes `kill -TERM 1` from inside harmless, and handlers (unlike
-	// SIG_IGN) are reset for the commands we start.
-	// That includes SIGSEGV and friends: sent with kill(2) they are not
-	// faults, and Go would otherwise crash on them. (Each Notify is a round
-	// trip to the runtime's signal-mask thread, hence off the critical path.)
+	// Signals sent from inside: PID 1 of a PID namespace gets only those
+	// it handles, and Go installs a handler for most at start-up; a
+	// handled signal nobody asked for makes Go's runtime exit or crash
+	// for these, and is dropped for the rest (SIGUSR1, SIGPIPE, SIGALRM,
+	// the real-time ones, ...). So these are caught, which makes `kill
+	// -TERM 1` from inside harmless; handlers (unlike SIG_IGN) are reset
+	// for the commands we start. SIGSEGV and friends count: sent with
+	// kill(2) they are not faults. Registering one costs a round trip to
+	// the runtime's signal-mask thread, which competes with a create's
+	// critical path, hence this list rather than all 31.
+	// TestInitSurvivesEverySignal sends all of them.
 	signalsSet := make(chan struct{})
 	// SIGCHLD too, for the reaper: registered here, on the same goroutine,
 	// since registrations take turns on one lock and would otherwise keep
@@ -149,13 +154,7 @@ func newInitServer(s Setup, sp *spawnerThread) (*initServer, error) {
 		signal.Notify(sigchld, syscall.SIGCHLD)
 		go reap.run(sigchld)
 		sigs := make(chan os.Signal, 16)
-		for sig := syscall.Signal(1); sig < 32; sig++ {
-			switch sig {
-			case syscall.SIGKILL, syscall.SIGSTOP, syscall.SIGCHLD, syscall.SIGURG, syscall.SIGPROF:
-				continue
-			}
-			signal.Notify(sigs, sig)
-		}
+		signal.Notify(sigs, fatalToGo...)
 		close(signalsSet)
 		for range sigs {
 		}
@@ -237,6 +236,14 @@ func newInitServer(s Setup, sp *spawnerThread) (*initServer, error) {
 		close(srv.warm)
 	}()
 	return srv, nil
+}
+
+// fatalToGo are the signals whose arrival, unless a channel is notified,
+// makes the Go runtime exit (SIGHUP, SIGINT, SIGTERM) or crash (the rest).
+var fatalToGo = []os.Signal{
+	syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM,
+	syscall.SIGQUIT, syscall.SIGILL, syscall.SIGTRAP, syscall.SIGABRT, syscall.SIGBUS,
+	syscall.SIGFPE, syscall.SIGSEGV, syscall.SIGSTKFLT, syscall.SIGSYS,
 }
 
 // warmExecPath runs the JSON codecs of the exec frames once and makes the
