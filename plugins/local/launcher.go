@@ -297,9 +297,18 @@ func (l *launcher) launch(ctx context.Context, req sandboxinit.LaunchRequest, fi
 	return reply.PID, os.NewFile(uintptr(fds[0]), "pidfd"), nil
 }
 
-// close stops the launcher; inits it started and that still run die with it.
+// close stops the launcher; inits it started and that still run die with
+// it. Closing its socket first lets it reap the inits that have exited and
+// exit by itself; it is killed if it has not within closeGrace.
 func (l *launcher) close() {
 	l.conn.Close()
-	l.cmd.Process.Kill()
-	<-l.dead
+	select {
+	case <-l.dead:
+	case <-time.After(closeGrace):
+		l.cmd.Process.Kill()
+		<-l.dead
+	}
 }
+
+// closeGrace bounds how long a launcher may take to reap and exit.
+const closeGrace = time.Second

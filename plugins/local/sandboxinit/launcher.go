@@ -90,7 +90,13 @@ func launcherMain() error {
 		var req LaunchRequest
 		fds, err := recvLauncher(ctl, buf[:4096], &req)
 		if err != nil {
-			return nil // the backend is gone (or closed us): so are the inits
+			// The backend is gone, or closed us at its shutdown, after
+			// stopping every init: reap those that have exited before
+			// exiting, or they would be left as zombies of whatever
+			// process adopts them (in a container, often one that never
+			// reaps). Any still running die with the launcher.
+			reapExited()
+			return nil
 		}
 		var pid, pidfd int
 		if stuck == nil {
@@ -134,6 +140,21 @@ func forker(fns chan func()) {
 	}
 }
 
+// reapExited reaps every child that has exited, without waiting for the
+// others.
+func reapExited() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if pid <= 0 || err != nil {
+			return
+		}
+	}
+}
+
 // reapChildren reaps every exited init (the backend watches them through
 // pidfds, which outlive the reaping).
 func reapChildren() {
@@ -141,16 +162,7 @@ func reapChildren() {
 	signal.Notify(sig, syscall.SIGCHLD)
 	go func() {
 		for range sig {
-			for {
-				var ws syscall.WaitStatus
-				pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-				if err == syscall.EINTR {
-					continue
-				}
-				if pid <= 0 || err != nil {
-					break
-				}
-			}
+			reapExited()
 		}
 	}()
 }
