@@ -657,6 +657,11 @@ func (b *Backend) poolLoop() {
 			if !need || b.admit() != nil {
 				break
 			}
+			if b.recycleOn && b.live.InUse() > b.poolWant {
+				// An episode's Create took the last place meanwhile.
+				b.live.Put()
+				break
+			}
 			sb, err := b.build(context.Background(), b.spec)
 			b.mu.Lock()
 			if err != nil || b.closed {
