@@ -172,6 +172,12 @@ func (b *Backend) poolProbe(id string) bool {
 	if !ok || b.closed || !sb.impl.alive() {
 		return false
 	}
+	if sb.ttl != nil {
+		// A pooled sandbox has no timer of its own; adopt starts one
+		// when it is taken.
+		sb.ttl.Stop()
+		sb.ttl = nil
+	}
 	delete(b.boxes, id)
 	b.pool = append(b.pool, sb)
 	return true
