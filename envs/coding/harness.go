@@ -40,13 +40,17 @@ type referenceRequest struct {
 	Reference string   `json:"reference"`
 	FuncName  string   `json:"func_name"`
 	Tests     []string `json:"tests"`
+	// Compile is the runner's source when the run has no compiled runner
+	// yet: the reference's interpreter compiles it (reference.py).
+	Compile string `json:"compile,omitempty"`
 }
 
 type referenceReply struct {
-	Values []json.RawMessage `json:"values"`
-	Path   []string          `json:"path"` // the interpreter's sys.path under -I
-	Error  string            `json:"error"`
-	Test   int               `json:"test"`
+	Values   []json.RawMessage `json:"values"`
+	Path     []string          `json:"path"`     // the interpreter's sys.path under -I
+	Compiled string            `json:"compiled"` // compile.py's output, when asked to compile
+	Error    string            `json:"error"`
+	Test     int               `json:"test"`
 }
 
 // runnerRequest is the trusted runner's input; Nonce tags its verdict line.

@@ -36,7 +36,7 @@ type runnerCode struct {
 func (c *runnerCode) get(ctx context.Context, s settings, sb envplugin.Sandbox) (int, []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	key := s.python + "\x00" + s.path
+	key := runnerKey(s)
 	if c.key == key {
 		return c.version, c.code
 	}
@@ -62,6 +62,32 @@ func (c *runnerCode) get(ctx context.Context, s settings, sb envplugin.Sandbox) 
 	}
 	c.version, c.code = version, code
 	return version, code
+}
+
+// runnerKey names the interpreter the code is compiled with.
+func runnerKey(s settings) string { return s.python + "\x00" + s.path }
+
+// wanted reports whether the run has no compiled runner (nor its source
+// chosen instead) for s yet.
+func (c *runnerCode) wanted(s settings) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.key != runnerKey(s)
+}
+
+// offer keeps code a reference run compiled, in a sandbox no candidate had
+// run in, unless the run has code for s already; out is what compile.py
+// prints. Unreadable code is dropped and get compiles it apart.
+func (c *runnerCode) offer(s settings, out string) {
+	version, code, err := parseCompiled(out)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if key := runnerKey(s); c.key != key {
+		c.key, c.version, c.code = key, version, code
+	}
 }
 
 // forget drops the code (the interpreter changed under the run); the

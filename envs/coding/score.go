@@ -97,7 +97,12 @@ func (e *Env) expected(ctx context.Context, s settings, sb envplugin.Sandbox, t 
 	if entry.done {
 		return entry, nil
 	}
-	stdin, err := json.Marshal(referenceRequest{Reference: t.Reference, FuncName: t.FuncName, Tests: t.Tests})
+	req := referenceRequest{Reference: t.Reference, FuncName: t.FuncName, Tests: t.Tests}
+	if e.runner.wanted(s) {
+		// One interpreter start fewer per run than compiling apart.
+		req.Compile = runnerProgram
+	}
+	stdin, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("encode reference request of task %s: %w", t.ID, err)
 	}
@@ -145,6 +150,9 @@ func (e *Env) expected(ctx context.Context, s settings, sb envplugin.Sandbox, t 
 		if strings.HasPrefix(p, "/") {
 			path = append(path, p)
 		}
+	}
+	if reply.Compiled != "" {
+		e.runner.offer(s, reply.Compiled)
 	}
 	entry.values, entry.sizes, entry.path, entry.done = values, sizes, path, true
 	return entry, nil

@@ -46,7 +46,6 @@ type Backend struct {
 	recycling  int // sandboxes being reset on their way back to the pool
 	recycleWG  sync.WaitGroup
 	recycleOn  bool
-	poolFilled bool // with recycle, the pool is filled once, then only by resets
 	poolWake   chan struct{}
 	poolStop   chan struct{}
 	poolDone   chan struct{}
@@ -149,14 +148,39 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 			}
 			return append(diags, schema.Errorf([]string{"isolation"}, "cannot start a namespaced sandbox", "%v", err))
 		}
-		if err := b.Destroy(ctx, probe.ID); err != nil {
-			return append(diags, schema.Errorf([]string{"isolation"}, "cannot destroy a namespaced sandbox", "%v", err))
+		// With a pool the probe, which ran nothing, is its first sandbox:
+		// destroying it and building another costs a create and a destroy
+		// (a job's fixed CPU) for the same fresh sandbox.
+		if set.PoolSize == 0 || !b.poolProbe(probe.ID) {
+			if err := b.Destroy(ctx, probe.ID); err != nil {
+				return append(diags, schema.Errorf([]string{"isolation"}, "cannot destroy a namespaced sandbox", "%v", err))
+			}
 		}
 	}
 	if set.PoolSize > 0 {
 		b.startPool(set.PoolSize, set.Recycle)
 	}
 	return diags
+}
+
+// poolProbe moves Configure's probe sandbox, fresh and never lent, from
+// the live sandboxes into the pool; false if it is not there.
+func (b *Backend) poolProbe(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	sb, ok := b.boxes[id]
+	if !ok || b.closed || !sb.impl.alive() {
+		return false
+	}
+	if sb.ttl != nil {
+		// A pooled sandbox has no timer of its own; adopt starts one
+		// when it is taken.
+		sb.ttl.Stop()
+		sb.ttl = nil
+	}
+	delete(b.boxes, id)
+	b.pool = append(b.pool, sb)
+	return true
 }
 
 // searchableByOthers checks that every directory from / to dir has o+x:
@@ -633,14 +657,21 @@ func (b *Backend) poolLoop() {
 		}
 		for {
 			b.mu.Lock()
-			need := len(b.pool) < b.poolWant && !b.closed && !b.poolFilled
-			if !need && b.recycleOn && !b.closed {
-				// Refilled from now on by sandboxes coming back, not by
-				// new ones competing with them for the CPU.
-				b.poolFilled = true
+			need := len(b.pool) < b.poolWant && !b.closed
+			if b.recycleOn {
+				// Sandboxes in use or being reset come back to the pool: it
+				// is topped up only while fewer than pool_size exist, not
+				// while episodes take from it as it fills, which built a new
+				// sandbox per take (and destroyed as many at their return).
+				need = need && b.live.InUse() < b.poolWant
 			}
 			b.mu.Unlock()
 			if !need || b.admit() != nil {
+				break
+			}
+			if b.recycleOn && b.live.InUse() > b.poolWant {
+				// An episode's Create took the last place meanwhile.
+				b.live.Put()
 				break
 			}
 			sb, err := b.build(context.Background(), b.spec)

@@ -4,7 +4,11 @@
 # Output (stdout, one JSON line): {"values": [...], "path": sys.path} or
 # {"error", "test"}. The path is what the candidate's process adds to the
 # -I -S path of the runner it is forked from.
+# With "compile" (the runner's source) in the input, the output also has
+# "compiled", what compile.py prints: this interpreter compiles the runner
+# here instead of starting once more for it.
 import builtins
+import marshal
 import sys
 
 
@@ -27,6 +31,15 @@ def _reference_function(src, func_name):
 
 def main():
     req = _loads(sys.stdin.buffer.read())
+    compiled = None
+    if req.get("compile") is not None:
+        # Before the reference runs, so nothing it does can touch the code.
+        # A failure only means the runner starts from its source.
+        try:
+            code = compile(req["compile"], "<runner>", "exec", dont_inherit=True)
+            compiled = "%d %s" % (sys.hexversion, marshal.dumps(code).hex())
+        except Exception:
+            pass
     try:
         fn = _reference_function(req["reference"], req["func_name"])
     except BaseException as e:
@@ -40,7 +53,10 @@ def main():
         except BaseException as e:
             print(_dumps({"error": "test %d: %s" % (i, _describe(e, "<reference>")), "test": i}))
             return
-    print(_dumps({"values": values, "path": sys.path}))
+    out = {"values": values, "path": sys.path}
+    if compiled is not None:
+        out["compiled"] = compiled
+    print(_dumps(out))
 
 
 main()
