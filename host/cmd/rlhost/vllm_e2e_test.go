@@ -240,12 +240,12 @@ const (
 // estimator (the median of the slopes between every pair of steps) and
 // wants it to rise by at least 0.25 over the run: runs that learn rise by
 // 0.6 to 0.75 over fourteen steps, and with the learning rate at 1e-9 two
-// runs rose by 0.08 and 0.15 (noise). It uses every step, so
-// noise (a step's mean reward over 32 episodes varies by about 0.1) weighs
-// less than in a comparison of the two halves' medians, which failed a run
-// that was learning (rewards 0.09 -0.12 0.12 -0.06 0.19 0.22 0.09 0.09
-// 0.28 0.25: medians 0.09 and 0.22, a fitted rise of 0.23); and, unlike a
-// least-squares line, one collapsed step cannot pull it down.
+// runs rose by 0.08 and 0.15 (noise). It uses every step, so noise (a
+// step's mean reward over 32 episodes varies by about 0.1) weighs less
+// than in the comparison of the two halves' medians it replaces, which
+// failed a slow run of ten steps that was learning (rewards 0.09 -0.12
+// 0.12 -0.06 0.19 0.22 0.09 0.09 0.28 0.25: medians 0.09 and 0.22); and,
+// unlike a least-squares line, one collapsed step cannot pull it down.
 func checkRewardRises(t *testing.T, out string) {
 	t.Helper()
 	lines := readStepLines(t, filepath.Join(out, "metrics.jsonl"))
