@@ -74,17 +74,29 @@ func ReadFrame(r io.Reader, m proto.Message) error {
 	if n > MaxFrame {
 		return fmt.Errorf("frame of %d bytes exceeds %d", n, MaxFrame)
 	}
-	// Grown as the body arrives, not sized by the peer's claim: a length
-	// that is a lie costs no more memory than the bytes really sent.
-	var body bytes.Buffer
-	body.Grow(int(min(n, growStep)))
-	if _, err := io.CopyN(&body, r, int64(n)); err != nil {
+	body, err := readBody(r, n)
+	if err != nil {
 		return fmt.Errorf("read frame body: %w", noEOF(err))
 	}
-	if err := proto.Unmarshal(body.Bytes(), m); err != nil {
+	if err := proto.Unmarshal(body, m); err != nil {
 		return fmt.Errorf("decode frame: %w", err)
 	}
 	return nil
+}
+
+// readBody reads n bytes. A large body's buffer grows as the bytes arrive,
+// not to the peer's claim at once: a length that is a lie costs no more
+// memory than the bytes really sent.
+func readBody(r io.Reader, n uint32) ([]byte, error) {
+	if n <= growStep {
+		buf := make([]byte, n)
+		_, err := io.ReadFull(r, buf)
+		return buf, err
+	}
+	var body bytes.Buffer
+	body.Grow(growStep)
+	_, err := io.CopyN(&body, r, int64(n))
+	return body.Bytes(), err
 }
 
 // noEOF turns an end inside a frame into ErrUnexpectedEOF: only an end
