@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -321,6 +322,38 @@ func TestCancelledCallStopsHostWork(t *testing.T) {
 		t.Fatalf("cancelled exec: %v, want cancelled", err)
 	}
 	<-sb.stopped // the host's Exec saw its context end
+}
+
+// Garbage on the lent-sandbox socket closes that connection only: the
+// host, and the plugin's own connection, go on.
+func TestGarbageOnTheSocketClosesOnlyItsConnection(t *testing.T) {
+	client, env, _ := serveKeep(t)
+	start(t, client, "ep", &memSandbox{id: "sb"})
+	cases := []struct {
+		name string
+		data []byte
+	}{
+		{"a length past the limit", []byte{0xff, 0xff, 0xff, 0xff}},
+		{"a body that is not a message", []byte{0, 0, 0, 2, 0xff, 0xff}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("unix", currentSocket(client))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := conn.Write(tc.data); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := io.Copy(io.Discard, conn); n != 0 || err != nil {
+				t.Fatalf("read %d bytes, %v; want the connection closed", n, err)
+			}
+			if _, err := env.sandbox(t, "ep").Exec(context.Background(), core.ExecRequest{Command: []string{"true"}}); err != nil {
+				t.Fatalf("the plugin's connection broke too: %v", err)
+			}
+		})
+	}
 }
 
 // One sandbox id cannot be lent to two live episodes at once: requests name
