@@ -42,20 +42,24 @@ func Serve(ctx context.Context, ln net.Listener, h Handler, log hclog.Logger) er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := serveConn(ctx, conn, h, log); err != nil {
-				log.Error("lent sandbox connection closed", "error", err)
-			}
+			serveConn(ctx, conn, h, log)
 		}()
 	}
 }
 
 // serveConn reads calls from conn until it ends; each call runs on its own
-// goroutine. It returns the reason for ending, nil for a clean one.
-func serveConn(ctx context.Context, conn net.Conn, h Handler, log hclog.Logger) error {
+// goroutine. A connection ended by something other than a clean close is
+// logged, before it is closed.
+func serveConn(ctx context.Context, conn net.Conn, h Handler, log hclog.Logger) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // cuts off the connection's calls still running
 	defer context.AfterFunc(ctx, func() { conn.Close() })()
 	defer conn.Close()
+	defer func() {
+		if err != nil {
+			log.Error("lent sandbox connection closed", "error", err)
+		}
+	}()
 
 	var (
 		wmu     sync.Mutex
