@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hashicorp/go-plugin"
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/pluginbase"
@@ -15,7 +17,7 @@ import (
 
 // Client is the host-side Environment that talks to a plugin over gRPC. It
 // lends each episode's Sandbox to the plugin from the episode's start to its
-// end, over one broker connection for the client's life (see lender).
+// end, over one socket for the client's life (see lender).
 type Client struct {
 	rpc  rlhostpb.EnvironmentClient
 	lend *lender
@@ -26,11 +28,15 @@ var _ Environment = (*Client)(nil)
 
 const describeTimeout = 10 * time.Second
 
-// NewClient wraps a gRPC connection and fetches the plugin's Info once.
-func NewClient(ctx context.Context, rpc rlhostpb.EnvironmentClient, broker *plugin.GRPCBroker) (*Client, error) {
-	ctx, cancel := context.WithTimeout(ctx, describeTimeout)
+// NewClient wraps the gRPC connection to a plugin and fetches its Info once.
+// The client lives until ctx ends or conn is closed (go-plugin does both
+// when the plugin is killed); log receives what goes wrong on the sockets
+// sandboxes are lent on.
+func NewClient(ctx context.Context, conn *grpc.ClientConn, log hclog.Logger) (*Client, error) {
+	rpc := rlhostpb.NewEnvironmentClient(conn)
+	dctx, cancel := context.WithTimeout(ctx, describeTimeout)
 	defer cancel()
-	p, err := rpc.Describe(ctx, &rlhostpb.Empty{})
+	p, err := rpc.Describe(dctx, &rlhostpb.Empty{})
 	if err != nil {
 		return nil, fmt.Errorf("describe env plugin: %w", rlhostpb.FromStatus(err))
 	}
@@ -41,7 +47,21 @@ func NewClient(ctx context.Context, rpc rlhostpb.EnvironmentClient, broker *plug
 	if info.Kind != "" && info.Kind != pluginbase.KindEnv {
 		return nil, fmt.Errorf("plugin %q is a %s plugin, not an environment", info.Name, info.Kind)
 	}
-	return &Client{rpc: rpc, lend: newLender(broker), info: info}, nil
+	life, end := context.WithCancel(ctx)
+	go func() {
+		defer end()
+		untilShutdown(life, conn)
+	}()
+	return &Client{rpc: rpc, lend: newLender(life, log), info: info}, nil
+}
+
+// untilShutdown returns when conn is closed or ctx ends.
+func untilShutdown(ctx context.Context, conn *grpc.ClientConn) {
+	for s := conn.GetState(); s != connectivity.Shutdown; s = conn.GetState() {
+		if !conn.WaitForStateChange(ctx, s) {
+			return
+		}
+	}
 }
 
 // Info returns the description fetched when the client was made.
@@ -81,7 +101,7 @@ func (c *Client) NewEpisode(ctx context.Context, ep Episode) (Session, Observati
 		if ls, err = c.lend.lend(ep.Sandbox); err != nil {
 			return nil, Observation{}, fmt.Errorf("start episode %s: %w", ep.ID, err)
 		}
-		req.SandboxId, req.SandboxBrokerId = ls.id, ls.on.id
+		req.SandboxId, req.SandboxSocket = ls.id, ls.sock
 	}
 	r, err := c.rpc.NewEpisode(ctx, req)
 	if err != nil {
@@ -89,9 +109,6 @@ func (c *Client) NewEpisode(ctx context.Context, ep Episode) (Session, Observati
 			c.lend.release(ls)
 		}
 		return nil, Observation{}, fmt.Errorf("start episode %s: %w", ep.ID, rlhostpb.FromStatus(err))
-	}
-	if ls != nil {
-		c.lend.started(ls)
 	}
 	return &clientSession{c: c, id: ep.ID, lease: ls}, toObservation(r), nil
 }

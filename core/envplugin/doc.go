@@ -1,7 +1,8 @@
 // Package envplugin is the SDK for environment plugins: the Environment and
 // Session interfaces, Serve to run an environment as a plugin process, and
-// the host-side client. The host lends each episode a Sandbox over the
-// go-plugin broker, so an environment never talks to a backend directly.
+// the host-side client. The host lends each episode a Sandbox on a socket of
+// its own (core/lendwire), so an environment never talks to a backend
+// directly.
 //
 // Layout as in Nomad's plugins/drivers: env.go, plugin.go, client.go, server.go.
 package envplugin

@@ -4,6 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -11,21 +16,23 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-plugin"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/lendwire"
 	"github.com/rlhost/rlhost/core/pluginbase"
 	rlhostpb "github.com/rlhost/rlhost/core/proto"
 	"github.com/rlhost/rlhost/core/schema"
 )
 
 // memSandbox answers every call; Exec blocks until its context ends when
-// block is set, and reports that it started on started.
+// block is set, and reports that it started on started and returned on
+// stopped.
 type memSandbox struct {
 	id      string
 	block   bool
 	started chan struct{}
+	stopped chan struct{} // closed when a blocked Exec returns, if set
 }
 
 func (s *memSandbox) ID() string { return s.id }
@@ -34,6 +41,9 @@ func (s *memSandbox) Exec(ctx context.Context, _ core.ExecRequest) (core.ExecRes
 	if s.block {
 		close(s.started)
 		<-ctx.Done()
+		if s.stopped != nil {
+			close(s.stopped)
+		}
 		return core.ExecResult{}, ctx.Err()
 	}
 	return core.ExecResult{Stdout: s.id}, nil
@@ -118,32 +128,35 @@ func start(t *testing.T, c *Client, episode string, sb Sandbox) Session {
 	return sess
 }
 
-// sandboxCalls are every method of the lent Sandbox service, each naming
-// the sandbox id it is given.
+// sandboxCalls are every call of the lent-sandbox wire, each naming the
+// sandbox id it is given.
 var sandboxCalls = []struct {
 	name string
-	call func(ctx context.Context, rpc rlhostpb.SandboxClient, id string) error
+	call *rlhostpb.LentCall
 }{
-	{"Info", func(ctx context.Context, rpc rlhostpb.SandboxClient, id string) error {
-		_, err := rpc.Info(ctx, &rlhostpb.SandboxID{Id: id})
-		return err
-	}},
-	{"Exec", func(ctx context.Context, rpc rlhostpb.SandboxClient, id string) error {
-		_, err := rpc.Exec(ctx, &rlhostpb.ExecRequest{SandboxId: id, Command: [][]byte{[]byte("true")}})
-		return err
-	}},
-	{"ReadFile", func(ctx context.Context, rpc rlhostpb.SandboxClient, id string) error {
-		_, err := rpc.ReadFile(ctx, &rlhostpb.ReadFileRequest{SandboxId: id, Path: []byte("f")})
-		return err
-	}},
-	{"WriteFile", func(ctx context.Context, rpc rlhostpb.SandboxClient, id string) error {
-		_, err := rpc.WriteFile(ctx, &rlhostpb.WriteFileRequest{SandboxId: id, Path: []byte("f")})
-		return err
-	}},
-	{"ListFiles", func(ctx context.Context, rpc rlhostpb.SandboxClient, id string) error {
-		_, err := rpc.ListFiles(ctx, &rlhostpb.ListFilesRequest{SandboxId: id, Path: []byte(".")})
-		return err
-	}},
+	{"Info", &rlhostpb.LentCall{Call: &rlhostpb.LentCall_Info{Info: &rlhostpb.SandboxID{}}}},
+	{"Exec", &rlhostpb.LentCall{Call: &rlhostpb.LentCall_Exec{Exec: &rlhostpb.ExecRequest{Command: [][]byte{[]byte("true")}}}}},
+	{"ReadFile", &rlhostpb.LentCall{Call: &rlhostpb.LentCall_ReadFile{ReadFile: &rlhostpb.ReadFileRequest{Path: []byte("f")}}}},
+	{"WriteFile", &rlhostpb.LentCall{Call: &rlhostpb.LentCall_WriteFile{WriteFile: &rlhostpb.WriteFileRequest{Path: []byte("f")}}}},
+	{"ListFiles", &rlhostpb.LentCall{Call: &rlhostpb.LentCall_ListFiles{ListFiles: &rlhostpb.ListFilesRequest{Path: []byte(".")}}}},
+}
+
+// naming returns a copy of call naming sandbox id.
+func naming(call *rlhostpb.LentCall, id string) *rlhostpb.LentCall {
+	c := proto.Clone(call).(*rlhostpb.LentCall)
+	switch x := c.GetCall().(type) {
+	case *rlhostpb.LentCall_Info:
+		x.Info.Id = id
+	case *rlhostpb.LentCall_Exec:
+		x.Exec.SandboxId = id
+	case *rlhostpb.LentCall_ReadFile:
+		x.ReadFile.SandboxId = id
+	case *rlhostpb.LentCall_WriteFile:
+		x.WriteFile.SandboxId = id
+	case *rlhostpb.LentCall_ListFiles:
+		x.ListFiles.SandboxId = id
+	}
+	return c
 }
 
 // A plugin reaches a sandbox only while its episode is live on this client,
@@ -160,7 +173,7 @@ func TestLentSandboxOnlyWhileItsEpisodeIsLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, other, "elsewhere", &memSandbox{id: "sb-other-client"})
-	rpc := env.sandbox(t, "live").rpc // the plugin's one connection to this client
+	conn := env.sandbox(t, "live").c // the plugin's one connection to this client
 
 	cases := []struct {
 		name, id string
@@ -176,7 +189,7 @@ func TestLentSandboxOnlyWhileItsEpisodeIsLive(t *testing.T) {
 	for _, tc := range cases {
 		for _, m := range sandboxCalls {
 			t.Run(tc.name+"/"+m.name, func(t *testing.T) {
-				err := rlhostpb.FromStatus(m.call(ctx, rpc, tc.id))
+				_, err := conn.Call(ctx, naming(m.call, tc.id))
 				switch {
 				case tc.reach && err != nil:
 					t.Fatalf("%s of %q: %v", m.name, tc.id, err)
@@ -190,24 +203,22 @@ func TestLentSandboxOnlyWhileItsEpisodeIsLive(t *testing.T) {
 	}
 }
 
-// Every episode is lent its sandbox on the one broker id taken at the
-// first, and reaches its own sandbox through it. (go-plugin lets the plugin
-// dial an id only once, so a plugin that did not keep the connection would
-// fail the second episode.)
-func TestEpisodesShareOneBrokerConnection(t *testing.T) {
+// Every episode is lent its sandbox on the one socket opened at the first,
+// and the plugin reaches it over the one connection it made then.
+func TestEpisodesShareOneConnection(t *testing.T) {
 	ctx := context.Background()
 	client, env, _ := serveKeep(t)
-	var brokerID uint32
+	var sock string
+	var conn *lendwire.Client
 	for i := range 4 {
 		ep, id := fmt.Sprintf("ep%d", i), fmt.Sprintf("sb%d", i%2)
 		sess := start(t, client, ep, &memSandbox{id: id})
-		bid := currentBrokerID(client)
-		if brokerID == 0 {
-			brokerID = bid
-		} else if bid != brokerID {
-			t.Fatalf("episode %s was lent its sandbox on broker id %d, the first on %d", ep, bid, brokerID)
-		}
 		sc := env.sandbox(t, ep)
+		if sock == "" {
+			sock, conn = currentSocket(client), sc.c
+		} else if got := currentSocket(client); got != sock || sc.c != conn {
+			t.Fatalf("episode %s was lent its sandbox on %s (a new connection: %v), the first on %s", ep, got, sc.c != conn, sock)
+		}
 		res, err := sc.Exec(ctx, core.ExecRequest{Command: []string{"true"}})
 		if err != nil || res.Stdout != id {
 			t.Fatalf("episode %s reached %q, %v; want its sandbox %s", ep, res.Stdout, err, id)
@@ -221,36 +232,29 @@ func TestEpisodesShareOneBrokerConnection(t *testing.T) {
 	}
 }
 
-func currentBrokerID(c *Client) uint32 {
+func currentSocket(c *Client) string {
 	c.lend.mu.Lock()
 	defer c.lend.mu.Unlock()
-	if c.lend.cur == nil {
-		return 0
-	}
-	return c.lend.cur.id
+	return c.lend.sock
 }
 
-// A server no episode ever started on may never have reached the plugin
-// (go-plugin drops an announcement not dialled within 5 s), so a failed
-// start gives it up and the next episode is lent on a fresh one. Once an
-// episode has started on a server, the plugin holds a connection to it and
-// failed starts keep it.
-func TestServerNeverStartedOnIsReplaced(t *testing.T) {
+// A start that fails, whether or not it reached the plugin, leaves the
+// socket as it is: the next episode is lent on it and reaches its sandbox.
+func TestFailedStartKeepsTheSocket(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel() // a start that never reaches the plugin
 	cases := []struct {
 		name   string
 		starts []bool // whether each start reaches the plugin
-		// whether a lost start gives its server up
-		givenUp bool
 	}{
-		{"first start lost", []bool{false, true}, true},
-		{"every start lost so far", []bool{false, false, true}, true},
-		{"a start lost after one succeeded", []bool{true, false, true}, false},
+		{"first start lost", []bool{false, true}},
+		{"every start lost so far", []bool{false, false, true}},
+		{"a start lost after one succeeded", []bool{true, false, true}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			client, env, _ := serveKeep(t)
+			var sock string
 			for i, reach := range tc.starts {
 				ctx, ep := context.Background(), fmt.Sprintf("ep%d", i)
 				if !reach {
@@ -260,10 +264,12 @@ func TestServerNeverStartedOnIsReplaced(t *testing.T) {
 				if reach != (err == nil) {
 					t.Fatalf("start %d: %v", i, err)
 				}
+				if sock == "" {
+					sock = currentSocket(client)
+				} else if got := currentSocket(client); got != sock {
+					t.Fatalf("start %d moved the socket from %s to %s", i, sock, got)
+				}
 				if !reach {
-					if givenUp := currentBrokerID(client) == 0; givenUp != tc.givenUp {
-						t.Fatalf("start %d lost: server given up %v, want %v", i, givenUp, tc.givenUp)
-					}
 					continue
 				}
 				if _, err := env.sandbox(t, ep).Exec(context.Background(), core.ExecRequest{Command: []string{"true"}}); err != nil {
@@ -273,7 +279,6 @@ func TestServerNeverStartedOnIsReplaced(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			// A server given up is stopped: only the one in use remains.
 			waitGoroutines(t, "envplugin.(*lender).serve", 1)
 		})
 	}
@@ -300,6 +305,57 @@ func TestEndCancelsRunningSandboxCall(t *testing.T) {
 	}
 }
 
+// A plugin-side call whose context ends stops the host's work on it.
+func TestCancelledCallStopsHostWork(t *testing.T) {
+	client, env, _ := serveKeep(t)
+	sb := &memSandbox{id: "sb-slow", block: true, started: make(chan struct{}), stopped: make(chan struct{})}
+	start(t, client, "slow", sb)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := env.sandbox(t, "slow").Exec(ctx, core.ExecRequest{Command: []string{"sleep"}})
+		done <- err
+	}()
+	<-sb.started
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled exec: %v, want cancelled", err)
+	}
+	<-sb.stopped // the host's Exec saw its context end
+}
+
+// Garbage on the lent-sandbox socket closes that connection only: the
+// host, and the plugin's own connection, go on.
+func TestGarbageOnTheSocketClosesOnlyItsConnection(t *testing.T) {
+	client, env, _ := serveKeep(t)
+	start(t, client, "ep", &memSandbox{id: "sb"})
+	cases := []struct {
+		name string
+		data []byte
+	}{
+		{"a length past the limit", []byte{0xff, 0xff, 0xff, 0xff}},
+		{"a body that is not a message", []byte{0, 0, 0, 2, 0xff, 0xff}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("unix", currentSocket(client))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := conn.Write(tc.data); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := io.Copy(io.Discard, conn); n != 0 || err != nil {
+				t.Fatalf("read %d bytes, %v; want the connection closed", n, err)
+			}
+			if _, err := env.sandbox(t, "ep").Exec(context.Background(), core.ExecRequest{Command: []string{"true"}}); err != nil {
+				t.Fatalf("the plugin's connection broke too: %v", err)
+			}
+		})
+	}
+}
+
 // One sandbox id cannot be lent to two live episodes at once: requests name
 // only the sandbox, so the two leases could not be told apart.
 func TestSandboxLentTwiceAtOnceIsRefused(t *testing.T) {
@@ -316,16 +372,36 @@ func TestSandboxLentTwiceAtOnceIsRefused(t *testing.T) {
 }
 
 // Closing the plugin client (what killing the plugin does) stops the lent
-// Sandbox server: its goroutine, and with it the listener, is gone.
+// sandbox socket: its goroutine is gone, and so is the socket's directory.
 func TestLenderStopsWithTheClient(t *testing.T) {
 	client, _, gc := serveKeep(t)
 	start(t, client, "ep", &memSandbox{id: "sb"})
 	const serving = "envplugin.(*lender).serve"
 	waitGoroutines(t, serving, 1)
+	dir := filepath.Dir(currentSocket(client))
 	if err := gc.Close(); err != nil {
 		t.Fatal(err)
 	}
 	waitGoroutines(t, serving, 0)
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the socket's directory %s is still there: %v", dir, err)
+	}
+	if _, _, err := client.NewEpisode(context.Background(), Episode{ID: "late", Sandbox: &memSandbox{id: "sb2"}}); err == nil {
+		t.Fatal("a sandbox was lent after the client closed")
+	}
+}
+
+// The socket is in a directory no other user can enter.
+func TestLentSocketIsPrivate(t *testing.T) {
+	client, _, _ := serveKeep(t)
+	start(t, client, "ep", &memSandbox{id: "sb"})
+	fi, err := os.Stat(filepath.Dir(currentSocket(client)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o700 {
+		t.Fatalf("socket directory mode %v, want 0700", perm)
+	}
 }
 
 // waitGoroutines waits until n goroutines are in fn; the deadline only
@@ -344,48 +420,49 @@ func waitGoroutines(t *testing.T, fn string, n int) {
 	}
 }
 
-// brokerConns dials a broker id once, whoever asks, and forgets a failure.
-func TestBrokerConnsDialOnce(t *testing.T) {
+// lendConns connects to a socket once, whoever asks, forgets a failure and
+// replaces a connection that broke.
+func TestLendConnsDialOnce(t *testing.T) {
 	cases := []struct {
 		name    string
-		ids     []uint32
-		failing map[uint32]int // dials of an id that fail before one succeeds
+		socks   []string
+		failing map[string]int // dials of a socket that fail before one succeeds
+		breakAt int            // break the connection after this many gets; 0: never
 		dials   int
 	}{
-		{"one id, many episodes", []uint32{7, 7, 7}, nil, 1},
-		{"two ids", []uint32{7, 8, 7, 8}, nil, 2},
-		{"a failed dial is retried", []uint32{7, 7, 7}, map[uint32]int{7: 1}, 2},
+		{"one socket, many episodes", []string{"a", "a", "a"}, nil, 0, 1},
+		{"two sockets", []string{"a", "b", "a", "b"}, nil, 0, 2},
+		{"a failed dial is retried", []string{"a", "a", "a"}, map[string]int{"a": 1}, 0, 2},
+		{"a broken connection is replaced", []string{"a", "a", "a"}, nil, 2, 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var mu sync.Mutex
 			dials := 0
-			b := newBrokerConns(func(id uint32) (*grpc.ClientConn, error) {
-				mu.Lock()
-				defer mu.Unlock()
+			b := newLendConns(func(_ context.Context, sock string) (*lendwire.Client, error) {
 				dials++
-				if tc.failing[id] > 0 {
-					tc.failing[id]--
-					return nil, fmt.Errorf("no announcement for %d", id)
+				if tc.failing[sock] > 0 {
+					tc.failing[sock]--
+					return nil, fmt.Errorf("no socket %s", sock)
 				}
-				// A client that never connects: only its identity matters.
-				c, err := grpc.NewClient("passthrough:///unused", grpc.WithTransportCredentials(insecure.NewCredentials()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				return c, nil
+				// A client whose peer never answers: only its identity matters.
+				c1, c2 := net.Pipe()
+				t.Cleanup(func() { c2.Close() })
+				return lendwire.NewClient(c1), nil
 			})
 			defer b.close()
-			got := map[uint32]*grpc.ClientConn{}
-			for _, id := range tc.ids {
-				c, err := b.get(id)
+			got := map[string]*lendwire.Client{}
+			for i, sock := range tc.socks {
+				c, err := b.get(context.Background(), sock)
 				if err != nil {
 					continue
 				}
-				if prev, ok := got[id]; ok && prev != c {
-					t.Fatalf("id %d dialled again", id)
+				if prev, ok := got[sock]; ok && prev != c && !prev.Broken() {
+					t.Fatalf("%s dialled again", sock)
 				}
-				got[id] = c
+				got[sock] = c
+				if i+1 == tc.breakAt {
+					c.Close()
+				}
 			}
 			if dials != tc.dials {
 				t.Fatalf("%d dials, want %d", dials, tc.dials)

@@ -15,8 +15,9 @@ import (
 type Plugin struct {
 	plugin.NetRPCUnsupportedPlugin
 	Impl Environment // set on the plugin side only
-	// Logger receives the plugin side's own messages (recovered panics);
-	// nil means hclog JSON on stderr, which the host relays.
+	// Logger receives the plugin side's own messages (recovered panics),
+	// or on the host side the lent-sandbox socket's; nil means hclog JSON on
+	// stderr, which the host relays, or on the host side nothing.
 	Logger hclog.Logger
 }
 
@@ -29,17 +30,20 @@ func (p *Plugin) logger() hclog.Logger {
 
 var _ plugin.GRPCPlugin = (*Plugin)(nil)
 
-// GRPCServer registers the environment's gRPC server (plugin side). The
-// broker is kept so each episode can dial the Sandbox the host lends it.
-func (p *Plugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
+// GRPCServer registers the environment's gRPC server (plugin side).
+func (p *Plugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 	// A panic in one episode's call fails that call, not every episode.
-	s.RegisterService(pluginbase.Recovering(&rlhostpb.Environment_ServiceDesc, p.logger()), newServer(p.Impl, broker))
+	s.RegisterService(pluginbase.Recovering(&rlhostpb.Environment_ServiceDesc, p.logger()), newServer(p.Impl))
 	return nil
 }
 
 // GRPCClient returns a *Client implementing Environment (host side).
-func (p *Plugin) GRPCClient(ctx context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (interface{}, error) {
-	return NewClient(ctx, rlhostpb.NewEnvironmentClient(conn), broker)
+func (p *Plugin) GRPCClient(ctx context.Context, _ *plugin.GRPCBroker, conn *grpc.ClientConn) (interface{}, error) {
+	log := p.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return NewClient(ctx, conn, log)
 }
 
 // Serve runs env as an environment plugin. Call it from the plugin's main.

@@ -5,47 +5,66 @@ import (
 	"fmt"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/lendwire"
 	rlhostpb "github.com/rlhost/rlhost/core/proto"
 	"github.com/rlhost/rlhost/core/sandboxplugin"
 )
 
-// sandboxClient is the environment's view of a lent Sandbox: a gRPC client on
-// the one broker connection to the host's Sandbox server, shared by all
-// episodes. Every call names the sandbox, which is how the host routes it.
+// sandboxClient is the environment's view of a lent Sandbox: calls on the
+// one connection to the host's lent-sandbox socket, shared by all episodes.
+// Every call names the sandbox, which is how the host routes it.
 type sandboxClient struct {
-	rpc rlhostpb.SandboxClient
-	id  string
+	c  *lendwire.Client
+	id string
 }
 
 func (c *sandboxClient) ID() string { return c.id }
 
+// errWrongReply is a reply of another kind than its call's: a host bug.
+func errWrongReply(rep *rlhostpb.LentReply) error {
+	return fmt.Errorf("the host answered with a %T", rep.GetResult())
+}
+
 func (c *sandboxClient) Exec(ctx context.Context, req core.ExecRequest) (core.ExecResult, error) {
-	r, err := c.rpc.Exec(ctx, sandboxplugin.FromExecRequest(c.id, req))
-	if err != nil {
-		return core.ExecResult{}, fmt.Errorf("exec in lent sandbox: %w", rlhostpb.FromStatus(err))
+	rep, err := c.c.Call(ctx, &rlhostpb.LentCall{Call: &rlhostpb.LentCall_Exec{Exec: sandboxplugin.FromExecRequest(c.id, req)}})
+	if err == nil && rep.GetExec() == nil {
+		err = errWrongReply(rep)
 	}
-	return sandboxplugin.ToExecResult(r), nil
+	if err != nil {
+		return core.ExecResult{}, fmt.Errorf("exec in lent sandbox: %w", err)
+	}
+	return sandboxplugin.ToExecResult(rep.GetExec()), nil
 }
 
 func (c *sandboxClient) ReadFile(ctx context.Context, path string, maxBytes int64) ([]byte, error) {
-	r, err := c.rpc.ReadFile(ctx, &rlhostpb.ReadFileRequest{SandboxId: c.id, Path: []byte(path), MaxBytes: maxBytes})
-	if err != nil {
-		return nil, fmt.Errorf("read %s in lent sandbox: %w", path, rlhostpb.FromStatus(err))
+	rep, err := c.c.Call(ctx, &rlhostpb.LentCall{Call: &rlhostpb.LentCall_ReadFile{ReadFile: &rlhostpb.ReadFileRequest{SandboxId: c.id, Path: []byte(path), MaxBytes: maxBytes}}})
+	if err == nil && rep.GetReadFile() == nil {
+		err = errWrongReply(rep)
 	}
-	return r.GetData(), nil
+	if err != nil {
+		return nil, fmt.Errorf("read %s in lent sandbox: %w", path, err)
+	}
+	return rep.GetReadFile().GetData(), nil
 }
 
 func (c *sandboxClient) WriteFile(ctx context.Context, path string, data []byte, mode uint32) error {
-	if _, err := c.rpc.WriteFile(ctx, &rlhostpb.WriteFileRequest{SandboxId: c.id, Path: []byte(path), Data: data, Mode: mode}); err != nil {
-		return fmt.Errorf("write %s in lent sandbox: %w", path, rlhostpb.FromStatus(err))
+	rep, err := c.c.Call(ctx, &rlhostpb.LentCall{Call: &rlhostpb.LentCall_WriteFile{WriteFile: &rlhostpb.WriteFileRequest{SandboxId: c.id, Path: []byte(path), Data: data, Mode: mode}}})
+	if err == nil && rep.GetWriteFile() == nil {
+		err = errWrongReply(rep)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s in lent sandbox: %w", path, err)
 	}
 	return nil
 }
 
 func (c *sandboxClient) ListFiles(ctx context.Context, path string) ([]core.FileInfo, error) {
-	r, err := c.rpc.ListFiles(ctx, &rlhostpb.ListFilesRequest{SandboxId: c.id, Path: []byte(path)})
-	if err != nil {
-		return nil, fmt.Errorf("list %s in lent sandbox: %w", path, rlhostpb.FromStatus(err))
+	rep, err := c.c.Call(ctx, &rlhostpb.LentCall{Call: &rlhostpb.LentCall_ListFiles{ListFiles: &rlhostpb.ListFilesRequest{SandboxId: c.id, Path: []byte(path)}}})
+	if err == nil && rep.GetListFiles() == nil {
+		err = errWrongReply(rep)
 	}
-	return sandboxplugin.ToFiles(r), nil
+	if err != nil {
+		return nil, fmt.Errorf("list %s in lent sandbox: %w", path, err)
+	}
+	return sandboxplugin.ToFiles(rep.GetListFiles()), nil
 }

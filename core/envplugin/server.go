@@ -6,67 +6,61 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-plugin"
-	"google.golang.org/grpc"
-
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/pluginbase"
+	"github.com/rlhost/rlhost/core/lendwire"
 	rlhostpb "github.com/rlhost/rlhost/core/proto"
 )
 
 // server is the plugin-side gRPC server. It owns the live sessions, keyed by
-// episode id, and the broker connection to the host's Sandbox server.
+// episode id, and the connection to the host's lent-sandbox socket.
 type server struct {
 	rlhostpb.UnimplementedEnvironmentServer
 	impl  Environment
-	conns *brokerConns
+	conns *lendConns
 
 	mu       sync.Mutex
 	sessions map[string]Session // nil: still starting
 }
 
-func newServer(impl Environment, broker *plugin.GRPCBroker) *server {
-	dial := func(id uint32) (*grpc.ClientConn, error) {
-		return broker.DialWithOptions(id, pluginbase.DialOptions()...)
-	}
-	return &server{impl: impl, conns: newBrokerConns(dial), sessions: map[string]Session{}}
+func newServer(impl Environment) *server {
+	return &server{impl: impl, conns: newLendConns(lendwire.Dial), sessions: map[string]Session{}}
 }
 
-// brokerConns dials each broker id once and keeps the connection: the host
-// serves every episode's sandbox on one id, and go-plugin's broker lets an id
-// be dialled only once. A failed dial is not kept; the next episode retries.
-type brokerConns struct {
-	dial func(uint32) (*grpc.ClientConn, error)
+// lendConns connects to each lent-sandbox socket once and keeps the
+// connection for every episode lent on it. A failed dial is not kept, and a
+// connection that broke is replaced, at the next episode.
+type lendConns struct {
+	dial func(context.Context, string) (*lendwire.Client, error)
 
 	mu    sync.Mutex // held across a dial, so concurrent episodes dial once
-	conns map[uint32]*grpc.ClientConn
+	conns map[string]*lendwire.Client
 }
 
-func newBrokerConns(dial func(uint32) (*grpc.ClientConn, error)) *brokerConns {
-	return &brokerConns{dial: dial, conns: map[uint32]*grpc.ClientConn{}}
+func newLendConns(dial func(context.Context, string) (*lendwire.Client, error)) *lendConns {
+	return &lendConns{dial: dial, conns: map[string]*lendwire.Client{}}
 }
 
-func (b *brokerConns) get(id uint32) (*grpc.ClientConn, error) {
+func (b *lendConns) get(ctx context.Context, sock string) (*lendwire.Client, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if c, ok := b.conns[id]; ok {
+	if c, ok := b.conns[sock]; ok && !c.Broken() {
 		return c, nil
 	}
-	c, err := b.dial(id)
+	c, err := b.dial(ctx, sock)
 	if err != nil {
-		return nil, fmt.Errorf("dial broker connection %d: %w", id, err)
+		return nil, err
 	}
-	b.conns[id] = c
+	b.conns[sock] = c
 	return c, nil
 }
 
 // close closes every connection; a later get dials again.
-func (b *brokerConns) close() {
+func (b *lendConns) close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for id, c := range b.conns {
+	for sock, c := range b.conns {
 		c.Close()
-		delete(b.conns, id)
+		delete(b.conns, sock)
 	}
 }
 
@@ -108,13 +102,13 @@ func (s *server) NewEpisode(ctx context.Context, r *rlhostpb.NewEpisodeRequest) 
 	}
 
 	var sb Sandbox
-	if r.GetSandboxBrokerId() != 0 {
-		c, err := s.conns.get(r.GetSandboxBrokerId())
+	if r.GetSandboxSocket() != "" {
+		c, err := s.conns.get(ctx, r.GetSandboxSocket())
 		if err != nil {
 			release()
 			return nil, rlhostpb.ToStatus(fmt.Errorf("lent sandbox for episode %s: %w", id, err))
 		}
-		sb = &sandboxClient{rpc: rlhostpb.NewSandboxClient(c), id: r.GetSandboxId()}
+		sb = &sandboxClient{c: c, id: r.GetSandboxId()}
 	}
 	ep := Episode{
 		ID: id, Task: toTask(r.GetTask()), Sandbox: sb,
@@ -182,7 +176,8 @@ func (s *server) End(ctx context.Context, r *rlhostpb.EndRequest) (*rlhostpb.Obs
 }
 
 // Shutdown ends every live session so environments can release resources,
-// then drops the broker connection; the host kills the process right after.
+// then drops the lent-sandbox connection; the host kills the process right
+// after.
 func (s *server) Shutdown(ctx context.Context, _ *rlhostpb.Empty) (*rlhostpb.Empty, error) {
 	s.mu.Lock()
 	live := s.sessions

@@ -13,8 +13,9 @@ import (
 )
 
 // ProtocolVersion is bumped on any incompatible change to core/proto.
-// 2: one lent-Sandbox broker connection per env plugin process, not per
-// episode; requests name their sandbox.
+// 2: the lent sandbox is served as framed calls on one socket per env plugin
+// process (NewEpisodeRequest.sandbox_socket, core/lendwire), not as gRPC on
+// a broker connection per episode; calls name their sandbox.
 const ProtocolVersion = 2
 
 // Plugin kinds, used as go-plugin plugin-map keys.

@@ -106,7 +106,7 @@ const MaxMessageBytes = 256 << 20
 const WindowBytes = 16 << 20
 
 // NewGRPCServer makes a gRPC server with rlhost's message limits and fixed
-// flow-control windows; plugins and the host's brokered servers both use it.
+// flow-control windows; plugins and the host's own servers both use it.
 func NewGRPCServer(opts []grpc.ServerOption) *grpc.Server {
 	return grpc.NewServer(append(opts,
 		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
@@ -114,7 +114,7 @@ func NewGRPCServer(opts []grpc.ServerOption) *grpc.Server {
 }
 
 // DialOptions are the client side of NewGRPCServer's settings, for the
-// host's connections to plugins and a plugin's broker connections back.
+// host's connections to plugins.
 func DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithStaticStreamWindowSize(WindowBytes), grpc.WithStaticConnWindowSize(WindowBytes),

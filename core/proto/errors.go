@@ -101,3 +101,32 @@ type remoteError struct {
 
 func (e *remoteError) Error() string { return e.msg }
 func (e *remoteError) Unwrap() error { return e.sentinel }
+
+// ToLentError converts an error into the LentError a lent-sandbox reply
+// carries: the code, message and sentinel reason ToStatus would give it.
+func ToLentError(err error) *LentError {
+	st := status.Convert(ToStatus(err))
+	e := &LentError{Code: int32(st.Code()), Message: st.Message()}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == errorDomain {
+			e.Reason = info.GetReason()
+		}
+	}
+	return e
+}
+
+// FromLentError converts a LentError back as FromStatus converts the status
+// it stands for, so sentinels and context errors survive the wire.
+func FromLentError(e *LentError) error {
+	st := status.New(codes.Code(e.GetCode()), e.GetMessage())
+	if e.GetReason() != "" {
+		if withInfo, err := st.WithDetails(&errdetails.ErrorInfo{Reason: e.GetReason(), Domain: errorDomain}); err == nil {
+			st = withInfo
+		}
+	}
+	if st.Code() == codes.OK {
+		// A reply must not read as success for lack of a code.
+		st = status.New(codes.Unknown, e.GetMessage())
+	}
+	return FromStatus(st.Err())
+}

@@ -37,3 +37,41 @@ func TestSentinelsRoundTrip(t *testing.T) {
 		t.Errorf("plain error: %v", back)
 	}
 }
+
+// A LentError carries what a status does: the same kinds survive it.
+func TestLentErrorRoundTrip(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		is   error
+	}{
+		{"not found", fmt.Errorf("x: %w", core.ErrNotFound), core.ErrNotFound},
+		{"invalid path", fmt.Errorf("x: %w", core.ErrInvalidPath), core.ErrInvalidPath},
+		{"too large", fmt.Errorf("x: %w", core.ErrTooLarge), core.ErrTooLarge},
+		{"limit", fmt.Errorf("x: %w", core.ErrLimitReached), core.ErrLimitReached},
+		{"unimplemented", fmt.Errorf("x: %w", core.ErrUnimplemented), core.ErrUnimplemented},
+		{"unavailable", fmt.Errorf("x: %w", core.ErrUnavailable), core.ErrUnavailable},
+		{"cancelled", fmt.Errorf("x: %w", context.Canceled), context.Canceled},
+		{"deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), context.DeadlineExceeded},
+		{"plain", errors.New("boom"), nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := ToLentError(tc.err)
+			if want := status.Code(ToStatus(tc.err)); codes.Code(e.GetCode()) != want {
+				t.Fatalf("code %d, want %v as ToStatus gives", e.GetCode(), want)
+			}
+			back := FromLentError(e)
+			if tc.is != nil && !errors.Is(back, tc.is) {
+				t.Fatalf("identity lost: %v", back)
+			}
+			if tc.is == nil && (errors.Is(back, core.ErrNotFound) || back.Error() != tc.err.Error()) {
+				t.Fatalf("plain error came back as %v", back)
+			}
+		})
+	}
+	// A LentError with no code (a peer that forgot it) is still an error.
+	if err := FromLentError(&LentError{Message: "m"}); err == nil {
+		t.Fatal("a LentError without a code read as success")
+	}
+}

@@ -1,6 +1,6 @@
-// The rlhost plugin protocol. One file, three services: the environment a
-// plugin serves, the sandbox backend a plugin serves, and the lent Sandbox the
-// host serves back to an environment over the go-plugin broker.
+// The rlhost plugin protocol. One file, two services and one framed wire:
+// the environment a plugin serves, the sandbox backend a plugin serves, and
+// the frames of the lent sandbox the host serves back to an environment.
 //
 // Regenerate with `make proto` (Debian protobuf-compiler + protoc-gen-go +
 // protoc-gen-go-grpc). Bump pluginbase.ProtocolVersion on incompatible edits.
@@ -1625,6 +1625,388 @@ func (x *ListResponse) GetSandboxes() []*SandboxInfo {
 	return nil
 }
 
+// The lent sandbox. The host lends each episode's sandbox to the env plugin
+// over a Unix socket of its own (NewEpisodeRequest.sandbox_socket), one per
+// env plugin process for its whole life, not over gRPC: each frame is a
+// 4-byte big-endian length and then a LentCall (env to host) or a LentReply
+// (host to env). Calls carry an id of the caller's choosing and run
+// concurrently; a reply carries its call's id. Every call names its sandbox,
+// and is served only while that sandbox is lent to one of the env's live
+// episodes. See core/lendwire.
+type LentCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Call:
+	//
+	//	*LentCall_Info
+	//	*LentCall_Exec
+	//	*LentCall_ReadFile
+	//	*LentCall_WriteFile
+	//	*LentCall_ListFiles
+	//	*LentCall_Cancel
+	Call          isLentCall_Call `protobuf_oneof:"call"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LentCall) Reset() {
+	*x = LentCall{}
+	mi := &file_rlhost_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LentCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LentCall) ProtoMessage() {}
+
+func (x *LentCall) ProtoReflect() protoreflect.Message {
+	mi := &file_rlhost_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LentCall.ProtoReflect.Descriptor instead.
+func (*LentCall) Descriptor() ([]byte, []int) {
+	return file_rlhost_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *LentCall) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *LentCall) GetCall() isLentCall_Call {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+func (x *LentCall) GetInfo() *SandboxID {
+	if x != nil {
+		if x, ok := x.Call.(*LentCall_Info); ok {
+			return x.Info
+		}
+	}
+	return nil
+}
+
+func (x *LentCall) GetExec() *ExecRequest {
+	if x != nil {
+		if x, ok := x.Call.(*LentCall_Exec); ok {
+			return x.Exec
+		}
+	}
+	return nil
+}
+
+func (x *LentCall) GetReadFile() *ReadFileRequest {
+	if x != nil {
+		if x, ok := x.Call.(*LentCall_ReadFile); ok {
+			return x.ReadFile
+		}
+	}
+	return nil
+}
+
+func (x *LentCall) GetWriteFile() *WriteFileRequest {
+	if x != nil {
+		if x, ok := x.Call.(*LentCall_WriteFile); ok {
+			return x.WriteFile
+		}
+	}
+	return nil
+}
+
+func (x *LentCall) GetListFiles() *ListFilesRequest {
+	if x != nil {
+		if x, ok := x.Call.(*LentCall_ListFiles); ok {
+			return x.ListFiles
+		}
+	}
+	return nil
+}
+
+func (x *LentCall) GetCancel() *Empty {
+	if x != nil {
+		if x, ok := x.Call.(*LentCall_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return nil
+}
+
+type isLentCall_Call interface {
+	isLentCall_Call()
+}
+
+type LentCall_Info struct {
+	Info *SandboxID `protobuf:"bytes,2,opt,name=info,proto3,oneof"`
+}
+
+type LentCall_Exec struct {
+	Exec *ExecRequest `protobuf:"bytes,3,opt,name=exec,proto3,oneof"`
+}
+
+type LentCall_ReadFile struct {
+	ReadFile *ReadFileRequest `protobuf:"bytes,4,opt,name=read_file,json=readFile,proto3,oneof"`
+}
+
+type LentCall_WriteFile struct {
+	WriteFile *WriteFileRequest `protobuf:"bytes,5,opt,name=write_file,json=writeFile,proto3,oneof"`
+}
+
+type LentCall_ListFiles struct {
+	ListFiles *ListFilesRequest `protobuf:"bytes,6,opt,name=list_files,json=listFiles,proto3,oneof"`
+}
+
+type LentCall_Cancel struct {
+	// The caller of the running call with this id gave up (its deadline
+	// passed or it was cancelled): the host stops the work and sends no
+	// reply, or one it may ignore.
+	Cancel *Empty `protobuf:"bytes,7,opt,name=cancel,proto3,oneof"`
+}
+
+func (*LentCall_Info) isLentCall_Call() {}
+
+func (*LentCall_Exec) isLentCall_Call() {}
+
+func (*LentCall_ReadFile) isLentCall_Call() {}
+
+func (*LentCall_WriteFile) isLentCall_Call() {}
+
+func (*LentCall_ListFiles) isLentCall_Call() {}
+
+func (*LentCall_Cancel) isLentCall_Call() {}
+
+type LentReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*LentReply_Info
+	//	*LentReply_Exec
+	//	*LentReply_ReadFile
+	//	*LentReply_WriteFile
+	//	*LentReply_ListFiles
+	//	*LentReply_Error
+	Result        isLentReply_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LentReply) Reset() {
+	*x = LentReply{}
+	mi := &file_rlhost_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LentReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LentReply) ProtoMessage() {}
+
+func (x *LentReply) ProtoReflect() protoreflect.Message {
+	mi := &file_rlhost_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LentReply.ProtoReflect.Descriptor instead.
+func (*LentReply) Descriptor() ([]byte, []int) {
+	return file_rlhost_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *LentReply) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *LentReply) GetResult() isLentReply_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *LentReply) GetInfo() *SandboxInfo {
+	if x != nil {
+		if x, ok := x.Result.(*LentReply_Info); ok {
+			return x.Info
+		}
+	}
+	return nil
+}
+
+func (x *LentReply) GetExec() *ExecResult {
+	if x != nil {
+		if x, ok := x.Result.(*LentReply_Exec); ok {
+			return x.Exec
+		}
+	}
+	return nil
+}
+
+func (x *LentReply) GetReadFile() *ReadFileResponse {
+	if x != nil {
+		if x, ok := x.Result.(*LentReply_ReadFile); ok {
+			return x.ReadFile
+		}
+	}
+	return nil
+}
+
+func (x *LentReply) GetWriteFile() *Empty {
+	if x != nil {
+		if x, ok := x.Result.(*LentReply_WriteFile); ok {
+			return x.WriteFile
+		}
+	}
+	return nil
+}
+
+func (x *LentReply) GetListFiles() *ListFilesResponse {
+	if x != nil {
+		if x, ok := x.Result.(*LentReply_ListFiles); ok {
+			return x.ListFiles
+		}
+	}
+	return nil
+}
+
+func (x *LentReply) GetError() *LentError {
+	if x != nil {
+		if x, ok := x.Result.(*LentReply_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isLentReply_Result interface {
+	isLentReply_Result()
+}
+
+type LentReply_Info struct {
+	Info *SandboxInfo `protobuf:"bytes,2,opt,name=info,proto3,oneof"`
+}
+
+type LentReply_Exec struct {
+	Exec *ExecResult `protobuf:"bytes,3,opt,name=exec,proto3,oneof"`
+}
+
+type LentReply_ReadFile struct {
+	ReadFile *ReadFileResponse `protobuf:"bytes,4,opt,name=read_file,json=readFile,proto3,oneof"`
+}
+
+type LentReply_WriteFile struct {
+	WriteFile *Empty `protobuf:"bytes,5,opt,name=write_file,json=writeFile,proto3,oneof"`
+}
+
+type LentReply_ListFiles struct {
+	ListFiles *ListFilesResponse `protobuf:"bytes,6,opt,name=list_files,json=listFiles,proto3,oneof"`
+}
+
+type LentReply_Error struct {
+	Error *LentError `protobuf:"bytes,7,opt,name=error,proto3,oneof"`
+}
+
+func (*LentReply_Info) isLentReply_Result() {}
+
+func (*LentReply_Exec) isLentReply_Result() {}
+
+func (*LentReply_ReadFile) isLentReply_Result() {}
+
+func (*LentReply_WriteFile) isLentReply_Result() {}
+
+func (*LentReply_ListFiles) isLentReply_Result() {}
+
+func (*LentReply_Error) isLentReply_Result() {}
+
+// LentError is a failed call, as the gRPC status it would have been: the
+// status code, its message, and the reason of its rlhost.dev ErrorInfo
+// detail when it names a core sentinel ("NOT_FOUND", "TOO_LARGE", ...).
+type LentError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Code          int32                  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LentError) Reset() {
+	*x = LentError{}
+	mi := &file_rlhost_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LentError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LentError) ProtoMessage() {}
+
+func (x *LentError) ProtoReflect() protoreflect.Message {
+	mi := &file_rlhost_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LentError.ProtoReflect.Descriptor instead.
+func (*LentError) Descriptor() ([]byte, []int) {
+	return file_rlhost_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *LentError) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *LentError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *LentError) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type Task struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1636,7 +2018,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_rlhost_proto_msgTypes[24]
+	mi := &file_rlhost_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +2030,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_rlhost_proto_msgTypes[24]
+	mi := &file_rlhost_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +2043,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_rlhost_proto_rawDescGZIP(), []int{24}
+	return file_rlhost_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Task) GetId() string {
@@ -1694,7 +2076,7 @@ type TasksResponse struct {
 
 func (x *TasksResponse) Reset() {
 	*x = TasksResponse{}
-	mi := &file_rlhost_proto_msgTypes[25]
+	mi := &file_rlhost_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1706,7 +2088,7 @@ func (x *TasksResponse) String() string {
 func (*TasksResponse) ProtoMessage() {}
 
 func (x *TasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rlhost_proto_msgTypes[25]
+	mi := &file_rlhost_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1719,7 +2101,7 @@ func (x *TasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TasksResponse.ProtoReflect.Descriptor instead.
 func (*TasksResponse) Descriptor() ([]byte, []int) {
-	return file_rlhost_proto_rawDescGZIP(), []int{25}
+	return file_rlhost_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TasksResponse) GetTasks() []*Task {
@@ -1744,7 +2126,7 @@ type Observation struct {
 
 func (x *Observation) Reset() {
 	*x = Observation{}
-	mi := &file_rlhost_proto_msgTypes[26]
+	mi := &file_rlhost_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +2138,7 @@ func (x *Observation) String() string {
 func (*Observation) ProtoMessage() {}
 
 func (x *Observation) ProtoReflect() protoreflect.Message {
-	mi := &file_rlhost_proto_msgTypes[26]
+	mi := &file_rlhost_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +2151,7 @@ func (x *Observation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Observation.ProtoReflect.Descriptor instead.
 func (*Observation) Descriptor() ([]byte, []int) {
-	return file_rlhost_proto_rawDescGZIP(), []int{26}
+	return file_rlhost_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Observation) GetMessages() []*ChatMessage {
@@ -1825,21 +2207,21 @@ type NewEpisodeRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	EpisodeId string                 `protobuf:"bytes,1,opt,name=episode_id,json=episodeId,proto3" json:"episode_id,omitempty"`
 	Task      *Task                  `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
-	// The broker id of the host's Sandbox server, the same for every episode
-	// once one has started on it: the env dials an id once and keeps the
-	// connection (a second dial of an id times out). 0: no sandbox.
-	SandboxBrokerId uint32 `protobuf:"varint,3,opt,name=sandbox_broker_id,json=sandboxBrokerId,proto3" json:"sandbox_broker_id,omitempty"`
-	SandboxId       string `protobuf:"bytes,4,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	Seed            int64  `protobuf:"varint,5,opt,name=seed,proto3" json:"seed,omitempty"`
-	Group           int32  `protobuf:"varint,6,opt,name=group,proto3" json:"group,omitempty"`
-	Index           int32  `protobuf:"varint,7,opt,name=index,proto3" json:"index,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	SandboxId string                 `protobuf:"bytes,4,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Seed      int64                  `protobuf:"varint,5,opt,name=seed,proto3" json:"seed,omitempty"`
+	Group     int32                  `protobuf:"varint,6,opt,name=group,proto3" json:"group,omitempty"`
+	Index     int32                  `protobuf:"varint,7,opt,name=index,proto3" json:"index,omitempty"`
+	// The path of the host's lent-sandbox socket, the same for every episode
+	// of this env plugin: the env connects once and keeps the connection.
+	// Empty: no sandbox.
+	SandboxSocket string `protobuf:"bytes,8,opt,name=sandbox_socket,json=sandboxSocket,proto3" json:"sandbox_socket,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NewEpisodeRequest) Reset() {
 	*x = NewEpisodeRequest{}
-	mi := &file_rlhost_proto_msgTypes[27]
+	mi := &file_rlhost_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1851,7 +2233,7 @@ func (x *NewEpisodeRequest) String() string {
 func (*NewEpisodeRequest) ProtoMessage() {}
 
 func (x *NewEpisodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rlhost_proto_msgTypes[27]
+	mi := &file_rlhost_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1864,7 +2246,7 @@ func (x *NewEpisodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewEpisodeRequest.ProtoReflect.Descriptor instead.
 func (*NewEpisodeRequest) Descriptor() ([]byte, []int) {
-	return file_rlhost_proto_rawDescGZIP(), []int{27}
+	return file_rlhost_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *NewEpisodeRequest) GetEpisodeId() string {
@@ -1879,13 +2261,6 @@ func (x *NewEpisodeRequest) GetTask() *Task {
 		return x.Task
 	}
 	return nil
-}
-
-func (x *NewEpisodeRequest) GetSandboxBrokerId() uint32 {
-	if x != nil {
-		return x.SandboxBrokerId
-	}
-	return 0
 }
 
 func (x *NewEpisodeRequest) GetSandboxId() string {
@@ -1916,6 +2291,13 @@ func (x *NewEpisodeRequest) GetIndex() int32 {
 	return 0
 }
 
+func (x *NewEpisodeRequest) GetSandboxSocket() string {
+	if x != nil {
+		return x.SandboxSocket
+	}
+	return ""
+}
+
 type StepRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	EpisodeId     string                 `protobuf:"bytes,1,opt,name=episode_id,json=episodeId,proto3" json:"episode_id,omitempty"`
@@ -1926,7 +2308,7 @@ type StepRequest struct {
 
 func (x *StepRequest) Reset() {
 	*x = StepRequest{}
-	mi := &file_rlhost_proto_msgTypes[28]
+	mi := &file_rlhost_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1938,7 +2320,7 @@ func (x *StepRequest) String() string {
 func (*StepRequest) ProtoMessage() {}
 
 func (x *StepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rlhost_proto_msgTypes[28]
+	mi := &file_rlhost_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1951,7 +2333,7 @@ func (x *StepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepRequest.ProtoReflect.Descriptor instead.
 func (*StepRequest) Descriptor() ([]byte, []int) {
-	return file_rlhost_proto_rawDescGZIP(), []int{28}
+	return file_rlhost_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StepRequest) GetEpisodeId() string {
@@ -1978,7 +2360,7 @@ type EndRequest struct {
 
 func (x *EndRequest) Reset() {
 	*x = EndRequest{}
-	mi := &file_rlhost_proto_msgTypes[29]
+	mi := &file_rlhost_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1990,7 +2372,7 @@ func (x *EndRequest) String() string {
 func (*EndRequest) ProtoMessage() {}
 
 func (x *EndRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rlhost_proto_msgTypes[29]
+	mi := &file_rlhost_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2003,7 +2385,7 @@ func (x *EndRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndRequest.ProtoReflect.Descriptor instead.
 func (*EndRequest) Descriptor() ([]byte, []int) {
-	return file_rlhost_proto_rawDescGZIP(), []int{29}
+	return file_rlhost_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *EndRequest) GetEpisodeId() string {
@@ -2171,7 +2553,33 @@ const file_rlhost_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"D\n" +
 	"\fListResponse\x124\n" +
-	"\tsandboxes\x18\x01 \x03(\v2\x16.rlhost.v1.SandboxInfoR\tsandboxes\"K\n" +
+	"\tsandboxes\x18\x01 \x03(\v2\x16.rlhost.v1.SandboxInfoR\tsandboxes\"\xdf\x02\n" +
+	"\bLentCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12*\n" +
+	"\x04info\x18\x02 \x01(\v2\x14.rlhost.v1.SandboxIDH\x00R\x04info\x12,\n" +
+	"\x04exec\x18\x03 \x01(\v2\x16.rlhost.v1.ExecRequestH\x00R\x04exec\x129\n" +
+	"\tread_file\x18\x04 \x01(\v2\x1a.rlhost.v1.ReadFileRequestH\x00R\breadFile\x12<\n" +
+	"\n" +
+	"write_file\x18\x05 \x01(\v2\x1b.rlhost.v1.WriteFileRequestH\x00R\twriteFile\x12<\n" +
+	"\n" +
+	"list_files\x18\x06 \x01(\v2\x1b.rlhost.v1.ListFilesRequestH\x00R\tlistFiles\x12*\n" +
+	"\x06cancel\x18\a \x01(\v2\x10.rlhost.v1.EmptyH\x00R\x06cancelB\x06\n" +
+	"\x04call\"\xdc\x02\n" +
+	"\tLentReply\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12,\n" +
+	"\x04info\x18\x02 \x01(\v2\x16.rlhost.v1.SandboxInfoH\x00R\x04info\x12+\n" +
+	"\x04exec\x18\x03 \x01(\v2\x15.rlhost.v1.ExecResultH\x00R\x04exec\x12:\n" +
+	"\tread_file\x18\x04 \x01(\v2\x1b.rlhost.v1.ReadFileResponseH\x00R\breadFile\x121\n" +
+	"\n" +
+	"write_file\x18\x05 \x01(\v2\x10.rlhost.v1.EmptyH\x00R\twriteFile\x12=\n" +
+	"\n" +
+	"list_files\x18\x06 \x01(\v2\x1c.rlhost.v1.ListFilesResponseH\x00R\tlistFiles\x12,\n" +
+	"\x05error\x18\a \x01(\v2\x14.rlhost.v1.LentErrorH\x00R\x05errorB\b\n" +
+	"\x06result\"Q\n" +
+	"\tLentError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"K\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06prompt\x18\x02 \x01(\tR\x06prompt\x12\x1b\n" +
@@ -2191,17 +2599,17 @@ const file_rlhost_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1a7\n" +
 	"\tInfoEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe2\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe3\x01\n" +
 	"\x11NewEpisodeRequest\x12\x1d\n" +
 	"\n" +
 	"episode_id\x18\x01 \x01(\tR\tepisodeId\x12#\n" +
-	"\x04task\x18\x02 \x01(\v2\x0f.rlhost.v1.TaskR\x04task\x12*\n" +
-	"\x11sandbox_broker_id\x18\x03 \x01(\rR\x0fsandboxBrokerId\x12\x1d\n" +
+	"\x04task\x18\x02 \x01(\v2\x0f.rlhost.v1.TaskR\x04task\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x04 \x01(\tR\tsandboxId\x12\x12\n" +
 	"\x04seed\x18\x05 \x01(\x03R\x04seed\x12\x14\n" +
 	"\x05group\x18\x06 \x01(\x05R\x05group\x12\x14\n" +
-	"\x05index\x18\a \x01(\x05R\x05index\"Z\n" +
+	"\x05index\x18\a \x01(\x05R\x05index\x12%\n" +
+	"\x0esandbox_socket\x18\b \x01(\tR\rsandboxSocketJ\x04\b\x03\x10\x04\"Z\n" +
 	"\vStepRequest\x12\x1d\n" +
 	"\n" +
 	"episode_id\x18\x01 \x01(\tR\tepisodeId\x12,\n" +
@@ -2222,13 +2630,7 @@ const file_rlhost_proto_rawDesc = "" +
 	"\aDestroy\x12\x14.rlhost.v1.SandboxID\x1a\x10.rlhost.v1.Empty\x127\n" +
 	"\x04List\x12\x16.rlhost.v1.ListRequest\x1a\x17.rlhost.v1.ListResponse\x128\n" +
 	"\vReapOrphans\x12\x10.rlhost.v1.Empty\x1a\x17.rlhost.v1.ListResponse\x12.\n" +
-	"\bShutdown\x12\x10.rlhost.v1.Empty\x1a\x10.rlhost.v1.Empty2\xbf\x02\n" +
-	"\aSandbox\x124\n" +
-	"\x04Info\x12\x14.rlhost.v1.SandboxID\x1a\x16.rlhost.v1.SandboxInfo\x125\n" +
-	"\x04Exec\x12\x16.rlhost.v1.ExecRequest\x1a\x15.rlhost.v1.ExecResult\x12C\n" +
-	"\bReadFile\x12\x1a.rlhost.v1.ReadFileRequest\x1a\x1b.rlhost.v1.ReadFileResponse\x12:\n" +
-	"\tWriteFile\x12\x1b.rlhost.v1.WriteFileRequest\x1a\x10.rlhost.v1.Empty\x12F\n" +
-	"\tListFiles\x12\x1b.rlhost.v1.ListFilesRequest\x1a\x1c.rlhost.v1.ListFilesResponse2\xa1\x03\n" +
+	"\bShutdown\x12\x10.rlhost.v1.Empty\x1a\x10.rlhost.v1.Empty2\xa1\x03\n" +
 	"\vEnvironment\x123\n" +
 	"\bDescribe\x12\x10.rlhost.v1.Empty\x1a\x15.rlhost.v1.PluginInfo\x12F\n" +
 	"\tConfigure\x12\x1b.rlhost.v1.ConfigureRequest\x1a\x1c.rlhost.v1.ConfigureResponse\x123\n" +
@@ -2251,7 +2653,7 @@ func file_rlhost_proto_rawDescGZIP() []byte {
 	return file_rlhost_proto_rawDescData
 }
 
-var file_rlhost_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_rlhost_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_rlhost_proto_goTypes = []any{
 	(*Empty)(nil),             // 0: rlhost.v1.Empty
 	(*PluginInfo)(nil),        // 1: rlhost.v1.PluginInfo
@@ -2277,92 +2679,97 @@ var file_rlhost_proto_goTypes = []any{
 	(*SandboxID)(nil),         // 21: rlhost.v1.SandboxID
 	(*ListRequest)(nil),       // 22: rlhost.v1.ListRequest
 	(*ListResponse)(nil),      // 23: rlhost.v1.ListResponse
-	(*Task)(nil),              // 24: rlhost.v1.Task
-	(*TasksResponse)(nil),     // 25: rlhost.v1.TasksResponse
-	(*Observation)(nil),       // 26: rlhost.v1.Observation
-	(*NewEpisodeRequest)(nil), // 27: rlhost.v1.NewEpisodeRequest
-	(*StepRequest)(nil),       // 28: rlhost.v1.StepRequest
-	(*EndRequest)(nil),        // 29: rlhost.v1.EndRequest
-	nil,                       // 30: rlhost.v1.SandboxSpec.EnvEntry
-	nil,                       // 31: rlhost.v1.SandboxSpec.LabelsEntry
-	nil,                       // 32: rlhost.v1.SandboxInfo.LabelsEntry
-	nil,                       // 33: rlhost.v1.ExecRequest.EnvEntry
-	nil,                       // 34: rlhost.v1.ListRequest.LabelsEntry
-	nil,                       // 35: rlhost.v1.Observation.MetricsEntry
-	nil,                       // 36: rlhost.v1.Observation.InfoEntry
+	(*LentCall)(nil),          // 24: rlhost.v1.LentCall
+	(*LentReply)(nil),         // 25: rlhost.v1.LentReply
+	(*LentError)(nil),         // 26: rlhost.v1.LentError
+	(*Task)(nil),              // 27: rlhost.v1.Task
+	(*TasksResponse)(nil),     // 28: rlhost.v1.TasksResponse
+	(*Observation)(nil),       // 29: rlhost.v1.Observation
+	(*NewEpisodeRequest)(nil), // 30: rlhost.v1.NewEpisodeRequest
+	(*StepRequest)(nil),       // 31: rlhost.v1.StepRequest
+	(*EndRequest)(nil),        // 32: rlhost.v1.EndRequest
+	nil,                       // 33: rlhost.v1.SandboxSpec.EnvEntry
+	nil,                       // 34: rlhost.v1.SandboxSpec.LabelsEntry
+	nil,                       // 35: rlhost.v1.SandboxInfo.LabelsEntry
+	nil,                       // 36: rlhost.v1.ExecRequest.EnvEntry
+	nil,                       // 37: rlhost.v1.ListRequest.LabelsEntry
+	nil,                       // 38: rlhost.v1.Observation.MetricsEntry
+	nil,                       // 39: rlhost.v1.Observation.InfoEntry
 }
 var file_rlhost_proto_depIdxs = []int32{
 	10, // 0: rlhost.v1.ConfigureRequest.sandbox_spec:type_name -> rlhost.v1.SandboxSpec
 	3,  // 1: rlhost.v1.ConfigureResponse.diagnostics:type_name -> rlhost.v1.Diagnostic
 	5,  // 2: rlhost.v1.ToolCall.function:type_name -> rlhost.v1.FunctionCall
 	6,  // 3: rlhost.v1.ChatMessage.tool_calls:type_name -> rlhost.v1.ToolCall
-	30, // 4: rlhost.v1.SandboxSpec.env:type_name -> rlhost.v1.SandboxSpec.EnvEntry
+	33, // 4: rlhost.v1.SandboxSpec.env:type_name -> rlhost.v1.SandboxSpec.EnvEntry
 	9,  // 5: rlhost.v1.SandboxSpec.limits:type_name -> rlhost.v1.Limits
-	31, // 6: rlhost.v1.SandboxSpec.labels:type_name -> rlhost.v1.SandboxSpec.LabelsEntry
-	32, // 7: rlhost.v1.SandboxInfo.labels:type_name -> rlhost.v1.SandboxInfo.LabelsEntry
-	33, // 8: rlhost.v1.ExecRequest.env:type_name -> rlhost.v1.ExecRequest.EnvEntry
+	34, // 6: rlhost.v1.SandboxSpec.labels:type_name -> rlhost.v1.SandboxSpec.LabelsEntry
+	35, // 7: rlhost.v1.SandboxInfo.labels:type_name -> rlhost.v1.SandboxInfo.LabelsEntry
+	36, // 8: rlhost.v1.ExecRequest.env:type_name -> rlhost.v1.ExecRequest.EnvEntry
 	18, // 9: rlhost.v1.ListFilesResponse.files:type_name -> rlhost.v1.FileInfo
 	10, // 10: rlhost.v1.CreateRequest.spec:type_name -> rlhost.v1.SandboxSpec
-	34, // 11: rlhost.v1.ListRequest.labels:type_name -> rlhost.v1.ListRequest.LabelsEntry
+	37, // 11: rlhost.v1.ListRequest.labels:type_name -> rlhost.v1.ListRequest.LabelsEntry
 	11, // 12: rlhost.v1.ListResponse.sandboxes:type_name -> rlhost.v1.SandboxInfo
-	24, // 13: rlhost.v1.TasksResponse.tasks:type_name -> rlhost.v1.Task
-	7,  // 14: rlhost.v1.Observation.messages:type_name -> rlhost.v1.ChatMessage
-	8,  // 15: rlhost.v1.Observation.tools:type_name -> rlhost.v1.ToolSpec
-	35, // 16: rlhost.v1.Observation.metrics:type_name -> rlhost.v1.Observation.MetricsEntry
-	36, // 17: rlhost.v1.Observation.info:type_name -> rlhost.v1.Observation.InfoEntry
-	24, // 18: rlhost.v1.NewEpisodeRequest.task:type_name -> rlhost.v1.Task
-	7,  // 19: rlhost.v1.StepRequest.reply:type_name -> rlhost.v1.ChatMessage
-	0,  // 20: rlhost.v1.SandboxBackend.Describe:input_type -> rlhost.v1.Empty
-	2,  // 21: rlhost.v1.SandboxBackend.Configure:input_type -> rlhost.v1.ConfigureRequest
-	20, // 22: rlhost.v1.SandboxBackend.Create:input_type -> rlhost.v1.CreateRequest
-	12, // 23: rlhost.v1.SandboxBackend.Exec:input_type -> rlhost.v1.ExecRequest
-	14, // 24: rlhost.v1.SandboxBackend.ReadFile:input_type -> rlhost.v1.ReadFileRequest
-	16, // 25: rlhost.v1.SandboxBackend.WriteFile:input_type -> rlhost.v1.WriteFileRequest
-	17, // 26: rlhost.v1.SandboxBackend.ListFiles:input_type -> rlhost.v1.ListFilesRequest
-	21, // 27: rlhost.v1.SandboxBackend.Destroy:input_type -> rlhost.v1.SandboxID
-	22, // 28: rlhost.v1.SandboxBackend.List:input_type -> rlhost.v1.ListRequest
-	0,  // 29: rlhost.v1.SandboxBackend.ReapOrphans:input_type -> rlhost.v1.Empty
-	0,  // 30: rlhost.v1.SandboxBackend.Shutdown:input_type -> rlhost.v1.Empty
-	21, // 31: rlhost.v1.Sandbox.Info:input_type -> rlhost.v1.SandboxID
-	12, // 32: rlhost.v1.Sandbox.Exec:input_type -> rlhost.v1.ExecRequest
-	14, // 33: rlhost.v1.Sandbox.ReadFile:input_type -> rlhost.v1.ReadFileRequest
-	16, // 34: rlhost.v1.Sandbox.WriteFile:input_type -> rlhost.v1.WriteFileRequest
-	17, // 35: rlhost.v1.Sandbox.ListFiles:input_type -> rlhost.v1.ListFilesRequest
-	0,  // 36: rlhost.v1.Environment.Describe:input_type -> rlhost.v1.Empty
-	2,  // 37: rlhost.v1.Environment.Configure:input_type -> rlhost.v1.ConfigureRequest
-	0,  // 38: rlhost.v1.Environment.Tasks:input_type -> rlhost.v1.Empty
-	27, // 39: rlhost.v1.Environment.NewEpisode:input_type -> rlhost.v1.NewEpisodeRequest
-	28, // 40: rlhost.v1.Environment.Step:input_type -> rlhost.v1.StepRequest
-	29, // 41: rlhost.v1.Environment.End:input_type -> rlhost.v1.EndRequest
-	0,  // 42: rlhost.v1.Environment.Shutdown:input_type -> rlhost.v1.Empty
-	1,  // 43: rlhost.v1.SandboxBackend.Describe:output_type -> rlhost.v1.PluginInfo
-	4,  // 44: rlhost.v1.SandboxBackend.Configure:output_type -> rlhost.v1.ConfigureResponse
-	11, // 45: rlhost.v1.SandboxBackend.Create:output_type -> rlhost.v1.SandboxInfo
-	13, // 46: rlhost.v1.SandboxBackend.Exec:output_type -> rlhost.v1.ExecResult
-	15, // 47: rlhost.v1.SandboxBackend.ReadFile:output_type -> rlhost.v1.ReadFileResponse
-	0,  // 48: rlhost.v1.SandboxBackend.WriteFile:output_type -> rlhost.v1.Empty
-	19, // 49: rlhost.v1.SandboxBackend.ListFiles:output_type -> rlhost.v1.ListFilesResponse
-	0,  // 50: rlhost.v1.SandboxBackend.Destroy:output_type -> rlhost.v1.Empty
-	23, // 51: rlhost.v1.SandboxBackend.List:output_type -> rlhost.v1.ListResponse
-	23, // 52: rlhost.v1.SandboxBackend.ReapOrphans:output_type -> rlhost.v1.ListResponse
-	0,  // 53: rlhost.v1.SandboxBackend.Shutdown:output_type -> rlhost.v1.Empty
-	11, // 54: rlhost.v1.Sandbox.Info:output_type -> rlhost.v1.SandboxInfo
-	13, // 55: rlhost.v1.Sandbox.Exec:output_type -> rlhost.v1.ExecResult
-	15, // 56: rlhost.v1.Sandbox.ReadFile:output_type -> rlhost.v1.ReadFileResponse
-	0,  // 57: rlhost.v1.Sandbox.WriteFile:output_type -> rlhost.v1.Empty
-	19, // 58: rlhost.v1.Sandbox.ListFiles:output_type -> rlhost.v1.ListFilesResponse
-	1,  // 59: rlhost.v1.Environment.Describe:output_type -> rlhost.v1.PluginInfo
-	4,  // 60: rlhost.v1.Environment.Configure:output_type -> rlhost.v1.ConfigureResponse
-	25, // 61: rlhost.v1.Environment.Tasks:output_type -> rlhost.v1.TasksResponse
-	26, // 62: rlhost.v1.Environment.NewEpisode:output_type -> rlhost.v1.Observation
-	26, // 63: rlhost.v1.Environment.Step:output_type -> rlhost.v1.Observation
-	26, // 64: rlhost.v1.Environment.End:output_type -> rlhost.v1.Observation
-	0,  // 65: rlhost.v1.Environment.Shutdown:output_type -> rlhost.v1.Empty
-	43, // [43:66] is the sub-list for method output_type
-	20, // [20:43] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	21, // 13: rlhost.v1.LentCall.info:type_name -> rlhost.v1.SandboxID
+	12, // 14: rlhost.v1.LentCall.exec:type_name -> rlhost.v1.ExecRequest
+	14, // 15: rlhost.v1.LentCall.read_file:type_name -> rlhost.v1.ReadFileRequest
+	16, // 16: rlhost.v1.LentCall.write_file:type_name -> rlhost.v1.WriteFileRequest
+	17, // 17: rlhost.v1.LentCall.list_files:type_name -> rlhost.v1.ListFilesRequest
+	0,  // 18: rlhost.v1.LentCall.cancel:type_name -> rlhost.v1.Empty
+	11, // 19: rlhost.v1.LentReply.info:type_name -> rlhost.v1.SandboxInfo
+	13, // 20: rlhost.v1.LentReply.exec:type_name -> rlhost.v1.ExecResult
+	15, // 21: rlhost.v1.LentReply.read_file:type_name -> rlhost.v1.ReadFileResponse
+	0,  // 22: rlhost.v1.LentReply.write_file:type_name -> rlhost.v1.Empty
+	19, // 23: rlhost.v1.LentReply.list_files:type_name -> rlhost.v1.ListFilesResponse
+	26, // 24: rlhost.v1.LentReply.error:type_name -> rlhost.v1.LentError
+	27, // 25: rlhost.v1.TasksResponse.tasks:type_name -> rlhost.v1.Task
+	7,  // 26: rlhost.v1.Observation.messages:type_name -> rlhost.v1.ChatMessage
+	8,  // 27: rlhost.v1.Observation.tools:type_name -> rlhost.v1.ToolSpec
+	38, // 28: rlhost.v1.Observation.metrics:type_name -> rlhost.v1.Observation.MetricsEntry
+	39, // 29: rlhost.v1.Observation.info:type_name -> rlhost.v1.Observation.InfoEntry
+	27, // 30: rlhost.v1.NewEpisodeRequest.task:type_name -> rlhost.v1.Task
+	7,  // 31: rlhost.v1.StepRequest.reply:type_name -> rlhost.v1.ChatMessage
+	0,  // 32: rlhost.v1.SandboxBackend.Describe:input_type -> rlhost.v1.Empty
+	2,  // 33: rlhost.v1.SandboxBackend.Configure:input_type -> rlhost.v1.ConfigureRequest
+	20, // 34: rlhost.v1.SandboxBackend.Create:input_type -> rlhost.v1.CreateRequest
+	12, // 35: rlhost.v1.SandboxBackend.Exec:input_type -> rlhost.v1.ExecRequest
+	14, // 36: rlhost.v1.SandboxBackend.ReadFile:input_type -> rlhost.v1.ReadFileRequest
+	16, // 37: rlhost.v1.SandboxBackend.WriteFile:input_type -> rlhost.v1.WriteFileRequest
+	17, // 38: rlhost.v1.SandboxBackend.ListFiles:input_type -> rlhost.v1.ListFilesRequest
+	21, // 39: rlhost.v1.SandboxBackend.Destroy:input_type -> rlhost.v1.SandboxID
+	22, // 40: rlhost.v1.SandboxBackend.List:input_type -> rlhost.v1.ListRequest
+	0,  // 41: rlhost.v1.SandboxBackend.ReapOrphans:input_type -> rlhost.v1.Empty
+	0,  // 42: rlhost.v1.SandboxBackend.Shutdown:input_type -> rlhost.v1.Empty
+	0,  // 43: rlhost.v1.Environment.Describe:input_type -> rlhost.v1.Empty
+	2,  // 44: rlhost.v1.Environment.Configure:input_type -> rlhost.v1.ConfigureRequest
+	0,  // 45: rlhost.v1.Environment.Tasks:input_type -> rlhost.v1.Empty
+	30, // 46: rlhost.v1.Environment.NewEpisode:input_type -> rlhost.v1.NewEpisodeRequest
+	31, // 47: rlhost.v1.Environment.Step:input_type -> rlhost.v1.StepRequest
+	32, // 48: rlhost.v1.Environment.End:input_type -> rlhost.v1.EndRequest
+	0,  // 49: rlhost.v1.Environment.Shutdown:input_type -> rlhost.v1.Empty
+	1,  // 50: rlhost.v1.SandboxBackend.Describe:output_type -> rlhost.v1.PluginInfo
+	4,  // 51: rlhost.v1.SandboxBackend.Configure:output_type -> rlhost.v1.ConfigureResponse
+	11, // 52: rlhost.v1.SandboxBackend.Create:output_type -> rlhost.v1.SandboxInfo
+	13, // 53: rlhost.v1.SandboxBackend.Exec:output_type -> rlhost.v1.ExecResult
+	15, // 54: rlhost.v1.SandboxBackend.ReadFile:output_type -> rlhost.v1.ReadFileResponse
+	0,  // 55: rlhost.v1.SandboxBackend.WriteFile:output_type -> rlhost.v1.Empty
+	19, // 56: rlhost.v1.SandboxBackend.ListFiles:output_type -> rlhost.v1.ListFilesResponse
+	0,  // 57: rlhost.v1.SandboxBackend.Destroy:output_type -> rlhost.v1.Empty
+	23, // 58: rlhost.v1.SandboxBackend.List:output_type -> rlhost.v1.ListResponse
+	23, // 59: rlhost.v1.SandboxBackend.ReapOrphans:output_type -> rlhost.v1.ListResponse
+	0,  // 60: rlhost.v1.SandboxBackend.Shutdown:output_type -> rlhost.v1.Empty
+	1,  // 61: rlhost.v1.Environment.Describe:output_type -> rlhost.v1.PluginInfo
+	4,  // 62: rlhost.v1.Environment.Configure:output_type -> rlhost.v1.ConfigureResponse
+	28, // 63: rlhost.v1.Environment.Tasks:output_type -> rlhost.v1.TasksResponse
+	29, // 64: rlhost.v1.Environment.NewEpisode:output_type -> rlhost.v1.Observation
+	29, // 65: rlhost.v1.Environment.Step:output_type -> rlhost.v1.Observation
+	29, // 66: rlhost.v1.Environment.End:output_type -> rlhost.v1.Observation
+	0,  // 67: rlhost.v1.Environment.Shutdown:output_type -> rlhost.v1.Empty
+	50, // [50:68] is the sub-list for method output_type
+	32, // [32:50] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_rlhost_proto_init() }
@@ -2370,15 +2777,31 @@ func file_rlhost_proto_init() {
 	if File_rlhost_proto != nil {
 		return
 	}
+	file_rlhost_proto_msgTypes[24].OneofWrappers = []any{
+		(*LentCall_Info)(nil),
+		(*LentCall_Exec)(nil),
+		(*LentCall_ReadFile)(nil),
+		(*LentCall_WriteFile)(nil),
+		(*LentCall_ListFiles)(nil),
+		(*LentCall_Cancel)(nil),
+	}
+	file_rlhost_proto_msgTypes[25].OneofWrappers = []any{
+		(*LentReply_Info)(nil),
+		(*LentReply_Exec)(nil),
+		(*LentReply_ReadFile)(nil),
+		(*LentReply_WriteFile)(nil),
+		(*LentReply_ListFiles)(nil),
+		(*LentReply_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rlhost_proto_rawDesc), len(file_rlhost_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   40,
 			NumExtensions: 0,
-			NumServices:   3,
+			NumServices:   2,
 		},
 		GoTypes:           file_rlhost_proto_goTypes,
 		DependencyIndexes: file_rlhost_proto_depIdxs,

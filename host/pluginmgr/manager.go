@@ -177,7 +177,7 @@ func (in *Instance) launch(ctx context.Context) (*plugin.Client, any, pluginbase
 	logger := in.m.logger.Named(src.Kind + "." + src.Name)
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  pluginbase.HandshakeConfig(),
-		Plugins:          map[string]plugin.Plugin{pluginbase.KindEnv: &envplugin.Plugin{}, pluginbase.KindSandbox: &sandboxplugin.Plugin{}},
+		Plugins:          map[string]plugin.Plugin{pluginbase.KindEnv: &envplugin.Plugin{Logger: logger}, pluginbase.KindSandbox: &sandboxplugin.Plugin{}},
 		Cmd:              cmd,
 		SkipHostEnv:      true, // cmd.Env is already exactly what the plugin may see
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},

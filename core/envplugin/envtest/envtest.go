@@ -1,6 +1,6 @@
 // Package envtest helps environment authors test an Environment the way the
-// host runs it: over real gRPC with the go-plugin broker, with a lent Sandbox
-// backed by a real sandbox backend. It is the rlhost analogue of Nomad's
+// host runs it: over real gRPC, with a Sandbox lent on the host's socket as
+// the host lends it, backed by a real sandbox backend. It is the rlhost analogue of Nomad's
 // plugins/drivers/testutils.
 package envtest
 

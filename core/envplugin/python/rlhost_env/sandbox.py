@@ -1,26 +1,24 @@
-"""The sandbox the host lends to one episode, reached over the go-plugin
-broker on the one connection all episodes share. Calls block and return
-plain Python values; a failed call raises SandboxError."""
+"""The sandbox the host lends to one episode, reached over the host's
+lent-sandbox socket on the one connection all episodes share (see
+lendwire). Calls block and return plain Python values; a failed call raises
+SandboxError."""
 
 from __future__ import annotations
 
 import threading
 from typing import Dict, List, Optional, Sequence, Union
 
-import grpc
-
 from ._pb import rlhost_pb2 as pb
+from .lendwire import CallError, Connection
 from .types import ExecResult, FileInfo
-
-_SERVICE = "/rlhost.v1.Sandbox/"
 
 # The deadline of the host's call that is running on this thread (Step,
 # NewEpisode, End): sandbox calls made while handling it never outlive it.
 _call = threading.local()
 
 
-# A call without a deadline reports an enormous time remaining, which gRPC
-# cannot pass on as a timeout; anything beyond this means "none".
+# A call without a deadline reports an enormous time remaining; anything
+# beyond this means "none".
 _NO_DEADLINE = 365 * 24 * 3600.0
 
 
@@ -30,17 +28,22 @@ def _remaining() -> Optional[float]:
     return left if left is not None and left < _NO_DEADLINE else None
 
 
+def _active():
+    """What tells a sandbox call that the host's call on this thread was
+    cancelled, so the sandbox call is cancelled too; None outside one."""
+    ctx = getattr(_call, "context", None)
+    return ctx.is_active if ctx is not None else None
+
+
 class SandboxError(Exception):
     """A sandbox call failed. code is the gRPC status name: NOT_FOUND for a
     missing file, PERMISSION_DENIED for a path outside the sandbox,
     OUT_OF_RANGE for a file over max_bytes, RESOURCE_EXHAUSTED for a limit,
     NOT_FOUND "not lent to this environment" once the episode has ended."""
 
-    def __init__(self, what: str, err: grpc.RpcError):
-        code = err.code() if hasattr(err, "code") else None
-        self.code = code.name if code is not None else "UNKNOWN"
-        detail = err.details() if hasattr(err, "details") else str(err)
-        super().__init__(f"{what}: {detail} ({self.code})")
+    def __init__(self, what: str, err: CallError):
+        self.code = err.code
+        super().__init__(f"{what}: {err.message} ({self.code})")
 
 
 def _path(p: Union[str, bytes]) -> bytes:
@@ -49,21 +52,22 @@ def _path(p: Union[str, bytes]) -> bytes:
 
 class Sandbox:
     """One sandbox, lent by the host to the current episode. Every call names
-    it: the channel is shared by all episodes, and the host routes by id.
+    it: the connection is shared by all episodes, and the host routes by id.
     Safe to use from several threads."""
 
-    def __init__(self, channel: grpc.Channel, sandbox_id: str):
+    def __init__(self, conn: Connection, sandbox_id: str):
         self.id = sandbox_id
-        self._exec = channel.unary_unary(_SERVICE + "Exec", request_serializer=pb.ExecRequest.SerializeToString,
-                                         response_deserializer=pb.ExecResult.FromString)
-        self._read = channel.unary_unary(_SERVICE + "ReadFile", request_serializer=pb.ReadFileRequest.SerializeToString,
-                                         response_deserializer=pb.ReadFileResponse.FromString)
-        self._write = channel.unary_unary(_SERVICE + "WriteFile",
-                                          request_serializer=pb.WriteFileRequest.SerializeToString,
-                                          response_deserializer=pb.Empty.FromString)
-        self._list = channel.unary_unary(_SERVICE + "ListFiles",
-                                         request_serializer=pb.ListFilesRequest.SerializeToString,
-                                         response_deserializer=pb.ListFilesResponse.FromString)
+        self._conn = conn
+
+    def _call(self, what: str, call: pb.LentCall, field: str):
+        try:
+            rep = self._conn.call(call, timeout=_remaining(), active=_active())
+        except CallError as e:
+            raise SandboxError(f"{what} in sandbox {self.id}", e) from None
+        if rep.WhichOneof("result") != field:
+            raise SandboxError(f"{what} in sandbox {self.id}",
+                               CallError("INTERNAL", f"the host answered with {rep.WhichOneof('result')}"))
+        return getattr(rep, field)
 
     def exec(self, command: Union[str, Sequence[str]], *, stdin: Union[bytes, str] = b"",
              env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,
@@ -83,18 +87,13 @@ class Sandbox:
             timeout_ms=int(timeout * 1000) if timeout else 0,
             max_output_bytes=max_output,
         )
-        try:
-            return ExecResult.from_pb(self._exec(req, timeout=_remaining()))
-        except grpc.RpcError as e:
-            raise SandboxError(f"exec {argv[0]} in sandbox {self.id}", e) from None
+        return ExecResult.from_pb(self._call(f"exec {argv[0]}", pb.LentCall(exec=req), "exec"))
 
     def read_file(self, path: str, max_bytes: int = 0) -> bytes:
         """Returns the file's content; max_bytes > 0 fails (OUT_OF_RANGE) for
         a larger file."""
-        try:
-            return self._read(pb.ReadFileRequest(sandbox_id=self.id, path=_path(path), max_bytes=max_bytes), timeout=_remaining()).data
-        except grpc.RpcError as e:
-            raise SandboxError(f"read {path} in sandbox {self.id}", e) from None
+        req = pb.ReadFileRequest(sandbox_id=self.id, path=_path(path), max_bytes=max_bytes)
+        return self._call(f"read {path}", pb.LentCall(read_file=req), "read_file").data
 
     def read_text(self, path: str, max_bytes: int = 0) -> str:
         return self.read_file(path, max_bytes).decode(errors="replace")
@@ -102,15 +101,10 @@ class Sandbox:
     def write_file(self, path: str, data: Union[bytes, str], mode: int = 0o644) -> None:
         """Creates or replaces the file."""
         raw = data.encode() if isinstance(data, str) else data
-        try:
-            self._write(pb.WriteFileRequest(sandbox_id=self.id, path=_path(path), data=raw, mode=mode), timeout=_remaining())
-        except grpc.RpcError as e:
-            raise SandboxError(f"write {path} in sandbox {self.id}", e) from None
+        req = pb.WriteFileRequest(sandbox_id=self.id, path=_path(path), data=raw, mode=mode)
+        self._call(f"write {path}", pb.LentCall(write_file=req), "write_file")
 
     def list(self, path: str) -> List[FileInfo]:
         """Lists a directory."""
-        try:
-            r = self._list(pb.ListFilesRequest(sandbox_id=self.id, path=_path(path)), timeout=_remaining())
-        except grpc.RpcError as e:
-            raise SandboxError(f"list {path} in sandbox {self.id}", e) from None
-        return [FileInfo.from_pb(f) for f in r.files]
+        req = pb.ListFilesRequest(sandbox_id=self.id, path=_path(path))
+        return [FileInfo.from_pb(f) for f in self._call(f"list {path}", pb.LentCall(list_files=req), "list_files").files]

@@ -1,6 +1,6 @@
 """Serves an Env as rlhost's Environment gRPC service inside a go-plugin
-plugin process. It owns the live episodes and the one broker channel to the
-host's sandbox server, and turns an author's exception into that call's
+plugin process. It owns the live episodes and the one connection to the
+host's lent-sandbox socket, and turns an author's exception into that call's
 error."""
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ import os
 import sys
 import threading
 import time
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 import grpc
 
 from . import goplugin
 from ._pb import rlhost_pb2 as pb
 from .env import Config, Env, Episode
+from .lendwire import Connection
 from .sandbox import Sandbox, _call
 from .types import FINISH_CANCELLED, ConfigError, Diagnostic, Message, Task, as_observation, schema_json
 
@@ -36,39 +37,37 @@ ORPHAN_SHUTDOWN_SECONDS = 30.0
 log = logging.getLogger("rlhost_env")
 
 
-class _Channels:
-    """Dials each broker id once and keeps the channel: the host serves every
-    episode's sandbox on one id, and the first dial consumes the id's
-    announcement. A failed dial is not kept; the next episode retries."""
+class _Connections:
+    """Connects to each lent-sandbox socket once and keeps the connection:
+    the host lends every episode's sandbox on one socket. A failed connect is
+    not kept, and a connection that broke is replaced, at the next episode."""
 
-    def __init__(self, broker: Optional[goplugin.Broker]):
-        self._broker = broker
-        self._mu = threading.Lock()  # held across a dial, so concurrent episodes dial once
-        self._channels: Dict[int, grpc.Channel] = {}
+    def __init__(self, connect: Callable[[str], Connection] = Connection):
+        self._connect = connect
+        self._mu = threading.Lock()  # held across a connect, so concurrent episodes connect once
+        self._conns: Dict[str, Connection] = {}
 
-    def get(self, broker_id: int) -> grpc.Channel:
+    def get(self, path: str) -> Connection:
         with self._mu:
-            ch = self._channels.get(broker_id)
-            if ch is None:
-                if self._broker is None:
-                    raise goplugin.PluginError("no broker to dial the lent sandbox on")
-                ch = self._broker.dial(broker_id)
-                self._channels[broker_id] = ch
-            return ch
+            conn = self._conns.get(path)
+            if conn is None or conn.broken:
+                conn = self._connect(path)
+                self._conns[path] = conn
+            return conn
 
     def close(self) -> None:
         with self._mu:
-            channels, self._channels = list(self._channels.values()), {}
-        for ch in channels:
-            ch.close()
+            conns, self._conns = list(self._conns.values()), {}
+        for conn in conns:
+            conn.close()
 
 
 class EnvServicer:
     """rlhost.v1.Environment, implemented over an Env."""
 
-    def __init__(self, env: Env, broker: Optional[goplugin.Broker]):
+    def __init__(self, env: Env):
         self.env = env
-        self.channels = _Channels(broker)
+        self.conns = _Connections()
         self._mu = threading.Lock()
         self._live: Dict[str, Optional[Episode]] = {}  # None: still starting
 
@@ -129,8 +128,8 @@ class EnvServicer:
             self._live[eid] = None
         sandbox = None
         try:
-            if req.sandbox_broker_id:
-                sandbox = Sandbox(self.channels.get(req.sandbox_broker_id), req.sandbox_id)
+            if req.sandbox_socket:
+                sandbox = Sandbox(self.conns.get(req.sandbox_socket), req.sandbox_id)
             ep = Episode(id=eid, task=Task.from_pb(req.task), sandbox=sandbox, seed=req.seed,
                          group=req.group, index=req.index)
         except Exception as e:  # noqa: BLE001
@@ -195,7 +194,7 @@ class EnvServicer:
 
     def end_all(self, reason: str, deadline: Optional[float]) -> None:
         """Ends every live episode, so the env can release what it holds,
-        then closes the broker channel."""
+        then closes the lent-sandbox connection."""
         with self._mu:
             live = [x for x in self._live.values() if x is not None]
             self._live = {}
@@ -206,7 +205,7 @@ class EnvServicer:
                     return
                 self._end_quietly(x, reason)
         finally:
-            self.channels.close()
+            self.conns.close()
 
     def handler(self) -> grpc.GenericRpcHandler:
         def unary(fn, req):
@@ -237,8 +236,8 @@ def serve(env: Env, *, max_workers: int = 64, log_level: int = logging.INFO) -> 
     root.setLevel(log_level)
     holder: Dict[str, EnvServicer] = {}
 
-    def services(broker: goplugin.Broker):
-        holder["s"] = EnvServicer(env, broker)
+    def services(_broker: goplugin.Broker):
+        holder["s"] = EnvServicer(env)
         return [holder["s"].handler()]
 
     def on_stop(reason: str) -> None:

@@ -10,7 +10,7 @@
 run() writes a job file and a replay script into a temporary directory and
 runs the real `rlhost run` on it: the env's module is started as a plugin
 process, its settings are decoded against its schema, and every episode gets
-a real sandbox from the local backend, lent over the broker. The scripted
+a real sandbox from the local backend, lent over the host's socket. The scripted
 policy gives, per task id, a list of episodes; an episode is one reply (a
 string) or a list of turns, each a string or an assistant message dict such
 as {"content": "", "tool_calls": [{"id": "c1", "type": "function",

@@ -1,5 +1,6 @@
 """Unit tests of rlhost_env's pieces that need no host: type conversions,
-the schema, HCL literals and the broker's bookkeeping. The protocol as a
+the schema, HCL literals, the broker's and the lent-sandbox connection's
+bookkeeping. The protocol as a
 whole is tested through the real rlhost (host/cmd/rlhost/python_e2e_test.go).
 
     python3 -m unittest discover -s core/envplugin/python/tests
@@ -8,6 +9,8 @@ whole is tested through the real rlhost (host/cmd/rlhost/python_e2e_test.go).
 import io
 import json
 import logging
+import socket
+import struct
 import sys
 import threading
 import time
@@ -18,6 +21,7 @@ from typing import Dict, List
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import rlhost_env as rl  # noqa: E402
 from rlhost_env import goplugin  # noqa: E402
+from rlhost_env import lendwire  # noqa: E402
 from rlhost_env import server as server_mod  # noqa: E402
 from rlhost_env._pb import goplugin_pb2 as gp  # noqa: E402
 from rlhost_env._pb import rlhost_pb2 as pb  # noqa: E402
@@ -36,8 +40,8 @@ class DescribeTest(unittest.TestCase):
         class Coder(rl.Env):
             name = "coder"
 
-        self.assertTrue(EnvServicer(Judge(), None).describe(None, None).no_sandbox)
-        self.assertFalse(EnvServicer(Coder(), None).describe(None, None).no_sandbox)
+        self.assertTrue(EnvServicer(Judge()).describe(None, None).no_sandbox)
+        self.assertFalse(EnvServicer(Coder()).describe(None, None).no_sandbox)
 
 
 class TypesTest(unittest.TestCase):
@@ -127,95 +131,244 @@ class BrokerTest(unittest.TestCase):
             b.dial(1, timeout=10)
 
 
-class _FakeBroker:
-    """Counts dials; fails the ids listed in fail once each."""
-
-    def __init__(self, fail=()):
-        self.dials: List[int] = []
-        self.fail = set(fail)
-        self.mu = threading.Lock()
-
-    def dial(self, service_id: int):
-        with self.mu:
-            self.dials.append(service_id)
-            if service_id in self.fail:
-                self.fail.discard(service_id)
-                raise TimeoutError(f"no announcement for {service_id}")
-        time.sleep(0.01)  # widens the window a racing second dial would need
-        return _FakeChannel()
-
-
-class _FakeChannel:
+class _FakeConn:
+    broken = False
     closed = False
 
     def close(self):
-        self.closed = True
+        self.closed = self.broken = True
 
 
-class ChannelsTest(unittest.TestCase):
-    """The plugin dials the host's sandbox server once per broker id: a
-    second dial of an id would wait for an announcement that never comes."""
+class ConnectionsTest(unittest.TestCase):
+    """The plugin connects to the host's lent-sandbox socket once and keeps
+    the connection for every episode lent on it."""
 
-    def test_one_dial_per_broker_id(self):
+    def _connections(self, fail=()):
+        connects: List[str] = []
+        fail = set(fail)
+        mu = threading.Lock()
+
+        def connect(path):
+            with mu:
+                connects.append(path)
+                if path in fail:
+                    fail.discard(path)
+                    raise FileNotFoundError(path)
+            time.sleep(0.01)  # widens the window a racing second connect would need
+            return _FakeConn()
+        return server_mod._Connections(connect), connects
+
+    def test_one_connection_per_socket(self):
         cases = [
-            # (name, ids asked in order, ids failing once, dials wanted)
-            ("same id reuses the channel", [5, 5, 5], [], [5]),
-            ("each id dialled once", [5, 6, 5, 6], [], [5, 6]),
-            ("a failed dial is retried", [5, 5, 5], [5], [5, 5]),
+            # (name, sockets asked in order, sockets failing once, one broken after the n-th get, connects wanted)
+            ("same socket reuses the connection", ["a", "a", "a"], [], 0, ["a"]),
+            ("each socket connected once", ["a", "b", "a", "b"], [], 0, ["a", "b"]),
+            ("a failed connect is retried", ["a", "a", "a"], ["a"], 0, ["a", "a"]),
+            ("a broken connection is replaced", ["a", "a", "a"], [], 2, ["a", "a"]),
         ]
-        for name, ids, fail, want in cases:
+        for name, socks, fail, break_at, want in cases:
             with self.subTest(name):
-                b = _FakeBroker(fail)
-                chans = server_mod._Channels(b)
+                conns, connects = self._connections(fail)
                 got = {}
-                for i in ids:
+                for i, path in enumerate(socks, 1):
                     try:
-                        ch = chans.get(i)
-                    except TimeoutError:
+                        c = conns.get(path)
+                    except FileNotFoundError:
                         continue
-                    self.assertIs(got.setdefault(i, ch), ch, f"id {i} got a second channel")
-                self.assertEqual(b.dials, want)
+                    if not got.get(path, c).broken:
+                        self.assertIs(got.setdefault(path, c), c, f"{path} got a second connection")
+                    got[path] = c
+                    if i == break_at:
+                        c.close()
+                self.assertEqual(connects, want)
 
-    def test_concurrent_episodes_dial_once(self):
-        b = _FakeBroker()
-        chans = server_mod._Channels(b)
+    def test_concurrent_episodes_connect_once(self):
+        conns, connects = self._connections()
         got: List[object] = []
-        ths = [threading.Thread(target=lambda: got.append(chans.get(3))) for _ in range(8)]
+        ths = [threading.Thread(target=lambda: got.append(conns.get("s"))) for _ in range(8)]
         for th in ths:
             th.start()
         for th in ths:
             th.join(10)
-        self.assertEqual(b.dials, [3])
+        self.assertEqual(connects, ["s"])
         self.assertEqual(len(got), 8)
-        self.assertTrue(all(ch is got[0] for ch in got))
+        self.assertTrue(all(c is got[0] for c in got))
 
     def test_close_closes_and_forgets(self):
-        b = _FakeBroker()
-        chans = server_mod._Channels(b)
-        first = chans.get(4)
-        chans.close()
+        conns, connects = self._connections()
+        first = conns.get("s")
+        conns.close()
         self.assertTrue(first.closed)
-        self.assertIsNot(chans.get(4), first)
-        self.assertEqual(b.dials, [4, 4])
+        self.assertIsNot(conns.get("s"), first)
+        self.assertEqual(connects, ["s", "s"])
+
+
+class _FakeHost:
+    """The host's end of one lent-sandbox connection: answers each call with
+    answer(call), a LentReply, or not at all when answer returns None."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.calls: List[pb.LentCall] = []
+        self.got = threading.Condition()
+        plugin_end, self.sock = socket.socketpair()
+        self.conn = lendwire.Connection("unused", connect=lambda _path: plugin_end)
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _recv_exact(self, n):
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise EOFError
+            buf += chunk
+        return buf
+
+    def _serve(self):
+        try:
+            while True:
+                call = pb.LentCall()
+                lendwire.read_frame(self._recv_exact, call)
+                with self.got:
+                    self.calls.append(call)
+                    self.got.notify_all()
+                rep = self.answer(call)
+                if rep is not None:
+                    rep.id = call.id
+                    self.sock.sendall(lendwire.encode_frame(rep))
+        except (EOFError, OSError):
+            pass
+
+    def wait_calls(self, n):
+        with self.got:
+            self.got.wait_for(lambda: len(self.calls) >= n, 10)
+        return self.calls[:n]
+
+    def close(self):
+        # shutdown first: a bare close does not wake the reader blocked on it.
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+def _error(code: int, message: str) -> pb.LentReply:
+    return pb.LentReply(error=pb.LentError(code=code, message=message))
+
+
+class LendwireTest(unittest.TestCase):
+    """The framed calls to the host's lent-sandbox socket."""
 
     def test_requests_name_the_sandbox(self):
-        sent = []
-
-        class Recorder:
-            def unary_unary(self, _method, request_serializer, response_deserializer):
-                def call(req, timeout=None):
-                    sent.append(req)
-                    return response_deserializer(b"")
-                return call
-
-        sb = rl.Sandbox(Recorder(), "sb-9")
-        sb.exec(["true"])
-        sb.read_file("a")
+        replies = {"exec": pb.LentReply(exec=pb.ExecResult(exit_code=3, stdout=b"out")),
+                   "read_file": pb.LentReply(read_file=pb.ReadFileResponse(data=b"x")),
+                   "write_file": pb.LentReply(write_file=pb.Empty()),
+                   "list_files": pb.LentReply(list_files=pb.ListFilesResponse())}
+        host = _FakeHost(lambda c: replies[c.WhichOneof("call")])
+        self.addCleanup(host.close)
+        sb = rl.Sandbox(host.conn, "sb-9")
+        self.assertEqual(sb.exec(["true"]).exit_code, 3)
+        self.assertEqual(sb.read_file("a"), b"x")
         sb.write_file("a", b"x")
-        sb.list(".")
-        self.assertEqual([type(r).__name__ for r in sent],
-                         ["ExecRequest", "ReadFileRequest", "WriteFileRequest", "ListFilesRequest"])
-        self.assertEqual([r.sandbox_id for r in sent], ["sb-9"] * 4)
+        self.assertEqual(sb.list("."), [])
+        calls = host.wait_calls(4)
+        self.assertEqual([c.WhichOneof("call") for c in calls], ["exec", "read_file", "write_file", "list_files"])
+        self.assertEqual([getattr(c, c.WhichOneof("call")).sandbox_id for c in calls], ["sb-9"] * 4)
+        self.assertEqual(len({c.id for c in calls}), 4, "call ids repeat")
+
+    def test_errors_keep_their_code(self):
+        cases = [(5, "NOT_FOUND"), (7, "PERMISSION_DENIED"), (11, "OUT_OF_RANGE"), (8, "RESOURCE_EXHAUSTED"),
+                 (1, "CANCELLED"), (4, "DEADLINE_EXCEEDED"), (2, "UNKNOWN"), (999, "UNKNOWN")]
+        host = _FakeHost(lambda c: _error(int(c.read_file.path), f"failed {int(c.read_file.path)}"))
+        self.addCleanup(host.close)
+        sb = rl.Sandbox(host.conn, "sb")
+        for code, name in cases:
+            with self.subTest(name):
+                with self.assertRaises(rl.SandboxError) as cm:
+                    sb.read_file(str(code))
+                self.assertEqual(cm.exception.code, name)
+                self.assertIn(f"failed {code}", str(cm.exception))
+
+    def test_replies_are_matched_by_id(self):
+        held = []
+
+        def answer(c):
+            if c.read_file.path == b"slow":
+                held.append(c)
+                return None
+            return pb.LentReply(read_file=pb.ReadFileResponse(data=c.read_file.path))
+        host = _FakeHost(answer)
+        self.addCleanup(host.close)
+        sb = rl.Sandbox(host.conn, "sb")
+        got = {}
+        th = threading.Thread(target=lambda: got.setdefault("slow", sb.read_file("slow")), daemon=True)
+        th.start()
+        host.wait_calls(1)
+        for i in range(5):
+            self.assertEqual(sb.read_file(f"f{i}"), f"f{i}".encode())
+        host.sock.sendall(lendwire.encode_frame(pb.LentReply(id=held[0].id, read_file=pb.ReadFileResponse(data=b"slow"))))
+        th.join(10)
+        self.assertEqual(got.get("slow"), b"slow")
+
+    def test_giving_up_cancels_on_the_host(self):
+        host = _FakeHost(lambda c: None)  # never answers
+        self.addCleanup(host.close)
+        with self.assertRaises(lendwire.CallError) as cm:
+            host.conn.call(pb.LentCall(info=pb.SandboxID(id="sb")), timeout=0.05)
+        self.assertEqual(cm.exception.code, "DEADLINE_EXCEEDED")
+        with self.assertRaises(lendwire.CallError) as cm:
+            host.conn.call(pb.LentCall(info=pb.SandboxID(id="sb")), active=lambda: False)
+        self.assertEqual(cm.exception.code, "CANCELLED")
+        calls = host.wait_calls(4)
+        self.assertEqual([c.WhichOneof("call") for c in calls], ["info", "cancel", "info", "cancel"])
+        self.assertEqual((calls[1].id, calls[3].id), (calls[0].id, calls[2].id))
+
+    def test_lost_connection_is_unavailable(self):
+        cases = [
+            ("host closes", lambda host: host.close()),
+            ("frame over the limit", lambda host: host.sock.sendall(struct.pack(">I", lendwire.MAX_FRAME + 1))),
+            ("not protobuf", lambda host: host.sock.sendall(struct.pack(">I", 3) + b"\xff\xff\xff")),
+        ]
+        for name, end in cases:
+            with self.subTest(name):
+                host = _FakeHost(lambda c: None)
+                self.addCleanup(host.close)
+                got = {}
+
+                def call():
+                    try:
+                        host.conn.call(pb.LentCall(info=pb.SandboxID(id="sb")))
+                    except lendwire.CallError as e:
+                        got["code"] = e.code
+                th = threading.Thread(target=call, daemon=True)
+                th.start()
+                host.wait_calls(1)
+                end(host)
+                th.join(10)
+                self.assertEqual(got.get("code"), "UNAVAILABLE")
+                self.assertTrue(host.conn.broken)
+                with self.assertRaises(lendwire.CallError) as cm:
+                    host.conn.call(pb.LentCall(info=pb.SandboxID(id="sb")))
+                self.assertEqual(cm.exception.code, "UNAVAILABLE")
+
+    def test_read_frame_refuses_bad_input(self):
+        cases = [
+            ("over the limit", struct.pack(">I", lendwire.MAX_FRAME + 1), ValueError),
+            ("truncated", struct.pack(">I", 10) + b"ab", EOFError),
+            ("half a header", b"\x00", EOFError),
+        ]
+        for name, data, exc in cases:
+            with self.subTest(name):
+                buf = io.BytesIO(data)
+
+                def recv_exact(n):
+                    b = buf.read(n)
+                    if len(b) < n:
+                        raise EOFError
+                    return b
+                with self.assertRaises(exc):
+                    lendwire.read_frame(recv_exact, pb.LentReply())
 
 
 class LogTest(unittest.TestCase):

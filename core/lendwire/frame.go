@@ -1,0 +1,109 @@
+// Package lendwire is the wire of the lent sandbox: the host serves an env
+// plugin's calls on the sandboxes it lends over a Unix socket, as
+// length-prefixed protobuf frames rather than gRPC. A frame is a 4-byte
+// big-endian length and then a rlhostpb.LentCall (plugin to host) or
+// rlhostpb.LentReply (host to plugin). Calls carry an id chosen by the
+// caller, run concurrently on one connection, and are answered by id; a
+// cancel frame stops a call whose caller gave up.
+//
+// One round trip costs two writes and two reads, where gRPC's HTTP/2
+// framing costs several more packets and goroutine hand-offs per call; the
+// lent sandbox sits on the latency path of every sandbox call an env makes.
+package lendwire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/pluginbase"
+)
+
+// MaxFrame bounds one frame's body: the gRPC message limit between host and
+// plugins, which the lent sandbox's messages had before, plus room for the
+// frame's own id and tags.
+const MaxFrame = pluginbase.MaxMessageBytes + 64
+
+// headerBytes is the length prefix.
+const headerBytes = 4
+
+// growStep is the most ReadFrame allocates ahead of the bytes it has read.
+const growStep = 1 << 20
+
+// EncodeFrame returns m as one frame, length prefix included. A message
+// over MaxFrame is ErrTooLarge.
+func EncodeFrame(m proto.Message) ([]byte, error) {
+	buf := make([]byte, headerBytes, headerBytes+proto.Size(m))
+	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, m)
+	if err != nil {
+		return nil, fmt.Errorf("encode frame: %w", err)
+	}
+	n := len(buf) - headerBytes
+	if n > MaxFrame {
+		return nil, fmt.Errorf("frame of %d bytes exceeds %d: %w", n, MaxFrame, core.ErrTooLarge)
+	}
+	binary.BigEndian.PutUint32(buf, uint32(n))
+	return buf, nil
+}
+
+// WriteFrame writes m as one frame, in one write so that writers the
+// caller serialises never leave a partial frame between others.
+func WriteFrame(w io.Writer, m proto.Message) error {
+	buf, err := EncodeFrame(m)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(buf); err != nil {
+		return fmt.Errorf("write frame: %w", err)
+	}
+	return nil
+}
+
+// ReadFrame reads one frame into m. A length over MaxFrame is refused before
+// anything is allocated for it. io.EOF means the peer closed between frames.
+func ReadFrame(r io.Reader, m proto.Message) error {
+	var hdr [headerBytes]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return err // io.EOF: a clean end
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > MaxFrame {
+		return fmt.Errorf("frame of %d bytes exceeds %d", n, MaxFrame)
+	}
+	body, err := readBody(r, n)
+	if err != nil {
+		return fmt.Errorf("read frame body: %w", noEOF(err))
+	}
+	if err := proto.Unmarshal(body, m); err != nil {
+		return fmt.Errorf("decode frame: %w", err)
+	}
+	return nil
+}
+
+// readBody reads n bytes. A large body's buffer grows as the bytes arrive,
+// not to the peer's claim at once: a length that is a lie costs no more
+// memory than the bytes really sent.
+func readBody(r io.Reader, n uint32) ([]byte, error) {
+	if n <= growStep {
+		buf := make([]byte, n)
+		_, err := io.ReadFull(r, buf)
+		return buf, err
+	}
+	var body bytes.Buffer
+	body.Grow(growStep)
+	_, err := io.CopyN(&body, r, int64(n))
+	return body.Bytes(), err
+}
+
+// noEOF turns an end inside a frame into ErrUnexpectedEOF: only an end
+// between frames is clean.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
