@@ -55,11 +55,11 @@ make -s build
 
 if want host; then
   section host "Host: plugin round trip of a no-op sandbox exec" \
-"A no-op sandbox exec (\`true\`) three ways, interleaved in one loop: bare fork/exec in the host process (baseline), host → backend plugin → sandbox, and host → env plugin → lent Sandbox over the go-plugin broker → backend plugin → sandbox. Medians in µs; *env hop* is what the env/broker path adds over a direct backend call: two plugin round trips (the Step, and the env's Exec back over the broker). *no-op Step* is one such round trip alone, in the same loop: the floor of any call into a plugin process."
-  run_md "| path | iterations | bare fork/exec (µs) | backend exec (µs) | via env + broker (µs) | env hop (µs) | env / backend | no-op Step (µs) |
+"A no-op sandbox exec (\`true\`) three ways, interleaved in one loop: bare fork/exec in the host process (baseline), host → backend plugin → sandbox, and host → env plugin → lent sandbox (protobuf frames on the host's Unix socket) → backend plugin → sandbox. Medians in µs; *env hop* is what the env path adds over a direct backend call: two plugin round trips (the Step over gRPC, and the env's Exec back to the host on the lent-sandbox socket). *no-op Step* is one such round trip alone, in the same loop: the floor of any call into a plugin process."
+  run_md "| path | iterations | bare fork/exec (µs) | backend exec (µs) | via env (µs) | env hop (µs) | env / backend | no-op Step (µs) |
 |---|---|---|---|---|---|---|---|" go test -run XXX -bench 'BenchmarkPluginRoundTrip' -benchtime 300x ./host/cmd/rlhost/
   section host3 "Host: what lending a sandbox adds to an episode" \
-"An episode on a no-op env plugin (NewEpisode, one no-op Step, End) with a lent sandbox and without one, interleaved; no sandbox call is made, so the difference is the lent sandbox's own cost: the host serves it on a new go-plugin broker connection, which the env dials when the episode starts and which closes at its end. Medians in µs."
+"An episode on a no-op env plugin (NewEpisode, one no-op Step, End) with a lent sandbox and without one, interleaved; no sandbox call is made, so the difference is the lent sandbox's own cost: the host leases it to the env on the one socket it serves that env plugin, which the env connected to at its first episode and keeps, and ends the lease with the episode. Medians in µs."
   run_md "| episode | iterations | without a sandbox (µs) | with a lent sandbox (µs) | lending adds (µs) |
 |---|---|---|---|---|" go test -run XXX -bench 'BenchmarkEpisodeLend' -benchtime 300x ./host/cmd/rlhost/
   section host2 "Host: end-to-end scored completions per second" \

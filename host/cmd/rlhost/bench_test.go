@@ -1,8 +1,9 @@
 package main
 
 // Benchmarks of the host path (run by `make bench`, never by `make test`):
-//   - the plugin round trip of a no-op sandbox exec through host, broker,
-//     env and backend, against a direct backend exec and a bare fork/exec;
+//   - the plugin round trip of a no-op sandbox exec through host, env,
+//     lent sandbox and backend, against a direct backend exec and a bare
+//     fork/exec;
 //   - end-to-end scored completions per second on the coding env, against
 //     bare python3 processes running the same programs.
 // Each benchmark appends Markdown rows to $RLHOST_BENCH_MD when it is set.
@@ -58,13 +59,14 @@ func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 //
 //	bare:    fork/exec of true from the host process, no sandbox
 //	backend: host → backend plugin (gRPC) → sandbox exec of true
-//	env:     host → env plugin Step → lent Sandbox (broker, back to host)
-//	         → backend plugin → sandbox exec of true
+//	env:     host → env plugin Step → lent sandbox (frames on the host's
+//	         socket, back to host) → backend plugin → sandbox exec of true
 //	step:    host → env plugin Step that returns at once (one plugin round
 //	         trip, the floor of any call into a plugin process)
 //
-// env − backend is the cost the env/broker hop adds per sandbox call: two
-// plugin round trips (the Step, and the env's Exec back over the broker).
+// env − backend is the cost the env hop adds per sandbox call: two plugin
+// round trips (the Step over gRPC, and the env's Exec back to the host on
+// the lent-sandbox socket).
 func BenchmarkPluginRoundTrip(b *testing.B) {
 	for _, isolation := range []string{"namespaces", "none"} {
 		b.Run(isolation, func(b *testing.B) { benchRoundTrip(b, isolation) })
@@ -184,8 +186,8 @@ func benchRoundTrip(b *testing.B, isolation string) {
 
 // BenchmarkEpisodeLend times what lending a sandbox adds to an episode:
 // NewEpisode, one no-op Step and End on the probe env, with a lent sandbox
-// (leased on the host's one Sandbox server for this env, whose broker
-// connection the env dialled at its first episode and keeps) and without
+// (leased on the host's one lent-sandbox socket for this env, which the
+// env connected to at its first episode and keeps) and without
 // one, in interleaved rounds. No sandbox call is made: lend-us is the
 // lease's cost alone.
 func BenchmarkEpisodeLend(b *testing.B) {
