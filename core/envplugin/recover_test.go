@@ -1,11 +1,9 @@
 package envplugin_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -15,6 +13,7 @@ import (
 	"github.com/rlhost/rlhost/core/envplugin"
 	"github.com/rlhost/rlhost/core/envplugin/envtest"
 	"github.com/rlhost/rlhost/core/pluginbase"
+	"github.com/rlhost/rlhost/core/syncbuf"
 )
 
 // panicSession panics in Step when the reply says "boom".
@@ -38,29 +37,11 @@ func (s *panicSession) End(context.Context, string) (envplugin.Observation, erro
 	return envplugin.Observation{}, nil
 }
 
-// syncBuffer is a log sink written from the plugin's gRPC goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A panic in one episode's Step fails that episode only: episodes in
 // flight beside it finish, the stack is logged once, and the plugin keeps
 // serving new episodes.
 func TestPanicFailsOnlyItsEpisode(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, JSONFormat: true})
 	client, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{
 		pluginbase.KindEnv: &envplugin.Plugin{Impl: &panicEnv{}, Logger: logger},

@@ -1,7 +1,6 @@
 package lendwire
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,30 +16,13 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	rlhostpb "github.com/rlhost/rlhost/core/proto"
+	"github.com/rlhost/rlhost/core/syncbuf"
 )
-
-// syncBuffer collects log output from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // served is a running Serve on a fresh socket.
 type served struct {
 	sock string
-	logs *syncBuffer
+	logs *syncbuf.Buffer
 	stop context.CancelFunc
 	done chan error // Serve's result
 }
@@ -54,7 +35,7 @@ func serve(t *testing.T, h Handler) *served {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &served{sock: sock, logs: &syncBuffer{}, stop: cancel, done: make(chan error, 1)}
+	s := &served{sock: sock, logs: &syncbuf.Buffer{}, stop: cancel, done: make(chan error, 1)}
 	log := hclog.New(&hclog.LoggerOptions{Output: s.logs})
 	go func() { s.done <- Serve(ctx, ln, h, log) }()
 	t.Cleanup(func() {

@@ -1,10 +1,8 @@
 package sandboxplugin_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -13,6 +11,7 @@ import (
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/pluginbase"
 	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/syncbuf"
 )
 
 // listBackend implements only Info and List (the embedded nil interface
@@ -30,25 +29,8 @@ func (listBackend) List(_ context.Context, labels map[string]string) ([]core.San
 	return []core.SandboxInfo{{ID: "sb-1", Backend: "list"}}, nil
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestPanicFailsOnlyItsCall(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	client, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{
 		pluginbase.KindSandbox: &sandboxplugin.Plugin{Impl: listBackend{}, Logger: hclog.New(&hclog.LoggerOptions{Output: logs, JSONFormat: true})},
 	})

@@ -1,36 +1,19 @@
 package pluginmgr
 
 import (
-	"bytes"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/rlhost/rlhost/core/syncbuf"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A raw Go crash trace, relayed by go-plugin one Error call per line, is
 // printed as one entry with the trace as a block.
 func TestStackJoinerPrintsOneBlock(t *testing.T) {
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	base := hclog.New(&hclog.LoggerOptions{Name: "rlhost", Output: out, Level: hclog.Debug, DisableTime: true})
 	// go-plugin derives its stderr logger with Named.
 	parent := joinStacks(base.Named("env.probe"))
@@ -65,7 +48,7 @@ func TestStackJoinerPrintsOneBlock(t *testing.T) {
 
 // Errors that are not a crash trace pass straight through.
 func TestStackJoinerPassesOtherErrors(t *testing.T) {
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	l := joinStacks(hclog.New(&hclog.LoggerOptions{Output: out, DisableTime: true}))
 	l.Error("[ERROR] something failed")
 	l.Error("oops", "err", "x")
@@ -77,7 +60,7 @@ func TestStackJoinerPassesOtherErrors(t *testing.T) {
 // The next entry on any logger of the plugin (go-plugin reports the exit on
 // the parent) prints the pending trace first, without waiting for the pause.
 func TestStackJoinerFlushesBeforeNextEntry(t *testing.T) {
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	parent := joinStacks(hclog.New(&hclog.LoggerOptions{Output: out, DisableTime: true}))
 	l := parent.Named("probeenv")
 	l.Error("panic: boom")
