@@ -32,8 +32,10 @@ run {
 }
 
 sandbox "local" {
-  backend = "local"
-  timeout = "5s"
+  backend   = "local"
+  timeout   = "5s"
+  pool_size = 8    # the run's concurrency
+  recycle   = true # reset and reuse sandboxes (see quickstart.hcl)
 }
 
 env "coding" {
