@@ -26,30 +26,16 @@ const setupMagic = 0xb5
 
 // WriteSetup sends s as one frame in the binary encoding.
 func WriteSetup(w io.Writer, s *Setup) error {
-	b := s.appendBinary([]byte{0, 0, 0, 0})
-	if len(b)-4 > MaxFrame {
-		return fmt.Errorf("setup of %d bytes exceeds %d", len(b)-4, MaxFrame)
-	}
-	binary.LittleEndian.PutUint32(b, uint32(len(b)-4))
-	_, err := w.Write(b)
-	return err
+	return sendFrame(w, s.appendBinary([]byte{0, 0, 0, 0}))
 }
 
 // ReadSetup reads the frame WriteSetup sent. A backend of another
 // protocol version gets an error naming both versions, whichever
 // encoding it used.
 func ReadSetup(r io.Reader) (Setup, error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+	b, err := frameBody(r)
+	if err != nil {
 		return Setup{}, err
-	}
-	n := binary.LittleEndian.Uint32(hdr[:])
-	if n > MaxFrame {
-		return Setup{}, fmt.Errorf("frame of %d bytes exceeds %d", n, MaxFrame)
-	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return Setup{}, fmt.Errorf("read frame body: %w", err)
 	}
 	if len(b) > 0 && b[0] == '{' {
 		// A backend from before the binary Setup (protocol 3 and older).

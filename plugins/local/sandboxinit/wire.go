@@ -193,31 +193,46 @@ func WriteFrame(w io.Writer, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode frame: %w", err)
 	}
-	if len(b) > MaxFrame {
-		return fmt.Errorf("frame of %d bytes exceeds %d: %w", len(b), MaxFrame, core.ErrTooLarge)
-	}
-	buf := make([]byte, 4+len(b))
-	binary.LittleEndian.PutUint32(buf, uint32(len(b)))
-	copy(buf[4:], b)
-	_, err = w.Write(buf)
-	return err
+	return sendFrame(w, append(make([]byte, 4, 4+len(b)), b...))
 }
 
 func ReadFrame(r io.Reader, v any) error {
-	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+	b, err := frameBody(r)
+	if err != nil {
 		return err
-	}
-	n := binary.LittleEndian.Uint32(hdr[:])
-	if n > MaxFrame {
-		return fmt.Errorf("frame of %d bytes exceeds %d", n, MaxFrame)
-	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return fmt.Errorf("read frame body: %w", err)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("decode frame: %w", err)
 	}
 	return nil
+}
+
+// sendFrame fills in the length prefix of buf (a frame whose first four
+// bytes are left for it) and writes it in one write.
+func sendFrame(w io.Writer, buf []byte) error {
+	n := len(buf) - 4
+	if n > MaxFrame {
+		return fmt.Errorf("frame of %d bytes exceeds %d: %w", n, MaxFrame, core.ErrTooLarge)
+	}
+	binary.LittleEndian.PutUint32(buf, uint32(n))
+	_, err := w.Write(buf)
+	return err
+}
+
+// frameBody reads one frame and returns its body; io.EOF means the peer
+// closed between frames.
+func frameBody(r io.Reader) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.LittleEndian.Uint32(hdr[:])
+	if n > MaxFrame {
+		return nil, fmt.Errorf("frame of %d bytes exceeds %d", n, MaxFrame)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, fmt.Errorf("read frame body: %w", err)
+	}
+	return b, nil
 }
