@@ -51,6 +51,7 @@ type Backend struct {
 	poolDone   chan struct{}
 	pacer      *pace.Pacer // create_rate
 	launcher   launcherSlot
+	slots      slots // the next sandboxes' state entries and cgroups
 }
 
 // boxImpl is one sandbox's running machinery.
@@ -140,7 +141,7 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 	}
 	if set.Isolation == "namespaces" {
 		// Prove the whole path works now, not at the first episode.
-		probe, err := b.Create(ctx, spec)
+		probe, err := b.create(ctx, spec, false)
 		if err != nil {
 			if strings.Contains(err.Error(), "seccomp: install filter") {
 				return append(diags, schema.Errorf([]string{"seccomp"}, "this kernel refused the seccomp filter",
@@ -225,6 +226,13 @@ func newID() string {
 
 // Create makes a sandbox, from the pool when the spec matches the block's.
 func (b *Backend) Create(ctx context.Context, spec core.SandboxSpec) (core.SandboxInfo, error) {
+	return b.create(ctx, spec, true)
+}
+
+// create makes a sandbox; prepareNext has a cold create prepare the next
+// sandboxes' entries and cgroups (slots.go). Configure's probe does not:
+// a backend that is configured and never used prepares nothing.
+func (b *Backend) create(ctx context.Context, spec core.SandboxSpec, prepareNext bool) (core.SandboxInfo, error) {
 	set, _, err := b.settings()
 	if err != nil {
 		return core.SandboxInfo{}, err
@@ -245,6 +253,10 @@ func (b *Backend) Create(ctx context.Context, spec core.SandboxSpec) (core.Sandb
 	if err != nil {
 		b.live.Put()
 		return core.SandboxInfo{}, err
+	}
+	// The pool's builds are off anyone's path already.
+	if prepareNext {
+		b.refillSlots()
 	}
 	return b.adopt(sb, spec)
 }
@@ -271,13 +283,24 @@ func (b *Backend) build(ctx context.Context, spec core.SandboxSpec) (*sandbox, e
 	if err != nil {
 		return nil, err
 	}
-	id := newID()
+	prepared := set.Isolation != "none" && b.cg.kind != cgroupOff
+	var sl *slot
+	if prepared {
+		sl = b.slots.take(shapeOf(spec.Limits))
+	}
+	var id string
+	var e *entry
+	var cg *sandboxCgroup
+	if sl != nil {
+		id, e, cg = sl.id, sl.entry, sl.cg
+	} else {
+		id = newID()
+		if e, err = st.reserve(id); err != nil {
+			return nil, err
+		}
+	}
 	tr := sandboxinit.NewTracer("build " + id)
 	defer tr.Done()
-	e, err := st.reserve(id)
-	if err != nil {
-		return nil, err
-	}
 	tr.Mark("reserve")
 	m := meta{ID: id, Labels: maps.Clone(spec.Labels), CreatedAt: time.Now().UTC(), Isolation: set.isolationName(), OwnerPID: os.Getpid()}
 	if spec.TTL > 0 {
@@ -291,7 +314,7 @@ func (b *Backend) build(ctx context.Context, spec core.SandboxSpec) (*sandbox, e
 		}
 	default:
 		var nb *nsBox
-		nb, err = startNSBox(ctx, &set, b.cg, b.launcher.get(ctx, &set), spec, id, e.dir, func(nb *nsBox) error {
+		nb, err = startNSBox(ctx, &set, b.cg, cg, b.launcher.get(ctx, &set), spec, id, e.dir, func(nb *nsBox) error {
 			// Written as soon as the init exists: a crash while it
 			// starts up leaves a record the next run can reap it by.
 			sb.meta.InitPID, sb.meta.InitStart, sb.meta.Cgroup, sb.meta.HostUID = nb.pid, procowner.ProcessStart(nb.pid), nb.cg, nb.uid
@@ -315,6 +338,34 @@ func (b *Backend) build(ctx context.Context, spec core.SandboxSpec) (*sandbox, e
 	}
 	return sb, nil
 }
+
+// refillSlots prepares the next sandboxes' entries and cgroups, in the
+// block's limits, in the background (see slots.go).
+func (b *Backend) refillSlots() {
+	set, st, err := b.settings()
+	if err != nil || set.Isolation == "none" || b.cg.kind == cgroupOff {
+		return
+	}
+	shape := shapeOf(b.spec.Limits)
+	b.slots.refill(func() (*slot, error) {
+		id := newID()
+		e, err := st.reserve(id)
+		if err != nil {
+			return nil, err
+		}
+		cg, err := shape.create(b.cg, id)
+		if err != nil {
+			e.release()
+			return nil, err
+		}
+		return &slot{id: id, entry: e, cg: cg, shape: shape}, nil
+	})
+}
+
+// Preparing reports whether the backend is preparing the next sandboxes'
+// state entries and cgroups in the background; benchmarks wait for it to
+// end so that work does not land on a baseline's timing.
+func (b *Backend) Preparing() bool { return b.slots.busy() }
 
 // adopt gives a built sandbox its labels and TTL and makes it visible.
 func (b *Backend) adopt(sb *sandbox, spec core.SandboxSpec) (core.SandboxInfo, error) {
@@ -616,6 +667,9 @@ func (b *Backend) Shutdown(ctx context.Context) error {
 		if err := b.destroyOwned(sb); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := b.slots.close(); err != nil {
+		errs = append(errs, err)
 	}
 	b.launcher.close()
 	return errors.Join(errs...)

@@ -27,6 +27,9 @@ type ownedBox struct {
 	InitPID int    `json:"init_pid"`
 	UID     int    `json:"uid"`
 	BgPID   string `json:"bg_pid"`
+	// Prepared marks a slot: the entry and cgroups of a sandbox not yet
+	// created (slots.go), which a crash must not leave behind either.
+	Prepared bool `json:"prepared,omitempty"`
 }
 
 // ownerMain creates two sandboxes, each with a background process and a
@@ -56,6 +59,15 @@ func ownerMain(stateDir string) {
 		out, _ := json.Marshal(ownedBox{ID: info.ID, InitPID: nb.pid, UID: nb.uid, BgPID: strings.TrimSpace(res.Stdout)})
 		fmt.Println(string(out))
 	}
+	for b.Preparing() {
+		time.Sleep(time.Millisecond)
+	}
+	b.slots.mu.Lock()
+	for _, sl := range b.slots.ready {
+		out, _ := json.Marshal(ownedBox{ID: sl.id, Prepared: true})
+		fmt.Println(string(out))
+	}
+	b.slots.mu.Unlock()
 	fmt.Println("READY")
 	select {}
 }
@@ -150,9 +162,25 @@ func TestOwnerSIGKILLLeavesNothing(t *testing.T) {
 		t.Skip("SKIP: per-sandbox host uids (used to find leftovers) need root")
 	}
 	state := t.TempDir()
-	owner, boxes := startOwner(t, state)
+	owner, all := startOwner(t, state)
+	var boxes, prepared []ownedBox
+	for _, ob := range all {
+		if ob.Prepared {
+			prepared = append(prepared, ob)
+		} else {
+			boxes = append(boxes, ob)
+		}
+	}
 	if len(boxes) != 2 {
 		t.Fatalf("owner made %d sandboxes", len(boxes))
+	}
+	if len(prepared) != slotsWanted {
+		t.Fatalf("owner prepared %d slots, want %d: %+v", len(prepared), slotsWanted, prepared)
+	}
+	for _, ob := range prepared {
+		if len(cgroupDirsOf(ob.ID)) == 0 {
+			t.Fatalf("prepared slot %s has no cgroups", ob.ID)
+		}
 	}
 	for _, ob := range boxes {
 		if len(procsOfUID(ob.UID)) < 3 {
@@ -183,7 +211,7 @@ func TestOwnerSIGKILLLeavesNothing(t *testing.T) {
 	if list, _ := b2.List(context.Background(), nil); len(list) != 0 {
 		t.Fatalf("Configure did not reap: %+v", list)
 	}
-	for _, ob := range boxes {
+	for _, ob := range all {
 		if d := cgroupDirsOf(ob.ID); len(d) != 0 {
 			t.Errorf("cgroups left: %v", d)
 		}
@@ -192,6 +220,79 @@ func TestOwnerSIGKILLLeavesNothing(t *testing.T) {
 		t.Errorf("state entries left: %v", ents)
 	}
 	checkNoHostMounts(t, state)
+}
+
+// A create prepares the next sandboxes' state entries and cgroups; the
+// next create with the block's limits uses one, one with other limits
+// does not, List never shows them, and Shutdown removes them.
+func TestPreparedSlots(t *testing.T) {
+	state := t.TempDir()
+	b := newBackend(t, map[string]any{"state_dir": state}, core.SandboxSpec{})
+	if b.cg.kind == cgroupOff {
+		t.Skip("SKIP: no cgroups on this machine, so nothing is prepared")
+	}
+	ready := func() []string {
+		for b.Preparing() {
+			time.Sleep(time.Millisecond)
+		}
+		b.slots.mu.Lock()
+		defer b.slots.mu.Unlock()
+		var ids []string
+		for _, sl := range b.slots.ready {
+			ids = append(ids, sl.id)
+		}
+		return ids
+	}
+	if ids := ready(); len(ids) != 0 {
+		t.Fatalf("slots before any create: %v", ids)
+	}
+	first := create(t, b, core.SandboxSpec{})
+	ids := ready()
+	if len(ids) != slotsWanted {
+		t.Fatalf("after a create, %d slots ready, want %d", len(ids), slotsWanted)
+	}
+	for _, id := range ids {
+		if len(cgroupDirsOf(id)) == 0 {
+			t.Errorf("slot %s: no cgroups", id)
+		}
+		if _, err := os.Stat(filepath.Join(state, "sandboxes", ".new-"+id, "lock")); err != nil {
+			t.Errorf("slot %s: no locked state entry: %v", id, err)
+		}
+	}
+	if list, err := b.List(context.Background(), nil); err != nil || len(list) != 1 || list[0].ID != first {
+		t.Errorf("List shows slots: %+v, %v", list, err)
+	}
+	// Other limits: the cgroups must be made with them, not taken.
+	other := create(t, b, core.SandboxSpec{Limits: core.Limits{MemoryBytes: 96 << 20}})
+	for _, id := range ids {
+		if other == id {
+			t.Errorf("a create with other limits took slot %s", id)
+		}
+	}
+	res := execOK(t, b, other, "cat", "/proc/self/cgroup")
+	if b.cg.kind == cgroupV1 {
+		lim, err := os.ReadFile(filepath.Join(b.cg.v1Base["memory"], "rlhost-"+other, cgroupCmds, "memory.limit_in_bytes"))
+		if err != nil || strings.TrimSpace(string(lim)) != strconv.Itoa(96<<20) {
+			t.Errorf("other limits: memory.limit_in_bytes = %q, %v (cgroups %s)", lim, err, res.Stdout)
+		}
+	}
+	second := create(t, b, core.SandboxSpec{})
+	if second != ids[0] && second != ids[1] {
+		t.Errorf("create with the block's limits did not use a slot: %s, slots %v", second, ids)
+	}
+	execOK(t, b, second, "true")
+	after := ready()
+	if err := b.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range append(append(ids, after...), first, other, second) {
+		if d := cgroupDirsOf(id); len(d) != 0 {
+			t.Errorf("cgroups left: %v", d)
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Join(state, "sandboxes")); len(ents) != 0 {
+		t.Errorf("state entries left: %v", ents)
+	}
 }
 
 // checkNoHostMounts fails if any mount in the host's namespace refers to

@@ -70,9 +70,16 @@ func hostIDs(base int64) (uid, gid int) {
 // With a launcher l (nil: started directly from this process), the init
 // is forked by it and uses its template root view unless spec has a root
 // of its own.
-func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, l *launcher, spec core.SandboxSpec, id, entryDir string, launched func(*nsBox) error) (nb *nsBox, err error) {
+// cg, when not nil, is the sandbox's cgroups made ahead (a slot's); they
+// are destroyed on failure like those made here.
+func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, cg *sandboxCgroup, l *launcher, spec core.SandboxSpec, id, entryDir string, launched func(*nsBox) error) (nb *nsBox, err error) {
 	tr := sandboxinit.NewTracer("create " + id)
 	defer tr.Done()
+	defer func() {
+		if err != nil {
+			cg.destroy()
+		}
+	}()
 	lim := spec.Limits
 	setup := sandboxinit.Setup{
 		Proto:     sandboxinit.ProtocolVersion,
@@ -133,22 +140,12 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, l *launcher
 	}
 
 	tr.Mark("files")
-	var cg *sandboxCgroup
-	if cgr.kind != cgroupOff {
-		cl := lim
-		cl.MemoryBytes = orDefault(cl.MemoryBytes, defaultMemory)
-		pids := int(orDefault(int64(cl.Pids), defaultPids))
-		if cg, err = cgr.create(id, cl, pids); err != nil {
+	if cg == nil && cgr.kind != cgroupOff {
+		if cg, err = shapeOf(lim).create(cgr, id); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("sandbox %s: %w", id, err)
 		}
 	}
-	defer func() {
-		if err != nil {
-			cg.destroy()
-		}
-	}()
-
 	tr.Mark("cgroups")
 	// The commands' cgroup: the init gets a way in that only its spawner
 	// thread (v1) or its commands (v2) take.

@@ -176,6 +176,7 @@ func run(n, conc int, stateDir, helper string) error {
 	}
 	var toFirst []time.Duration
 	cycle, err := measure(n, func() error {
+		settle(cold)
 		t0 := time.Now()
 		info, err := cold.Create(ctx, core.SandboxSpec{})
 		if err != nil {
@@ -221,6 +222,7 @@ func run(n, conc int, stateDir, helper string) error {
 		if err != nil {
 			return err
 		}
+		settle(cold)
 		in, err := measure(n, func() error { return runOK(ctx, cold, info.ID, argv...) })
 		if err != nil {
 			return err
@@ -349,13 +351,19 @@ func variants(ctx context.Context, n int, stateDir, helper string, row func(benc
 	}
 	bwrapRun := bare("bwrap", "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "/bin/true")
 	var bw []time.Duration
+	all := make([]*local.Backend, len(vs))
+	for i, v := range vs {
+		all[i] = v.b
+	}
 	for i := 0; i < n; i++ {
+		settle(all...)
 		t0 := time.Now()
 		if err := bwrapRun(); err != nil {
 			return fmt.Errorf("bwrap: %w", err)
 		}
 		bw = append(bw, time.Since(t0))
 		for _, v := range vs {
+			settle(all...)
 			t0 := time.Now()
 			info, err := v.b.Create(ctx, core.SandboxSpec{})
 			if err != nil {
@@ -368,6 +376,7 @@ func variants(ctx context.Context, n int, stateDir, helper string, row func(benc
 			if err := v.b.Destroy(ctx, info.ID); err != nil {
 				return err
 			}
+			settle(v.b)
 			t0 = time.Now()
 			if err := runOK(ctx, v.b, v.warmID, "true"); err != nil {
 				return err
@@ -389,6 +398,17 @@ func variants(ctx context.Context, n int, stateDir, helper string, row func(benc
 func pct(ds []time.Duration) stats {
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	return stats{ds[len(ds)/10], ds[len(ds)/2], ds[len(ds)*95/100]}
+}
+
+// settle waits until no backend of bs is preparing sandbox entries and
+// cgroups in the background (after each create), so that work is not
+// timed as part of whatever runs next: a baseline or another backend.
+func settle(bs ...*local.Backend) {
+	for _, b := range bs {
+		for i := 0; i < 2000 && b != nil && b.Preparing(); i++ {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
 }
 
 // waitPool waits until the pool is refilled, so each pooled create measures
@@ -459,6 +479,7 @@ func runFloor(n int, stateDir, helper, prevHelper string, prevLauncher, warmOnly
 	bareRun := bare(truePath)
 	var bw, cold, direct, bareT, warmT, prevT, prevCold []time.Duration
 	timed := func(into *[]time.Duration, f func() error) error {
+		settle(b, prevB)
 		t0 := time.Now()
 		err := f()
 		*into = append(*into, time.Since(t0))
