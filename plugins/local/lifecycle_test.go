@@ -29,7 +29,28 @@ type ownedBox struct {
 	BgPID   string `json:"bg_pid"`
 	// Prepared marks a slot: the entry and cgroups of a sandbox not yet
 	// created (slots.go), which a crash must not leave behind either.
-	Prepared bool `json:"prepared,omitempty"`
+	Prepared bool     `json:"prepared,omitempty"`
+	Cgroups  []string `json:"cgroups,omitempty"` // a slot's cgroup directories
+}
+
+// dirsOf lists a sandbox cgroup's directories.
+func dirsOf(cg *sandboxCgroup) []string {
+	var out []string
+	for _, d := range cg.Dirs {
+		out = append(out, d)
+	}
+	return out
+}
+
+// existing returns those of dirs that exist.
+func existing(dirs []string) []string {
+	var out []string
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err == nil {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // ownerMain creates two sandboxes, each with a background process and a
@@ -64,7 +85,7 @@ func ownerMain(stateDir string) {
 	}
 	b.slots.mu.Lock()
 	for _, sl := range b.slots.ready {
-		out, _ := json.Marshal(ownedBox{ID: sl.id, Prepared: true})
+		out, _ := json.Marshal(ownedBox{ID: sl.id, Prepared: true, Cgroups: dirsOf(sl.cg)})
 		fmt.Println(string(out))
 	}
 	b.slots.mu.Unlock()
@@ -178,8 +199,8 @@ func TestOwnerSIGKILLLeavesNothing(t *testing.T) {
 		t.Fatalf("owner prepared %d slots, want %d: %+v", len(prepared), slotsWanted, prepared)
 	}
 	for _, ob := range prepared {
-		if len(cgroupDirsOf(ob.ID)) == 0 {
-			t.Fatalf("prepared slot %s has no cgroups", ob.ID)
+		if len(ob.Cgroups) == 0 || len(existing(ob.Cgroups)) != len(ob.Cgroups) {
+			t.Fatalf("prepared slot %s: cgroups %v, existing %v", ob.ID, ob.Cgroups, existing(ob.Cgroups))
 		}
 	}
 	for _, ob := range boxes {
@@ -212,7 +233,7 @@ func TestOwnerSIGKILLLeavesNothing(t *testing.T) {
 		t.Fatalf("Configure did not reap: %+v", list)
 	}
 	for _, ob := range all {
-		if d := cgroupDirsOf(ob.ID); len(d) != 0 {
+		if d := append(cgroupDirsOf(ob.ID), existing(ob.Cgroups)...); len(d) != 0 {
 			t.Errorf("cgroups left: %v", d)
 		}
 	}
@@ -231,6 +252,7 @@ func TestPreparedSlots(t *testing.T) {
 	if b.cg.kind == cgroupOff {
 		t.Skip("SKIP: no cgroups on this machine, so nothing is prepared")
 	}
+	var slotDirs []string // every slot's cgroup directories seen
 	ready := func() []string {
 		for b.Preparing() {
 			time.Sleep(time.Millisecond)
@@ -240,6 +262,7 @@ func TestPreparedSlots(t *testing.T) {
 		var ids []string
 		for _, sl := range b.slots.ready {
 			ids = append(ids, sl.id)
+			slotDirs = append(slotDirs, dirsOf(sl.cg)...)
 		}
 		return ids
 	}
@@ -251,10 +274,10 @@ func TestPreparedSlots(t *testing.T) {
 	if len(ids) != slotsWanted {
 		t.Fatalf("after a create, %d slots ready, want %d", len(ids), slotsWanted)
 	}
+	if len(slotDirs) == 0 || len(existing(slotDirs)) != len(slotDirs) {
+		t.Errorf("slots' cgroups %v, existing %v", slotDirs, existing(slotDirs))
+	}
 	for _, id := range ids {
-		if len(cgroupDirsOf(id)) == 0 {
-			t.Errorf("slot %s: no cgroups", id)
-		}
 		if _, err := os.Stat(filepath.Join(state, "sandboxes", ".new-"+id, "lock")); err != nil {
 			t.Errorf("slot %s: no locked state entry: %v", id, err)
 		}
@@ -289,6 +312,9 @@ func TestPreparedSlots(t *testing.T) {
 		if d := cgroupDirsOf(id); len(d) != 0 {
 			t.Errorf("cgroups left: %v", d)
 		}
+	}
+	if d := existing(slotDirs); len(d) != 0 {
+		t.Errorf("slots' cgroups left: %v", d)
 	}
 	if ents, _ := os.ReadDir(filepath.Join(state, "sandboxes")); len(ents) != 0 {
 		t.Errorf("state entries left: %v", ents)
