@@ -58,6 +58,7 @@ type Sink struct {
 	steps     []core.StepMetrics // for the plot, resumed ones included
 	lastSaved int                // next_step of the newest checkpoint; -1 none
 	nextStep  int
+	stall     stallWatch
 }
 
 var _ runner.StepSink = (*Sink)(nil)
@@ -111,8 +112,12 @@ func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 		put("train/groups", float64(len(batch.Groups)))
 		put("train/zero_std_groups", float64(len(batch.Groups)))
 		put("train/skipped_update", 1)
+		if msg := k.stall.observe(true, m.RewardMean); msg != "" {
+			k.logf("%s", msg)
+		}
 		return k.after(ctx, st)
 	}
+	k.stall.observe(false, m.RewardMean)
 	start := time.Now()
 	var stats struct {
 		loss, kl, clipLow, clipHigh, clipRegion, gradNorm, lr, lpDiff float64
