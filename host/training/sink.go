@@ -86,6 +86,9 @@ func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 	if st.Interrupted {
 		return nil
 	}
+	if msg := k.stall.observe(m.Episodes > 0 && m.RewardStd == 0, m.RewardMean); msg != "" {
+		k.logf("%s", msg)
+	}
 	trajs := st.Trajectories
 	if k.Engine.Sync != nil {
 		trajs = k.retokenize(trajs, put)
@@ -112,12 +115,8 @@ func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 		put("train/groups", float64(len(batch.Groups)))
 		put("train/zero_std_groups", float64(len(batch.Groups)))
 		put("train/skipped_update", 1)
-		if msg := k.stall.observe(true, m.RewardMean); msg != "" {
-			k.logf("%s", msg)
-		}
 		return k.after(ctx, st)
 	}
-	k.stall.observe(false, m.RewardMean)
 	start := time.Now()
 	var stats struct {
 		loss, kl, clipLow, clipHigh, clipRegion, gradNorm, lr, lpDiff float64

@@ -2,19 +2,30 @@ package training
 
 import "fmt"
 
-// stallSteps is how many steps in a row with no group whose rewards
-// differ make the run warn: GRPO learns only from differences within a
-// group, so from there on nothing can change unless sampling does.
+// stallSteps is how many steps in a row in which every completion scored
+// the same make the run warn: GRPO learns only from differences within a
+// group, so from there on nothing changes unless sampling happens to.
 const stallSteps = 3
 
-// stallWatch counts steps in a row whose every group scored alike, and
-// says when to warn: once per such streak, at its stallSteps-th step.
-type stallWatch struct{ run int }
+// stallWatch counts steps in a row whose completions all scored the same
+// and says when to warn: once per such streak, at its stallSteps-th step.
+// Steps whose groups each agree but differ from one another (some tasks
+// always solved, others never: a converged run) are not a stall.
+type stallWatch struct {
+	run  int
+	best float64 // the highest step mean reward so far
+	seen bool
+}
 
-// observe records one trained-on step; flat is true when no group's
-// rewards differed. It returns the warning to print, or "".
-func (w *stallWatch) observe(flat bool, rewardMean float64) string {
-	if !flat {
+// observe records one step: uniform is true when all of its completions
+// scored the same, mean is its mean reward. It returns the warning to
+// print, or "".
+func (w *stallWatch) observe(uniform bool, mean float64) string {
+	fell := w.seen && mean < w.best
+	if !w.seen || mean > w.best {
+		w.best, w.seen = mean, true
+	}
+	if !uniform {
 		w.run = 0
 		return ""
 	}
@@ -22,9 +33,11 @@ func (w *stallWatch) observe(flat bool, rewardMean float64) string {
 	if w.run != stallSteps {
 		return ""
 	}
-	return fmt.Sprintf("%d steps in a row without an update: in every group all completions scored alike "+
-		"(mean reward %.3f), so GRPO has nothing to learn from. If the reward fell to this, the policy "+
-		"collapsed: lower trainer.learning_rate, and start again from the last good checkpoint's model/ "+
-		"(policy model = \"OUT/checkpoints/step-NNNNNN/model\"). If it never moved, the tasks are too hard or "+
-		"too easy for this policy: raise run.group_size or policy.temperature.", stallSteps, rewardMean)
+	head := fmt.Sprintf("%d steps in a row in which every completion scored %.3f: GRPO has nothing to learn from. ", stallSteps, mean)
+	if fell {
+		return head + fmt.Sprintf("The reward fell from %.3f, so the policy collapsed: lower trainer.learning_rate and "+
+			"start again from the last good checkpoint's model (policy model = \"OUT/checkpoints/step-NNNNNN/model\").", w.best)
+	}
+	return head + "If that is not the best reward, the tasks are too hard for this policy or its samples too alike: " +
+		"warm it up, or raise run.group_size or policy.temperature."
 }

@@ -6,26 +6,34 @@ import (
 )
 
 func TestStallWatch(t *testing.T) {
+	type step struct {
+		uniform bool
+		mean    float64
+	}
+	flat := func(mean float64) step { return step{true, mean} }
+	varied := func(mean float64) step { return step{false, mean} }
 	tests := []struct {
 		name   string
-		flats  []bool
+		steps  []step
 		warnAt []int // indexes of the steps that warn
+		advice string
 	}{
-		{"never flat", []bool{false, false, false, false}, nil},
-		{"two flat steps are not a stall", []bool{true, true, false, true, true}, nil},
-		{"warns once at the third", []bool{true, true, true, true, true}, []int{2}},
-		{"a new streak warns again", []bool{true, true, true, false, true, true, true}, []int{2, 6}},
+		{"never uniform", []step{varied(0), varied(0.5), varied(0.8), varied(0.8)}, nil, ""},
+		{"two uniform steps are not a stall", []step{flat(-1), flat(-1), varied(0), flat(-1), flat(-1)}, nil, ""},
+		{"never moved: the tasks", []step{flat(-1), flat(-1), flat(-1), flat(-1)}, []int{2}, "too hard"},
+		{"collapse: the learning rate", []step{varied(0), varied(0.6), flat(-1), flat(-1), flat(-1)}, []int{4}, "fell from 0.600"},
+		{"a new streak warns again", []step{flat(-1), flat(-1), flat(-1), varied(0), flat(-1), flat(-1), flat(-1)}, []int{2, 6}, "learning_rate"},
+		{"solved everything: no collapse advice", []step{varied(0), varied(0.5), flat(1), flat(1), flat(1)}, []int{4}, "not the best reward"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var w stallWatch
 			var got []int
-			for i, flat := range tc.flats {
-				if msg := w.observe(flat, -1); msg != "" {
+			var last string
+			for i, s := range tc.steps {
+				if msg := w.observe(s.uniform, s.mean); msg != "" {
 					got = append(got, i)
-					if !strings.Contains(msg, "mean reward -1.000") || !strings.Contains(msg, "learning_rate") {
-						t.Errorf("warning lacks the reward or the advice: %s", msg)
-					}
+					last = msg
 				}
 			}
 			if len(got) != len(tc.warnAt) {
@@ -35,6 +43,9 @@ func TestStallWatch(t *testing.T) {
 				if got[i] != tc.warnAt[i] {
 					t.Fatalf("warned at %v, want %v", got, tc.warnAt)
 				}
+			}
+			if !strings.Contains(last, tc.advice) {
+				t.Errorf("last warning lacks %q: %s", tc.advice, last)
 			}
 		})
 	}
