@@ -20,10 +20,12 @@ func TestStallWatch(t *testing.T) {
 	}{
 		{"never uniform", []step{varied(0), varied(0.5), varied(0.8), varied(0.8)}, nil, ""},
 		{"two uniform steps are not a stall", []step{flat(-1), flat(-1), varied(0), flat(-1), flat(-1)}, nil, ""},
-		{"never moved: the tasks", []step{flat(-1), flat(-1), flat(-1), flat(-1)}, []int{2}, "too hard"},
+		{"never moved: the tasks", []step{flat(-1), flat(-1), flat(-1), flat(-1)}, []int{2}, "never moved"},
 		{"collapse: the learning rate", []step{varied(0), varied(0.6), flat(-1), flat(-1), flat(-1)}, []int{4}, "fell from 0.600"},
 		{"a new streak warns again", []step{flat(-1), flat(-1), flat(-1), varied(0), flat(-1), flat(-1), flat(-1)}, []int{2, 6}, "learning_rate"},
-		{"solved everything: no collapse advice", []step{varied(0), varied(0.5), flat(1), flat(1), flat(1)}, []int{4}, "not the best reward"},
+		{"rose to every completion scoring 1: success, not a stall", []step{varied(0), varied(0.5), flat(1), flat(1), flat(1), flat(1)}, nil, ""},
+		{"fell from a uniform best", []step{flat(0), flat(1), varied(0.5), flat(-1), flat(-1), flat(-1)}, []int{5}, "fell from 1.000"},
+		{"uniform at a middling reward after a higher one", []step{varied(0.8), flat(0.2), flat(0.2), flat(0.2)}, []int{3}, "collapsed"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
