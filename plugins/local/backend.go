@@ -283,11 +283,8 @@ func (b *Backend) build(ctx context.Context, spec core.SandboxSpec) (*sandbox, e
 	if err != nil {
 		return nil, err
 	}
-	prepared := set.Isolation != "none" && b.cg.kind != cgroupOff
-	var sl *slot
-	if prepared {
-		sl = b.slots.take(shapeOf(spec.Limits))
-	}
+	// Slots exist only where refillSlots made them: namespaces, cgroups.
+	sl := b.slots.take(shapeOf(spec.Limits))
 	var id string
 	var e *entry
 	var cg *sandboxCgroup

@@ -79,9 +79,9 @@ func (q *slots) take(shape cgroupShape) *slot {
 	return nil
 }
 
-// refill tops the slots up in the background with make; one filler runs
-// at a time.
-func (q *slots) refill(make func() (*slot, error)) {
+// refill tops the slots up in the background with prepare; one filler
+// runs at a time.
+func (q *slots) refill(prepare func() (*slot, error)) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.filling || q.closed {
@@ -99,7 +99,7 @@ func (q *slots) refill(make func() (*slot, error)) {
 				return
 			}
 			q.mu.Unlock()
-			s, err := make()
+			s, err := prepare()
 			q.mu.Lock()
 			if err != nil || q.closed {
 				q.filling = false
