@@ -34,8 +34,7 @@ run {
 sandbox "local" {
   backend   = "local"
   timeout   = "5s"
-  pool_size = 8    # the run's concurrency
-  recycle   = true # reset and reuse sandboxes (see quickstart.hcl)
+  pool_size = 8 # the run's concurrency (see quickstart.hcl)
 }
 
 env "coding" {

@@ -35,8 +35,7 @@ run {
 sandbox "local" {
   backend   = "local"
   timeout   = "5s"
-  pool_size = 8    # the run's concurrency
-  recycle   = true # a used sandbox is reset (every process killed, /tmp, /workspace, ... emptied) and reused: a fifth less CPU per run than creating one per completion
+  pool_size = 8 # the run's concurrency, ready before the first episode; used sandboxes are reset (every process killed, /tmp, /workspace, ... emptied) and reused
 }
 
 env "coding" {

@@ -43,6 +43,7 @@ type Backend struct {
 	live       *pace.Cap // sandboxes existing or being created, against max_sandboxes
 	pool       []*sandbox
 	poolWant   int
+	peak       int // the most sandboxes alive at once: what recycling keeps without a pool
 	recycling  int // sandboxes being reset on their way back to the pool
 	recycleWG  sync.WaitGroup
 	recycleOn  bool
@@ -153,13 +154,18 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 		// destroying it and building another costs a create and a destroy
 		// (a job's fixed CPU) for the same fresh sandbox.
 		if set.PoolSize == 0 || !b.poolProbe(probe.ID) {
+			// Without a pool the probe is not kept for a create that may
+			// never come: recycling keeps only as many as were in use.
+			b.mu.Lock()
+			b.peak = 0
+			b.mu.Unlock()
 			if err := b.Destroy(ctx, probe.ID); err != nil {
 				return append(diags, schema.Errorf([]string{"isolation"}, "cannot destroy a namespaced sandbox", "%v", err))
 			}
 		}
 	}
 	if set.PoolSize > 0 {
-		b.startPool(set.PoolSize, set.Recycle)
+		b.startPool(set.PoolSize, set.recycle)
 	}
 	return diags
 }
@@ -267,7 +273,21 @@ func (b *Backend) admit() error {
 	if !b.live.TryTake() {
 		return fmt.Errorf("local backend: %d sandboxes exist (max_sandboxes = %d): %w", b.live.InUse(), b.live.Limit(), core.ErrLimitReached)
 	}
+	b.mu.Lock()
+	b.peak = max(b.peak, b.live.InUse())
+	b.mu.Unlock()
 	return nil
+}
+
+// keepMax is how many sandboxes recycling may keep for the next creates:
+// pool_size, or without a pool the most that were alive at once, so a run
+// that destroys and creates at a steady concurrency stops creating. Call
+// with b.mu held.
+func (b *Backend) keepMax() int {
+	if b.poolWant > 0 {
+		return b.poolWant
+	}
+	return b.peak
 }
 
 func (b *Backend) waitRate(ctx context.Context) error {

@@ -21,7 +21,7 @@ type Config struct {
 	Workspace    string  `json:"workspace"`     // "tmpfs" | "host"
 	StateDir     string  `json:"state_dir"`     // "" = per-user default
 	PoolSize     int     `json:"pool_size"`     // pre-warmed sandboxes
-	Recycle      bool    `json:"recycle"`       // reset destroyed sandboxes into the pool
+	Recycle      *bool   `json:"recycle"`       // reset destroyed sandboxes for reuse; nil = where possible
 	MaxSandboxes int     `json:"max_sandboxes"` // hard cap; 0 = unlimited
 	CreateRate   float64 `json:"create_rate"`   // creates per second; 0 = unlimited
 	Helper       string  `json:"helper"`        // re-exec binary; "" = os.Executable()
@@ -61,7 +61,9 @@ func configSpec() schema.Spec {
 		schema.String("workspace", `"tmpfs" (size-capped by limits.disk, charged to the sandbox's memory) or "host" (a directory in state_dir, no size cap)`).WithDefault(d.Workspace),
 		schema.String("state_dir", "where sandboxes are recorded; default /var/lib/rlhost/local for root, else $XDG_STATE_HOME/rlhost/local").WithDefault(""),
 		schema.Number("pool_size", "sandboxes kept pre-warmed").WithDefault(0),
-		schema.Bool("recycle", "reset a destroyed sandbox (every process killed, /tmp, /run, /dev/shm and /workspace emptied, IPC objects removed) and keep it in the pool, up to pool_size, instead of creating new ones; needs isolation = \"namespaces\", workspace = \"tmpfs\" and pool_size >= 1").WithDefault(false),
+		// No default: unset means "where the settings allow it", which an
+		// explicit true would make an error.
+		schema.Bool("recycle", "reset a destroyed sandbox (every process killed, /tmp, /run, /dev/shm and /workspace emptied, IPC objects removed) and keep it for the next create instead of creating a new one, up to pool_size or, with no pool, as many as were alive at once; default: on with isolation = \"namespaces\" and workspace = \"tmpfs\", else off"),
 		schema.Number("max_sandboxes", "hard cap on sandboxes alive at once in this process, counted from creation start; 0 = no cap").WithDefault(d.MaxSandboxes),
 		schema.Number("create_rate", "maximum sandbox creations per second; 0 = unlimited").WithDefault(0),
 		schema.String("helper", "binary run as the sandbox init (must call local.Reexec or sandboxinit.Reexec first); default: rlhost-sandbox-init beside this executable if present, else this executable").WithDefault(""),
@@ -86,6 +88,7 @@ func defaultConfig() Config {
 type settings struct {
 	Config
 	execTimeout time.Duration
+	recycle     bool // the recycle setting, its default applied
 	stateDir    string
 	helper      string
 	mounts      []sandboxinit.Bind // the mount blocks, resolved
@@ -165,15 +168,15 @@ func (c Config) validate(cfgBase schema.Config) (settings, schema.Diagnostics) {
 	if c.PoolSize < 0 || c.PoolSize > 4096 {
 		diags = append(diags, schema.Errorf([]string{"pool_size"}, "pool_size out of range", "%d: want 0..4096", c.PoolSize))
 	}
-	if c.Recycle {
-		switch {
-		case c.Isolation != "namespaces":
-			diags = append(diags, schema.Errorf([]string{"recycle"}, "recycle needs isolation = \"namespaces\"", "without a PID namespace a sandbox's processes cannot all be found and killed"))
-		case c.Workspace != "tmpfs":
-			diags = append(diags, schema.Errorf([]string{"recycle"}, "recycle needs workspace = \"tmpfs\"", "a host-directory workspace cannot be emptied safely while the sandbox lives"))
-		case c.PoolSize < 1:
-			diags = append(diags, schema.Errorf([]string{"recycle"}, "recycle needs pool_size >= 1", "recycled sandboxes are kept in the pool, up to pool_size"))
-		}
+	switch {
+	case c.Recycle == nil:
+		s.recycle = c.Isolation == "namespaces" && c.Workspace == "tmpfs"
+	case *c.Recycle && c.Isolation != "namespaces":
+		diags = append(diags, schema.Errorf([]string{"recycle"}, "recycle needs isolation = \"namespaces\"", "without a PID namespace a sandbox's processes cannot all be found and killed"))
+	case *c.Recycle && c.Workspace != "tmpfs":
+		diags = append(diags, schema.Errorf([]string{"recycle"}, "recycle needs workspace = \"tmpfs\"", "a host-directory workspace cannot be emptied safely while the sandbox lives"))
+	default:
+		s.recycle = *c.Recycle
 	}
 	if c.MaxSandboxes < 0 {
 		diags = append(diags, schema.Errorf([]string{"max_sandboxes"}, "max_sandboxes must be >= 0", "got %d", c.MaxSandboxes))

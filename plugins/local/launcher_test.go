@@ -99,7 +99,8 @@ func TestLauncherInitBornInItsCgroups(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIP: the launcher needs root (without it inits are started directly)")
 	}
-	b := newBackend(t, nil, core.SandboxSpec{})
+	// Every create must start an init, not take a recycled sandbox.
+	b := newBackend(t, map[string]any{"recycle": false}, core.SandboxSpec{})
 	if b.cg.kind != cgroupV1 {
 		t.Skip("SKIP: cgroup v1 only (v2 starts inits in their cgroup with CLONE_INTO_CGROUP)")
 	}

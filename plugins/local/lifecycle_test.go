@@ -375,7 +375,8 @@ func TestShutdownLeavesNothing(t *testing.T) {
 
 func TestPoolAndCaps(t *testing.T) {
 	spec := core.SandboxSpec{Env: map[string]string{"A": "1"}}
-	b := newBackend(t, map[string]any{"pool_size": 2, "max_sandboxes": 3}, spec)
+	// Without recycling: a taken sandbox's place is refilled by a new one.
+	b := newBackend(t, map[string]any{"pool_size": 2, "max_sandboxes": 3, "recycle": false}, spec)
 	eventually(t, "pool filled", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -443,7 +444,6 @@ func TestConfigureRejects(t *testing.T) {
 		{nil, core.SandboxSpec{Limits: core.Limits{OutputBytes: 1 << 30}}, "limits.output"},
 		{map[string]any{"root_view": "everything"}, core.SandboxSpec{}, "root_view"},
 		{map[string]any{"seccomp": "strict"}, core.SandboxSpec{}, "seccomp"},
-		{map[string]any{"recycle": true}, core.SandboxSpec{}, "recycle"}, // no pool
 		{map[string]any{"recycle": true, "pool_size": 2, "isolation": "none"}, core.SandboxSpec{}, "recycle"},
 		{map[string]any{"recycle": true, "pool_size": 2, "workspace": "host"}, core.SandboxSpec{}, "recycle"},
 	}

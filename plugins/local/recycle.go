@@ -25,7 +25,7 @@ import (
 // `rlhost sandbox rm`, a second Destroy) can reach the sandbox's next user.
 func (b *Backend) recycle(sb *sandbox) (bool, error) {
 	set, st, err := b.settings()
-	if err != nil || !set.Recycle {
+	if err != nil || !set.recycle {
 		return false, nil
 	}
 	nb, ok := sb.impl.(*nsBox)
@@ -33,7 +33,7 @@ func (b *Backend) recycle(sb *sandbox) (bool, error) {
 		return false, nil
 	}
 	b.mu.Lock()
-	if b.closed || b.boxes[sb.meta.ID] != sb || len(b.pool)+b.recycling >= b.poolWant {
+	if b.closed || b.boxes[sb.meta.ID] != sb || len(b.pool)+b.recycling >= b.keepMax() {
 		b.mu.Unlock()
 		return false, nil
 	}
@@ -49,7 +49,7 @@ func (b *Backend) recycle(sb *sandbox) (bool, error) {
 	err = b.resetInto(st, next, nb)
 	b.mu.Lock()
 	b.recycling--
-	keep := err == nil && !b.closed && len(b.pool) < b.poolWant
+	keep := err == nil && !b.closed && len(b.pool) < b.keepMax()
 	if keep {
 		b.pool = append(b.pool, next)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 
@@ -164,5 +165,68 @@ func TestRecycleClearsKeyrings(t *testing.T) {
 	next := create(t, b, core.SandboxSpec{})
 	if out := execOK(t, b, next, sh(probe)...).Stdout; out != "" {
 		t.Errorf("after recycling, the next user finds: %q", out)
+	}
+}
+
+// Recycling is on by default where it is safe, with no pool: destroyed
+// sandboxes are kept up to the most that were alive at once, and the next
+// creates take them. Configure's probe is not kept.
+func TestRecycleByDefault(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: recycle is tested as root (the launcher and template root)")
+	}
+	cases := []struct {
+		name string
+		cfg  map[string]any
+		want bool
+	}{
+		{"default", nil, true},
+		{"recycle = false", map[string]any{"recycle": false}, false},
+		{"isolation none", map[string]any{"isolation": "none"}, false},
+		{"host workspace", map[string]any{"workspace": "host"}, false},
+	}
+	ctx := context.Background()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.cfg["workspace"] == "host" {
+				// Sandbox uids must reach a host-directory workspace.
+				state := t.TempDir()
+				os.Chmod(filepath.Dir(state), 0o711)
+				c.cfg["state_dir"] = state
+			}
+			b := newBackend(t, c.cfg, core.SandboxSpec{})
+			if n := b.PoolLen(); n != 0 {
+				t.Fatalf("after Configure the pool holds %d, want 0 (the probe is not kept)", n)
+			}
+			impls := func(ids ...string) map[boxImpl]bool {
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				m := map[boxImpl]bool{}
+				for _, id := range ids {
+					m[b.boxes[id].impl] = true
+				}
+				return m
+			}
+			a, d := create(t, b, core.SandboxSpec{}), create(t, b, core.SandboxSpec{})
+			first := impls(a, d)
+			for _, id := range []string{a, d} {
+				if err := b.Destroy(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, want := b.PoolLen(), map[bool]int{true: 2}[c.want]; got != want {
+				t.Fatalf("after destroying two, the pool holds %d, want %d", got, want)
+			}
+			e, f, g := create(t, b, core.SandboxSpec{}), create(t, b, core.SandboxSpec{}), create(t, b, core.SandboxSpec{})
+			reused := 0
+			for impl := range impls(e, f, g) {
+				if first[impl] {
+					reused++
+				}
+			}
+			if want := map[bool]int{true: 2}[c.want]; reused != want {
+				t.Errorf("%d of the next three sandboxes were recycled ones, want %d", reused, want)
+			}
+		})
 	}
 }

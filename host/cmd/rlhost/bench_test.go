@@ -235,12 +235,14 @@ var throughputSolutions = map[string]string{
 // per second, then runs the same number of bare python3 processes executing
 // the same solutions plus a comparable test loop, at the same concurrency.
 //
-// "namespaces" starts sandboxes with the dedicated rlhost-sandbox-init, as
-// `make build` installs it beside rlhost; "namespaces-reexec" re-executes
-// rlhost itself as the init (the fallback when that binary is missing),
-// whose package initialisation runs on every sandbox creation;
-// "namespaces-recycle" resets and reuses sandboxes (the local backend's
-// recycle setting) instead of creating one per completion.
+// "namespaces" is the local backend's default: sandboxes started by the
+// dedicated rlhost-sandbox-init, as `make build` installs it beside rlhost,
+// and reset and reused once destroyed (recycle); "namespaces-pool" adds a
+// pool filled before the first episode; "namespaces-fresh" creates and
+// destroys a sandbox per completion (recycle = false);
+// "namespaces-reexec" does too, re-executing rlhost itself as the init (the
+// fallback when that binary is missing), whose package initialisation runs
+// on every sandbox creation.
 func BenchmarkCodingThroughput(b *testing.B) {
 	const group, smallGroup, concurrency = 32, 8, 8
 	episodes := 2 * group
@@ -257,10 +259,9 @@ func BenchmarkCodingThroughput(b *testing.B) {
 	initHelper := buildPlugin(b, "../../../plugins/local/cmd/rlhost-sandbox-init", "sandbox-init")
 	for _, shape := range []struct{ name, isolation, helper, extra string }{
 		{"namespaces", "namespaces", initHelper, ""},
-		// A sandbox per completion still, but reset and reused rather
-		// than created and destroyed (pool_size covers the concurrency).
-		{"namespaces-recycle", "namespaces", initHelper, fmt.Sprintf("pool_size = %d\n  recycle = true", concurrency)},
-		{"namespaces-reexec", "namespaces", rlhostBin, ""},
+		{"namespaces-pool", "namespaces", initHelper, fmt.Sprintf("pool_size = %d", concurrency)},
+		{"namespaces-fresh", "namespaces", initHelper, "recycle = false"},
+		{"namespaces-reexec", "namespaces", rlhostBin, "recycle = false"},
 		{"none", "none", rlhostBin, ""},
 	} {
 		isolation := shape.isolation
