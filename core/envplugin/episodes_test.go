@@ -121,18 +121,19 @@ var wires = []struct {
 }
 
 // serveWire serves env in-process as p does and returns the host's client;
-// the plugin is shut down (removing its socket) when the test ends.
+// the plugin's socket is removed when the test ends.
 func serveWire(t *testing.T, p plugin.Plugin) (*Client, *plugin.GRPCClient) {
 	t.Helper()
+	if p, ok := p.(*Plugin); ok { // its socket, whatever the test did
+		t.Cleanup(func() { p.closeEpisodes(context.Background()) })
+	}
 	gc, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{pluginbase.KindEnv: p})
 	t.Cleanup(func() { _ = gc.Close() })
 	raw, err := gc.Dispense(pluginbase.KindEnv)
 	if err != nil {
 		t.Fatalf("dispense: %v", err)
 	}
-	c := raw.(*Client)
-	t.Cleanup(func() { _ = c.Shutdown(context.Background()) })
-	return c, gc
+	return raw.(*Client), gc
 }
 
 // Episode calls go on the episode socket when the plugin serves one, and
@@ -281,35 +282,53 @@ func TestEpisodeConnectionRedialled(t *testing.T) {
 	}
 }
 
-// The episode socket is in a directory only this user can enter, and
-// Shutdown removes it; closing the host's client closes its connection.
+// The episode socket is in a directory only this user can enter. Shutdown
+// removes it, and so does the host once the plugin is gone without one (a
+// killed plugin cannot); the host's connection ends with its client.
 func TestEpisodeSocketLifetime(t *testing.T) {
-	client, gc := serveWire(t, &Plugin{Impl: newWireEnv(), Logger: hclog.NewNullLogger()})
-	conn, err := client.eps.get(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	cases := []struct {
+		name     string
+		shutdown bool
+	}{
+		{"shut down", true},
+		{"killed", false},
 	}
-	dir := filepath.Dir(client.eps.path)
-	fi, err := os.Stat(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if perm := fi.Mode().Perm(); perm != 0o700 {
-		t.Fatalf("socket directory mode %v, want 0700", perm)
-	}
-	if err := client.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("the socket's directory %s is still there after Shutdown: %v", dir, err)
-	}
-	_ = gc.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for !conn.Broken() {
-		if time.Now().After(deadline) {
-			t.Fatal("the host's connection outlived its client")
-		}
-		time.Sleep(10 * time.Millisecond)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			client, gc := serveWire(t, &Plugin{Impl: newWireEnv(), Logger: hclog.NewNullLogger()})
+			conn, err := client.eps.get(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Dir(client.eps.path)
+			fi, err := os.Stat(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if perm := fi.Mode().Perm(); perm != 0o700 {
+				t.Fatalf("socket directory mode %v, want 0700", perm)
+			}
+			if tc.shutdown {
+				if err := client.Shutdown(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("the socket's directory %s is still there after Shutdown: %v", dir, err)
+				}
+			}
+			_ = gc.Close() // what the plugin's death does to the host's client
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				_, err := os.Stat(dir)
+				if conn.Broken() && errors.Is(err, fs.ErrNotExist) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after the client closed: connection broken %v, socket directory: %v", conn.Broken(), err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package envtest helps environment authors test an Environment the way the
-// host runs it: over real gRPC, with a Sandbox lent on the host's socket as
-// the host lends it, backed by a real sandbox backend. It is the rlhost analogue of Nomad's
-// plugins/drivers/testutils.
+// host runs it: over real gRPC and the episode socket, with a Sandbox lent
+// on the host's socket as the host lends it, backed by a real sandbox
+// backend. It is the rlhost analogue of Nomad's plugins/drivers/testutils.
 package envtest
 
 import (
