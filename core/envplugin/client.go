@@ -15,11 +15,14 @@ import (
 	"github.com/rlhost/rlhost/core/schema"
 )
 
-// Client is the host-side Environment that talks to a plugin over gRPC. It
-// lends each episode's Sandbox to the plugin from the episode's start to its
-// end, over one socket for the client's life (see lender).
+// Client is the host-side Environment that talks to a plugin over gRPC, and
+// sends episode calls (NewEpisode, Step, End) as frames on the plugin's
+// episode socket when it serves one. It lends each episode's Sandbox to the
+// plugin from the episode's start to its end, over one socket for the
+// client's life (see lender).
 type Client struct {
 	rpc  rlhostpb.EnvironmentClient
+	eps  *episodeConn // nil: episode calls go over gRPC
 	lend *lender
 	info pluginbase.Info
 }
@@ -52,7 +55,29 @@ func NewClient(ctx context.Context, conn *grpc.ClientConn, log hclog.Logger) (*C
 		defer end()
 		untilShutdown(life, conn)
 	}()
-	return &Client{rpc: rpc, lend: newLender(life, log), info: info}, nil
+	c := &Client{rpc: rpc, lend: newLender(life, log), info: info}
+	if sock := p.GetEpisodeSocket(); sock != "" {
+		c.eps = newEpisodeConn(life, sock)
+		if _, err := c.eps.get(dctx); err != nil {
+			// gRPC reaches the plugin, so it can still be used.
+			log.Warn("env plugin's episode socket unreachable; episode calls go over gRPC", "plugin", info.Name, "error", err)
+			c.eps = nil
+		}
+	}
+	return c, nil
+}
+
+// episodeCall sends call on the episode socket, or calls grpc when the
+// plugin serves none; errors are converted alike.
+func (c *Client) episodeCall(ctx context.Context, call *rlhostpb.EnvCall, grpc func(context.Context) (*rlhostpb.Observation, error)) (*rlhostpb.Observation, error) {
+	if c.eps != nil {
+		return c.eps.call(ctx, call)
+	}
+	r, err := grpc(ctx)
+	if err != nil {
+		return nil, rlhostpb.FromStatus(err)
+	}
+	return r, nil
 }
 
 // untilShutdown returns when conn is closed or ctx ends.
@@ -103,12 +128,13 @@ func (c *Client) NewEpisode(ctx context.Context, ep Episode) (Session, Observati
 		}
 		req.SandboxId, req.SandboxSocket = ls.id, ls.sock
 	}
-	r, err := c.rpc.NewEpisode(ctx, req)
+	r, err := c.episodeCall(ctx, &rlhostpb.EnvCall{Call: &rlhostpb.EnvCall_NewEpisode{NewEpisode: req}},
+		func(ctx context.Context) (*rlhostpb.Observation, error) { return c.rpc.NewEpisode(ctx, req) })
 	if err != nil {
 		if ls != nil {
 			c.lend.release(ls)
 		}
-		return nil, Observation{}, fmt.Errorf("start episode %s: %w", ep.ID, rlhostpb.FromStatus(err))
+		return nil, Observation{}, fmt.Errorf("start episode %s: %w", ep.ID, err)
 	}
 	return &clientSession{c: c, id: ep.ID, lease: ls}, toObservation(r), nil
 }
@@ -120,9 +146,11 @@ type clientSession struct {
 }
 
 func (s *clientSession) Step(ctx context.Context, reply core.Message) (Observation, error) {
-	r, err := s.c.rpc.Step(ctx, &rlhostpb.StepRequest{EpisodeId: s.id, Reply: fromMessage(reply)})
+	req := &rlhostpb.StepRequest{EpisodeId: s.id, Reply: fromMessage(reply)}
+	r, err := s.c.episodeCall(ctx, &rlhostpb.EnvCall{Call: &rlhostpb.EnvCall_Step{Step: req}},
+		func(ctx context.Context) (*rlhostpb.Observation, error) { return s.c.rpc.Step(ctx, req) })
 	if err != nil {
-		return Observation{}, fmt.Errorf("step episode %s: %w", s.id, rlhostpb.FromStatus(err))
+		return Observation{}, fmt.Errorf("step episode %s: %w", s.id, err)
 	}
 	return toObservation(r), nil
 }
@@ -133,9 +161,11 @@ func (s *clientSession) End(ctx context.Context, reason string) (Observation, er
 	if s.lease != nil {
 		defer s.c.lend.release(s.lease)
 	}
-	r, err := s.c.rpc.End(ctx, &rlhostpb.EndRequest{EpisodeId: s.id, Reason: reason})
+	req := &rlhostpb.EndRequest{EpisodeId: s.id, Reason: reason}
+	r, err := s.c.episodeCall(ctx, &rlhostpb.EnvCall{Call: &rlhostpb.EnvCall_End{End: req}},
+		func(ctx context.Context) (*rlhostpb.Observation, error) { return s.c.rpc.End(ctx, req) })
 	if err != nil {
-		return Observation{}, fmt.Errorf("end episode %s: %w", s.id, rlhostpb.FromStatus(err))
+		return Observation{}, fmt.Errorf("end episode %s: %w", s.id, err)
 	}
 	return toObservation(r), nil
 }

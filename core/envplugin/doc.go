@@ -2,7 +2,9 @@
 // Session interfaces, Serve to run an environment as a plugin process, and
 // the host-side client. The host lends each episode a Sandbox on a socket of
 // its own (core/lendwire), so an environment never talks to a backend
-// directly.
+// directly; the plugin serves the host's episode calls on a socket of its
+// own, with the same frames (episodes.go).
 //
-// Layout as in Nomad's plugins/drivers: env.go, plugin.go, client.go, server.go.
+// Layout as in Nomad's plugins/drivers: env.go, plugin.go, client.go,
+// server.go, episodes.go.
 package envplugin

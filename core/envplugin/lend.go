@@ -90,7 +90,7 @@ func (l *lender) listen() error {
 
 // serve runs the socket until the client ends, then removes it.
 func (l *lender) serve(ln net.Listener, dir string) {
-	if err := lendwire.Serve(l.life, ln, l.handle, l.log); err != nil {
+	if err := lendwire.Serve(l.life, ln, "lent sandbox", l.handle, l.log); err != nil {
 		l.log.Error("lent sandbox socket failed", "error", err)
 	}
 	os.RemoveAll(dir)

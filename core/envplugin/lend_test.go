@@ -110,7 +110,9 @@ func (keepSession) End(context.Context, string) (Observation, error) { return Ob
 func serveKeep(t *testing.T) (*Client, *keepEnv, *plugin.GRPCClient) {
 	t.Helper()
 	env := &keepEnv{}
-	gc, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{pluginbase.KindEnv: &Plugin{Impl: env}})
+	p := &Plugin{Impl: env}
+	t.Cleanup(func() { p.closeEpisodes(context.Background()) }) // removes the episode socket
+	gc, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{pluginbase.KindEnv: p})
 	t.Cleanup(func() { _ = gc.Close() })
 	raw, err := gc.Dispense(pluginbase.KindEnv)
 	if err != nil {

@@ -2,6 +2,7 @@ package envplugin
 
 import (
 	"context"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
@@ -19,6 +20,9 @@ type Plugin struct {
 	// or on the host side the lent-sandbox socket's; nil means hclog JSON on
 	// stderr, which the host relays, or on the host side nothing.
 	Logger hclog.Logger
+
+	mu  sync.Mutex
+	srv *server // the plugin side's, once GRPCServer made it
 }
 
 func (p *Plugin) logger() hclog.Logger {
@@ -33,8 +37,24 @@ var _ plugin.GRPCPlugin = (*Plugin)(nil)
 // GRPCServer registers the environment's gRPC server (plugin side).
 func (p *Plugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 	// A panic in one episode's call fails that call, not every episode.
-	s.RegisterService(pluginbase.Recovering(&rlhostpb.Environment_ServiceDesc, p.logger()), newServer(p.Impl))
+	log := p.logger()
+	srv := newServer(p.Impl, log)
+	p.mu.Lock()
+	p.srv = srv
+	p.mu.Unlock()
+	s.RegisterService(pluginbase.Recovering(&rlhostpb.Environment_ServiceDesc, log), srv)
 	return nil
+}
+
+// closeEpisodes removes the plugin side's episode socket, for an exit that
+// skipped Shutdown.
+func (p *Plugin) closeEpisodes(context.Context) {
+	p.mu.Lock()
+	srv := p.srv
+	p.mu.Unlock()
+	if srv != nil {
+		srv.episodes.close()
+	}
 }
 
 // GRPCClient returns a *Client implementing Environment (host side).
@@ -48,5 +68,7 @@ func (p *Plugin) GRPCClient(ctx context.Context, _ *plugin.GRPCBroker, conn *grp
 
 // Serve runs env as an environment plugin. Call it from the plugin's main.
 func Serve(env Environment) {
-	pluginbase.Serve(pluginbase.KindEnv, &Plugin{Impl: env}, nil)
+	p := &Plugin{Impl: env}
+	pluginbase.Serve(pluginbase.KindEnv, p, p.closeEpisodes)
+	p.closeEpisodes(context.Background())
 }

@@ -53,6 +53,7 @@ func TestPanicFailsOnlyItsEpisode(t *testing.T) {
 	}
 	env := raw.(*envplugin.Client)
 	ctx := context.Background()
+	t.Cleanup(func() { _ = env.Shutdown(ctx) }) // removes the episode socket
 
 	start := func(id string) envplugin.Session {
 		s, _, err := env.NewEpisode(ctx, envplugin.Episode{ID: id, Task: core.Task{ID: "t"}})

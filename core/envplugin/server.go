@@ -6,24 +6,31 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/lendwire"
 	rlhostpb "github.com/rlhost/rlhost/core/proto"
 )
 
 // server is the plugin-side gRPC server. It owns the live sessions, keyed by
-// episode id, and the connection to the host's lent-sandbox socket.
+// episode id, the connection to the host's lent-sandbox socket, and the
+// episode socket it serves the host's episode calls on beside gRPC.
 type server struct {
 	rlhostpb.UnimplementedEnvironmentServer
-	impl  Environment
-	conns *lendConns
+	impl     Environment
+	log      hclog.Logger // recovered panics
+	conns    *lendConns
+	episodes *episodeSocket
 
 	mu       sync.Mutex
 	sessions map[string]Session // nil: still starting
 }
 
-func newServer(impl Environment) *server {
-	return &server{impl: impl, conns: newLendConns(lendwire.Dial), sessions: map[string]Session{}}
+func newServer(impl Environment, log hclog.Logger) *server {
+	s := &server{impl: impl, log: log, conns: newLendConns(lendwire.Dial), sessions: map[string]Session{}}
+	s.episodes = &episodeSocket{log: log, handle: s.handleEpisode}
+	return s
 }
 
 // lendConns connects to each lent-sandbox socket once and keeps the
@@ -64,9 +71,15 @@ func (b *lendConns) close() {
 	}
 }
 
+// Describe also opens the episode socket, at the host's first call, and
+// names it.
 func (s *server) Describe(context.Context, *rlhostpb.Empty) (*rlhostpb.PluginInfo, error) {
 	info, err := rlhostpb.FromInfo(s.impl.Info())
-	return info, rlhostpb.ToStatus(err)
+	if err != nil {
+		return nil, rlhostpb.ToStatus(err)
+	}
+	info.EpisodeSocket = s.episodes.open()
+	return info, nil
 }
 
 func (s *server) Configure(ctx context.Context, r *rlhostpb.ConfigureRequest) (*rlhostpb.ConfigureResponse, error) {
@@ -176,8 +189,8 @@ func (s *server) End(ctx context.Context, r *rlhostpb.EndRequest) (*rlhostpb.Obs
 }
 
 // Shutdown ends every live session so environments can release resources,
-// then drops the lent-sandbox connection; the host kills the process right
-// after.
+// then drops the lent-sandbox connection and removes the episode socket;
+// the host kills the process right after.
 func (s *server) Shutdown(ctx context.Context, _ *rlhostpb.Empty) (*rlhostpb.Empty, error) {
 	s.mu.Lock()
 	live := s.sessions
@@ -189,5 +202,6 @@ func (s *server) Shutdown(ctx context.Context, _ *rlhostpb.Empty) (*rlhostpb.Emp
 		}
 	}
 	s.conns.close()
+	s.episodes.close()
 	return &rlhostpb.Empty{}, nil
 }

@@ -11,43 +11,60 @@ import (
 	rlhostpb "github.com/rlhost/rlhost/core/proto"
 )
 
-// Client is the plugin's end of one connection to the host's lent-sandbox
-// socket, shared by every episode; calls on it run concurrently.
-type Client struct {
+// Conn is the caller's end of one connection of a wire: calls C, answered
+// by replies R, run concurrently on it. (CT and RT are what C and R point
+// to; they are inferred.)
+type Conn[CT, RT any, C Call[CT], R Reply[RT]] struct {
 	conn net.Conn
+	what string     // names the wire in errors
 	wmu  sync.Mutex // one frame at a time on conn
 
 	mu      sync.Mutex
 	next    uint64
-	pending map[uint64]chan *rlhostpb.LentReply
+	pending map[uint64]chan R
 	err     error         // why the connection ended; set once
 	done    chan struct{} // closed when it ended
 }
 
+// Client is the plugin's end of one connection to the host's lent-sandbox
+// socket, shared by every episode.
+type Client = Conn[rlhostpb.LentCall, rlhostpb.LentReply, *rlhostpb.LentCall, *rlhostpb.LentReply]
+
 // Dial connects to the host's lent-sandbox socket at path.
 func Dial(ctx context.Context, path string) (*Client, error) {
+	return DialConn[rlhostpb.LentCall, rlhostpb.LentReply](ctx, path, "lent sandbox")
+}
+
+// NewClient runs a lent-sandbox client on conn until conn ends or Close.
+func NewClient(conn net.Conn) *Client {
+	return NewConn[rlhostpb.LentCall, rlhostpb.LentReply](conn, "lent sandbox")
+}
+
+// DialConn connects to the socket at path, serving the wire named what.
+func DialConn[CT, RT any, C Call[CT], R Reply[RT]](ctx context.Context, path, what string) (*Conn[CT, RT, C, R], error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
-		return nil, fmt.Errorf("connect to the lent sandbox socket: %w", err)
+		return nil, fmt.Errorf("connect to the %s socket: %w", what, err)
 	}
-	return NewClient(conn), nil
+	return NewConn[CT, RT, C, R](conn, what), nil
 }
 
-// NewClient runs the client on conn until conn ends or Close.
-func NewClient(conn net.Conn) *Client {
-	c := &Client{conn: conn, pending: map[uint64]chan *rlhostpb.LentReply{}, done: make(chan struct{})}
+// NewConn runs the caller's end of the wire named what on conn, until conn
+// ends or Close.
+func NewConn[CT, RT any, C Call[CT], R Reply[RT]](conn net.Conn, what string) *Conn[CT, RT, C, R] {
+	c := &Conn[CT, RT, C, R]{conn: conn, what: what, pending: map[uint64]chan R{}, done: make(chan struct{})}
 	go c.read()
 	return c
 }
 
 // read hands each reply to its waiting call until the connection ends,
 // then fails every call still waiting.
-func (c *Client) read() {
+func (c *Conn[CT, RT, C, R]) read() {
 	r := bufio.NewReader(c.conn)
 	var err error
 	for {
-		rep := &rlhostpb.LentReply{}
+		rep := R(new(RT))
 		if err = ReadFrame(r, rep); err != nil {
 			break
 		}
@@ -62,28 +79,28 @@ func (c *Client) read() {
 	c.fail(err)
 }
 
-// fail ends the client with err; the first cause is kept.
-func (c *Client) fail(err error) {
+// fail ends the connection with err; the first cause is kept.
+func (c *Conn[CT, RT, C, R]) fail(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
 		return
 	}
-	// Callers test for ErrUnavailable to tell a broken host connection
-	// from a failed call, as they do for gRPC's Unavailable.
-	c.err = fmt.Errorf("lent sandbox connection lost: %v: %w", err, core.ErrUnavailable)
+	// Callers test for ErrUnavailable to tell a broken connection (a peer
+	// that died) from a failed call, as they do for gRPC's Unavailable.
+	c.err = fmt.Errorf("%s connection lost: %v: %w", c.what, err, core.ErrUnavailable)
 	close(c.done)
 	c.conn.Close()
 }
 
 // Close ends the connection; calls still waiting fail.
-func (c *Client) Close() error {
+func (c *Conn[CT, RT, C, R]) Close() error {
 	c.fail(net.ErrClosed)
 	return nil
 }
 
 // Broken reports whether the connection has ended, so a new one is needed.
-func (c *Client) Broken() bool {
+func (c *Conn[CT, RT, C, R]) Broken() bool {
 	select {
 	case <-c.done:
 		return true
@@ -93,13 +110,14 @@ func (c *Client) Broken() bool {
 }
 
 // Call sends call (its id is set here) and waits for its reply, or for ctx
-// to end, which cancels the call on the host. A reply carrying an error is
-// returned as that error, converted as FromStatus converts a gRPC status.
-func (c *Client) Call(ctx context.Context, call *rlhostpb.LentCall) (*rlhostpb.LentReply, error) {
+// to end, which cancels the call on the other side. A reply carrying an
+// error is returned as that error, converted as FromStatus converts a gRPC
+// status.
+func (c *Conn[CT, RT, C, R]) Call(ctx context.Context, call C) (R, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ch := make(chan *rlhostpb.LentReply, 1)
+	ch := make(chan R, 1)
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -110,7 +128,7 @@ func (c *Client) Call(ctx context.Context, call *rlhostpb.LentCall) (*rlhostpb.L
 	id := c.next
 	c.pending[id] = ch
 	c.mu.Unlock()
-	call.Id = id
+	call.SetId(id)
 	if err := c.send(call); err != nil {
 		c.forget(id)
 		return nil, err
@@ -124,8 +142,11 @@ func (c *Client) Call(ctx context.Context, call *rlhostpb.LentCall) (*rlhostpb.L
 	case <-ctx.Done():
 		c.forget(id)
 		// Best effort: if the cancel cannot be sent, the connection is
-		// broken and the host cancels everything it runs for it.
-		_ = c.send(&rlhostpb.LentCall{Id: id, Call: &rlhostpb.LentCall_Cancel{Cancel: &rlhostpb.Empty{}}})
+		// broken and the other side cancels everything it runs for it.
+		cancel := C(new(CT))
+		cancel.SetId(id)
+		cancel.SetCancel()
+		_ = c.send(cancel)
 		return nil, ctx.Err()
 	case <-c.done:
 		c.mu.Lock()
@@ -135,7 +156,7 @@ func (c *Client) Call(ctx context.Context, call *rlhostpb.LentCall) (*rlhostpb.L
 	}
 }
 
-func (c *Client) forget(id uint64) {
+func (c *Conn[CT, RT, C, R]) forget(id uint64) {
 	c.mu.Lock()
 	delete(c.pending, id)
 	c.mu.Unlock()
@@ -143,7 +164,7 @@ func (c *Client) forget(id uint64) {
 
 // send writes one frame. A message too large to send fails alone; a failed
 // write breaks the connection, since a partial frame leaves it unusable.
-func (c *Client) send(call *rlhostpb.LentCall) error {
+func (c *Conn[CT, RT, C, R]) send(call C) error {
 	buf, err := EncodeFrame(call)
 	if err != nil {
 		return err

@@ -1,14 +1,22 @@
-// Package lendwire is the wire of the lent sandbox: the host serves an env
-// plugin's calls on the sandboxes it lends over a Unix socket, as
-// length-prefixed protobuf frames rather than gRPC. A frame is a 4-byte
-// big-endian length and then a rlhostpb.LentCall (plugin to host) or
-// rlhostpb.LentReply (host to plugin). Calls carry an id chosen by the
-// caller, run concurrently on one connection, and are answered by id; a
-// cancel frame stops a call whose caller gave up.
+// Package lendwire is rlhost's framed wire: length-prefixed protobuf frames
+// on a Unix socket, in place of gRPC where a hop sits on every turn's
+// latency path. A frame is a 4-byte big-endian length and then a message.
+// Two wires use it:
+//
+//   - the lent sandbox: the host serves an env plugin's calls on the
+//     sandboxes it lends, rlhostpb.LentCall (plugin to host) and
+//     rlhostpb.LentReply (host to plugin);
+//   - the episode socket: an env plugin serves the host's NewEpisode, Step
+//     and End, rlhostpb.EnvCall (host to plugin) and rlhostpb.EnvReply
+//     (plugin to host).
+//
+// Calls carry an id chosen by the caller, run concurrently on one
+// connection, and are answered by id; a cancel frame stops a call whose
+// caller gave up. Conn is the caller's end and Serve the callee's, for any
+// call and reply messages that fit Call and Reply.
 //
 // One round trip costs two writes and two reads, where gRPC's HTTP/2
-// framing costs several more packets and goroutine hand-offs per call; the
-// lent sandbox sits on the latency path of every sandbox call an env makes.
+// framing costs several more packets and goroutine hand-offs per call.
 package lendwire
 
 import (

@@ -15,16 +15,18 @@ import (
 	rlhostpb "github.com/rlhost/rlhost/core/proto"
 )
 
-// Handler answers one call; the reply's id is set by the server. ctx ends
-// when the caller cancels the call or its connection ends.
-type Handler func(ctx context.Context, call *rlhostpb.LentCall) *rlhostpb.LentReply
+// Handler answers one call on the lent sandbox; see Serve.
+type Handler = func(ctx context.Context, call *rlhostpb.LentCall) *rlhostpb.LentReply
 
 // Serve accepts connections on ln and serves their calls with h until ctx
-// ends, then closes ln and every connection. A connection that sends
-// something that is not a frame, or reuses the id of a running call, is
-// closed and logged; the others go on. Serve returns once every
-// connection's reader is gone; calls still running see their context end.
-func Serve(ctx context.Context, ln net.Listener, h Handler, log hclog.Logger) error {
+// ends, then closes ln and every connection; what names the wire in logs
+// and errors. h answers one call; the reply's id is set here, and h's ctx
+// ends when the caller cancels the call or its connection ends. A
+// connection that sends something that is not a frame, or reuses the id of
+// a running call, is closed and logged; the others go on. Serve returns
+// once every connection's reader is gone; calls still running see their
+// context end.
+func Serve[CT, RT any, C Call[CT], R Reply[RT]](ctx context.Context, ln net.Listener, what string, h func(context.Context, C) R, log hclog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
@@ -37,12 +39,12 @@ func Serve(ctx context.Context, ln net.Listener, h Handler, log hclog.Logger) er
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("accept lent sandbox connection: %w", err)
+			return fmt.Errorf("accept %s connection: %w", what, err)
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			serveConn(ctx, conn, h, log)
+			serveConn(ctx, conn, what, h, log)
 		}()
 	}
 }
@@ -50,14 +52,14 @@ func Serve(ctx context.Context, ln net.Listener, h Handler, log hclog.Logger) er
 // serveConn reads calls from conn until it ends; each call runs on its own
 // goroutine. A connection ended by something other than a clean close is
 // logged, before it is closed.
-func serveConn(ctx context.Context, conn net.Conn, h Handler, log hclog.Logger) (err error) {
+func serveConn[CT, RT any, C Call[CT], R Reply[RT]](ctx context.Context, conn net.Conn, what string, h func(context.Context, C) R, log hclog.Logger) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // cuts off the connection's calls still running
 	defer context.AfterFunc(ctx, func() { conn.Close() })()
 	defer conn.Close()
 	defer func() {
 		if err != nil {
-			log.Error("lent sandbox connection closed", "error", err)
+			log.Error(what+" connection closed", "error", err)
 		}
 	}()
 
@@ -66,11 +68,12 @@ func serveConn(ctx context.Context, conn net.Conn, h Handler, log hclog.Logger) 
 		mu      sync.Mutex
 		running = map[uint64]context.CancelFunc{}
 	)
-	reply := func(rep *rlhostpb.LentReply) {
+	reply := func(rep R) {
 		buf, err := EncodeFrame(rep)
 		if err != nil { // too large: the caller gets an error in its place
-			buf, err = EncodeFrame(&rlhostpb.LentReply{Id: rep.GetId(), Result: &rlhostpb.LentReply_Error{Error: rlhostpb.ToLentError(err)}})
-			if err != nil {
+			erep := errorReply[RT, R](err)
+			erep.SetId(rep.GetId())
+			if buf, err = EncodeFrame(erep); err != nil {
 				conn.Close()
 				return
 			}
@@ -83,7 +86,7 @@ func serveConn(ctx context.Context, conn net.Conn, h Handler, log hclog.Logger) 
 	}
 	r := bufio.NewReader(conn)
 	for {
-		call := &rlhostpb.LentCall{}
+		call := C(new(CT))
 		if err := ReadFrame(r, call); err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
 				return nil
@@ -92,7 +95,7 @@ func serveConn(ctx context.Context, conn net.Conn, h Handler, log hclog.Logger) 
 		}
 		id := call.GetId()
 		mu.Lock()
-		if _, ok := call.GetCall().(*rlhostpb.LentCall_Cancel); ok {
+		if call.IsCancel() {
 			if stop := running[id]; stop != nil {
 				stop()
 			}
@@ -107,27 +110,27 @@ func serveConn(ctx context.Context, conn net.Conn, h Handler, log hclog.Logger) 
 		running[id] = stop
 		mu.Unlock()
 		go func() {
-			rep := run(cctx, h, call, log)
+			rep := run(cctx, what, h, call, log)
 			mu.Lock()
 			delete(running, id)
 			mu.Unlock()
 			stop()
-			rep.Id = id
+			rep.SetId(id)
 			reply(rep)
 		}()
 	}
 }
 
-// run calls h; a panic in it fails the call, not the host.
-func run(ctx context.Context, h Handler, call *rlhostpb.LentCall, log hclog.Logger) (rep *rlhostpb.LentReply) {
+// run calls h; a panic in it fails the call, not the process.
+func run[CT, RT any, C Call[CT], R Reply[RT]](ctx context.Context, what string, h func(context.Context, C) R, call C, log hclog.Logger) (rep R) {
 	defer func() {
 		if p := recover(); p != nil {
-			log.Error("lent sandbox call panicked", "panic", p, "stack", string(debug.Stack()))
-			rep = &rlhostpb.LentReply{Result: &rlhostpb.LentReply_Error{Error: rlhostpb.ToLentError(fmt.Errorf("lent sandbox call panicked: %v", p))}}
+			log.Error(what+" call panicked", "panic", p, "stack", string(debug.Stack()))
+			rep = errorReply[RT, R](fmt.Errorf("%s call panicked: %v", what, p))
 		}
 	}()
 	if rep = h(ctx, call); rep == nil {
-		rep = &rlhostpb.LentReply{Result: &rlhostpb.LentReply_Error{Error: rlhostpb.ToLentError(errors.New("lent sandbox call gave no reply"))}}
+		rep = errorReply[RT, R](fmt.Errorf("%s call gave no reply", what))
 	}
 	return rep
 }

@@ -37,7 +37,7 @@ func serve(t *testing.T, h Handler) *served {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &served{sock: sock, logs: &syncbuf.Buffer{}, stop: cancel, done: make(chan error, 1)}
 	log := hclog.New(&hclog.LoggerOptions{Output: s.logs})
-	go func() { s.done <- Serve(ctx, ln, h, log) }()
+	go func() { s.done <- Serve(ctx, ln, "lent sandbox", h, log) }()
 	t.Cleanup(func() {
 		cancel()
 		<-s.done

@@ -26,7 +26,7 @@ func Recovering(desc *grpc.ServiceDesc, logger hclog.Logger) *grpc.ServiceDesc {
 			Handler: func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (resp any, err error) {
 				defer func() {
 					if r := recover(); r != nil {
-						resp, err = nil, panicked(logger, method, r)
+						resp, err = nil, Panicked(logger, method, r)
 					}
 				}()
 				return handler(srv, ctx, dec, ic)
@@ -39,7 +39,7 @@ func Recovering(desc *grpc.ServiceDesc, logger hclog.Logger) *grpc.ServiceDesc {
 		s.Handler = func(srv any, stream grpc.ServerStream) (err error) {
 			defer func() {
 				if r := recover(); r != nil {
-					err = panicked(logger, method, r)
+					err = Panicked(logger, method, r)
 				}
 			}()
 			return handler(srv, stream)
@@ -49,7 +49,10 @@ func Recovering(desc *grpc.ServiceDesc, logger hclog.Logger) *grpc.ServiceDesc {
 	return &d
 }
 
-func panicked(logger hclog.Logger, method string, r any) error {
+// Panicked is the error a call to method fails with when the plugin's code
+// panicked with r, after logging the stack: the same whichever wire the
+// call came on (gRPC, or an env's episode socket).
+func Panicked(logger hclog.Logger, method string, r any) error {
 	// The stack is one multi-line value, so the host shows it as one block.
 	logger.Error("recovered from a panic; the call fails, the plugin keeps serving",
 		"method", method, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))

@@ -1,6 +1,7 @@
-// The rlhost plugin protocol. One file, two services and one framed wire:
-// the environment a plugin serves, the sandbox backend a plugin serves, and
-// the frames of the lent sandbox the host serves back to an environment.
+// The rlhost plugin protocol. One file, two services and two framed wires:
+// the environment a plugin serves, the sandbox backend a plugin serves, the
+// frames of the lent sandbox the host serves back to an environment, and the
+// frames of the episode socket an environment may serve beside gRPC.
 //
 // Regenerate with `make proto` (Debian protobuf-compiler + protoc-gen-go +
 // protoc-gen-go-grpc). Bump pluginbase.ProtocolVersion on incompatible edits.
@@ -74,7 +75,11 @@ type PluginInfo struct {
 	Description      string                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
 	ConfigSchemaJson []byte                 `protobuf:"bytes,5,opt,name=config_schema_json,json=configSchemaJson,proto3" json:"config_schema_json,omitempty"`
 	// An environment whose episodes use no sandbox: the host lends none.
-	NoSandbox     bool `protobuf:"varint,6,opt,name=no_sandbox,json=noSandbox,proto3" json:"no_sandbox,omitempty"`
+	NoSandbox bool `protobuf:"varint,6,opt,name=no_sandbox,json=noSandbox,proto3" json:"no_sandbox,omitempty"`
+	// The path of the environment's episode socket (EnvCall below), on which
+	// it serves NewEpisode, Step and End as frames beside gRPC. Empty: gRPC
+	// only.
+	EpisodeSocket string `protobuf:"bytes,7,opt,name=episode_socket,json=episodeSocket,proto3" json:"episode_socket,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -149,6 +154,13 @@ func (x *PluginInfo) GetNoSandbox() bool {
 		return x.NoSandbox
 	}
 	return false
+}
+
+func (x *PluginInfo) GetEpisodeSocket() string {
+	if x != nil {
+		return x.EpisodeSocket
+	}
+	return ""
 }
 
 type ConfigureRequest struct {
@@ -2402,12 +2414,246 @@ func (x *EndRequest) GetReason() string {
 	return ""
 }
 
+// The episode socket. An env plugin may serve NewEpisode, Step and End, the
+// calls on every turn's latency path, on a Unix socket of its own in a
+// directory only its user can enter, and name it in
+// PluginInfo.episode_socket. The host then connects once and sends those
+// calls there, not over gRPC: the same frames as the lent sandbox's (a
+// 4-byte big-endian length, then the message), with an EnvCall from the
+// host and an EnvReply from the env. Calls carry an id of the host's
+// choosing, run concurrently, and are answered by id. The other calls stay
+// on gRPC, as do all calls to an env that names no socket. See core/lendwire.
+type EnvCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The caller's time left, in nanoseconds, as gRPC's grpc-timeout carries
+	// it: the env's context ends then. 0: no deadline.
+	TimeoutNs int64 `protobuf:"varint,2,opt,name=timeout_ns,json=timeoutNs,proto3" json:"timeout_ns,omitempty"`
+	// Types that are valid to be assigned to Call:
+	//
+	//	*EnvCall_NewEpisode
+	//	*EnvCall_Step
+	//	*EnvCall_End
+	//	*EnvCall_Cancel
+	Call          isEnvCall_Call `protobuf_oneof:"call"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnvCall) Reset() {
+	*x = EnvCall{}
+	mi := &file_rlhost_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnvCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnvCall) ProtoMessage() {}
+
+func (x *EnvCall) ProtoReflect() protoreflect.Message {
+	mi := &file_rlhost_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnvCall.ProtoReflect.Descriptor instead.
+func (*EnvCall) Descriptor() ([]byte, []int) {
+	return file_rlhost_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *EnvCall) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *EnvCall) GetTimeoutNs() int64 {
+	if x != nil {
+		return x.TimeoutNs
+	}
+	return 0
+}
+
+func (x *EnvCall) GetCall() isEnvCall_Call {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+func (x *EnvCall) GetNewEpisode() *NewEpisodeRequest {
+	if x != nil {
+		if x, ok := x.Call.(*EnvCall_NewEpisode); ok {
+			return x.NewEpisode
+		}
+	}
+	return nil
+}
+
+func (x *EnvCall) GetStep() *StepRequest {
+	if x != nil {
+		if x, ok := x.Call.(*EnvCall_Step); ok {
+			return x.Step
+		}
+	}
+	return nil
+}
+
+func (x *EnvCall) GetEnd() *EndRequest {
+	if x != nil {
+		if x, ok := x.Call.(*EnvCall_End); ok {
+			return x.End
+		}
+	}
+	return nil
+}
+
+func (x *EnvCall) GetCancel() *Empty {
+	if x != nil {
+		if x, ok := x.Call.(*EnvCall_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return nil
+}
+
+type isEnvCall_Call interface {
+	isEnvCall_Call()
+}
+
+type EnvCall_NewEpisode struct {
+	NewEpisode *NewEpisodeRequest `protobuf:"bytes,3,opt,name=new_episode,json=newEpisode,proto3,oneof"`
+}
+
+type EnvCall_Step struct {
+	Step *StepRequest `protobuf:"bytes,4,opt,name=step,proto3,oneof"`
+}
+
+type EnvCall_End struct {
+	End *EndRequest `protobuf:"bytes,5,opt,name=end,proto3,oneof"`
+}
+
+type EnvCall_Cancel struct {
+	// The host gave up on the running call with this id: the env's context
+	// for it ends, and its reply, if one still comes, is ignored.
+	Cancel *Empty `protobuf:"bytes,6,opt,name=cancel,proto3,oneof"`
+}
+
+func (*EnvCall_NewEpisode) isEnvCall_Call() {}
+
+func (*EnvCall_Step) isEnvCall_Call() {}
+
+func (*EnvCall_End) isEnvCall_Call() {}
+
+func (*EnvCall_Cancel) isEnvCall_Call() {}
+
+type EnvReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*EnvReply_Observation
+	//	*EnvReply_Error
+	Result        isEnvReply_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnvReply) Reset() {
+	*x = EnvReply{}
+	mi := &file_rlhost_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnvReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnvReply) ProtoMessage() {}
+
+func (x *EnvReply) ProtoReflect() protoreflect.Message {
+	mi := &file_rlhost_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnvReply.ProtoReflect.Descriptor instead.
+func (*EnvReply) Descriptor() ([]byte, []int) {
+	return file_rlhost_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *EnvReply) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *EnvReply) GetResult() isEnvReply_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *EnvReply) GetObservation() *Observation {
+	if x != nil {
+		if x, ok := x.Result.(*EnvReply_Observation); ok {
+			return x.Observation
+		}
+	}
+	return nil
+}
+
+func (x *EnvReply) GetError() *LentError {
+	if x != nil {
+		if x, ok := x.Result.(*EnvReply_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isEnvReply_Result interface {
+	isEnvReply_Result()
+}
+
+type EnvReply_Observation struct {
+	Observation *Observation `protobuf:"bytes,2,opt,name=observation,proto3,oneof"`
+}
+
+type EnvReply_Error struct {
+	// The call failed, as the gRPC status it would have failed with.
+	Error *LentError `protobuf:"bytes,3,opt,name=error,proto3,oneof"`
+}
+
+func (*EnvReply_Observation) isEnvReply_Result() {}
+
+func (*EnvReply_Error) isEnvReply_Result() {}
+
 var File_rlhost_proto protoreflect.FileDescriptor
 
 const file_rlhost_proto_rawDesc = "" +
 	"\n" +
 	"\frlhost.proto\x12\trlhost.v1\"\a\n" +
-	"\x05Empty\"\xbd\x01\n" +
+	"\x05Empty\"\xe4\x01\n" +
 	"\n" +
 	"PluginInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
@@ -2416,7 +2662,8 @@ const file_rlhost_proto_rawDesc = "" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x12,\n" +
 	"\x12config_schema_json\x18\x05 \x01(\fR\x10configSchemaJson\x12\x1d\n" +
 	"\n" +
-	"no_sandbox\x18\x06 \x01(\bR\tnoSandbox\"\xb4\x01\n" +
+	"no_sandbox\x18\x06 \x01(\bR\tnoSandbox\x12%\n" +
+	"\x0eepisode_socket\x18\a \x01(\tR\repisodeSocket\"\xb4\x01\n" +
 	"\x10ConfigureRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vconfig_json\x18\x02 \x01(\fR\n" +
@@ -2618,7 +2865,22 @@ const file_rlhost_proto_rawDesc = "" +
 	"EndRequest\x12\x1d\n" +
 	"\n" +
 	"episode_id\x18\x01 \x01(\tR\tepisodeId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason2\x9f\x05\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x86\x02\n" +
+	"\aEnvCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1d\n" +
+	"\n" +
+	"timeout_ns\x18\x02 \x01(\x03R\ttimeoutNs\x12?\n" +
+	"\vnew_episode\x18\x03 \x01(\v2\x1c.rlhost.v1.NewEpisodeRequestH\x00R\n" +
+	"newEpisode\x12,\n" +
+	"\x04step\x18\x04 \x01(\v2\x16.rlhost.v1.StepRequestH\x00R\x04step\x12)\n" +
+	"\x03end\x18\x05 \x01(\v2\x15.rlhost.v1.EndRequestH\x00R\x03end\x12*\n" +
+	"\x06cancel\x18\x06 \x01(\v2\x10.rlhost.v1.EmptyH\x00R\x06cancelB\x06\n" +
+	"\x04call\"\x8e\x01\n" +
+	"\bEnvReply\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12:\n" +
+	"\vobservation\x18\x02 \x01(\v2\x16.rlhost.v1.ObservationH\x00R\vobservation\x12,\n" +
+	"\x05error\x18\x03 \x01(\v2\x14.rlhost.v1.LentErrorH\x00R\x05errorB\b\n" +
+	"\x06result2\x9f\x05\n" +
 	"\x0eSandboxBackend\x123\n" +
 	"\bDescribe\x12\x10.rlhost.v1.Empty\x1a\x15.rlhost.v1.PluginInfo\x12F\n" +
 	"\tConfigure\x12\x1b.rlhost.v1.ConfigureRequest\x1a\x1c.rlhost.v1.ConfigureResponse\x12:\n" +
@@ -2653,7 +2915,7 @@ func file_rlhost_proto_rawDescGZIP() []byte {
 	return file_rlhost_proto_rawDescData
 }
 
-var file_rlhost_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_rlhost_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_rlhost_proto_goTypes = []any{
 	(*Empty)(nil),             // 0: rlhost.v1.Empty
 	(*PluginInfo)(nil),        // 1: rlhost.v1.PluginInfo
@@ -2688,27 +2950,29 @@ var file_rlhost_proto_goTypes = []any{
 	(*NewEpisodeRequest)(nil), // 30: rlhost.v1.NewEpisodeRequest
 	(*StepRequest)(nil),       // 31: rlhost.v1.StepRequest
 	(*EndRequest)(nil),        // 32: rlhost.v1.EndRequest
-	nil,                       // 33: rlhost.v1.SandboxSpec.EnvEntry
-	nil,                       // 34: rlhost.v1.SandboxSpec.LabelsEntry
-	nil,                       // 35: rlhost.v1.SandboxInfo.LabelsEntry
-	nil,                       // 36: rlhost.v1.ExecRequest.EnvEntry
-	nil,                       // 37: rlhost.v1.ListRequest.LabelsEntry
-	nil,                       // 38: rlhost.v1.Observation.MetricsEntry
-	nil,                       // 39: rlhost.v1.Observation.InfoEntry
+	(*EnvCall)(nil),           // 33: rlhost.v1.EnvCall
+	(*EnvReply)(nil),          // 34: rlhost.v1.EnvReply
+	nil,                       // 35: rlhost.v1.SandboxSpec.EnvEntry
+	nil,                       // 36: rlhost.v1.SandboxSpec.LabelsEntry
+	nil,                       // 37: rlhost.v1.SandboxInfo.LabelsEntry
+	nil,                       // 38: rlhost.v1.ExecRequest.EnvEntry
+	nil,                       // 39: rlhost.v1.ListRequest.LabelsEntry
+	nil,                       // 40: rlhost.v1.Observation.MetricsEntry
+	nil,                       // 41: rlhost.v1.Observation.InfoEntry
 }
 var file_rlhost_proto_depIdxs = []int32{
 	10, // 0: rlhost.v1.ConfigureRequest.sandbox_spec:type_name -> rlhost.v1.SandboxSpec
 	3,  // 1: rlhost.v1.ConfigureResponse.diagnostics:type_name -> rlhost.v1.Diagnostic
 	5,  // 2: rlhost.v1.ToolCall.function:type_name -> rlhost.v1.FunctionCall
 	6,  // 3: rlhost.v1.ChatMessage.tool_calls:type_name -> rlhost.v1.ToolCall
-	33, // 4: rlhost.v1.SandboxSpec.env:type_name -> rlhost.v1.SandboxSpec.EnvEntry
+	35, // 4: rlhost.v1.SandboxSpec.env:type_name -> rlhost.v1.SandboxSpec.EnvEntry
 	9,  // 5: rlhost.v1.SandboxSpec.limits:type_name -> rlhost.v1.Limits
-	34, // 6: rlhost.v1.SandboxSpec.labels:type_name -> rlhost.v1.SandboxSpec.LabelsEntry
-	35, // 7: rlhost.v1.SandboxInfo.labels:type_name -> rlhost.v1.SandboxInfo.LabelsEntry
-	36, // 8: rlhost.v1.ExecRequest.env:type_name -> rlhost.v1.ExecRequest.EnvEntry
+	36, // 6: rlhost.v1.SandboxSpec.labels:type_name -> rlhost.v1.SandboxSpec.LabelsEntry
+	37, // 7: rlhost.v1.SandboxInfo.labels:type_name -> rlhost.v1.SandboxInfo.LabelsEntry
+	38, // 8: rlhost.v1.ExecRequest.env:type_name -> rlhost.v1.ExecRequest.EnvEntry
 	18, // 9: rlhost.v1.ListFilesResponse.files:type_name -> rlhost.v1.FileInfo
 	10, // 10: rlhost.v1.CreateRequest.spec:type_name -> rlhost.v1.SandboxSpec
-	37, // 11: rlhost.v1.ListRequest.labels:type_name -> rlhost.v1.ListRequest.LabelsEntry
+	39, // 11: rlhost.v1.ListRequest.labels:type_name -> rlhost.v1.ListRequest.LabelsEntry
 	11, // 12: rlhost.v1.ListResponse.sandboxes:type_name -> rlhost.v1.SandboxInfo
 	21, // 13: rlhost.v1.LentCall.info:type_name -> rlhost.v1.SandboxID
 	12, // 14: rlhost.v1.LentCall.exec:type_name -> rlhost.v1.ExecRequest
@@ -2725,51 +2989,57 @@ var file_rlhost_proto_depIdxs = []int32{
 	27, // 25: rlhost.v1.TasksResponse.tasks:type_name -> rlhost.v1.Task
 	7,  // 26: rlhost.v1.Observation.messages:type_name -> rlhost.v1.ChatMessage
 	8,  // 27: rlhost.v1.Observation.tools:type_name -> rlhost.v1.ToolSpec
-	38, // 28: rlhost.v1.Observation.metrics:type_name -> rlhost.v1.Observation.MetricsEntry
-	39, // 29: rlhost.v1.Observation.info:type_name -> rlhost.v1.Observation.InfoEntry
+	40, // 28: rlhost.v1.Observation.metrics:type_name -> rlhost.v1.Observation.MetricsEntry
+	41, // 29: rlhost.v1.Observation.info:type_name -> rlhost.v1.Observation.InfoEntry
 	27, // 30: rlhost.v1.NewEpisodeRequest.task:type_name -> rlhost.v1.Task
 	7,  // 31: rlhost.v1.StepRequest.reply:type_name -> rlhost.v1.ChatMessage
-	0,  // 32: rlhost.v1.SandboxBackend.Describe:input_type -> rlhost.v1.Empty
-	2,  // 33: rlhost.v1.SandboxBackend.Configure:input_type -> rlhost.v1.ConfigureRequest
-	20, // 34: rlhost.v1.SandboxBackend.Create:input_type -> rlhost.v1.CreateRequest
-	12, // 35: rlhost.v1.SandboxBackend.Exec:input_type -> rlhost.v1.ExecRequest
-	14, // 36: rlhost.v1.SandboxBackend.ReadFile:input_type -> rlhost.v1.ReadFileRequest
-	16, // 37: rlhost.v1.SandboxBackend.WriteFile:input_type -> rlhost.v1.WriteFileRequest
-	17, // 38: rlhost.v1.SandboxBackend.ListFiles:input_type -> rlhost.v1.ListFilesRequest
-	21, // 39: rlhost.v1.SandboxBackend.Destroy:input_type -> rlhost.v1.SandboxID
-	22, // 40: rlhost.v1.SandboxBackend.List:input_type -> rlhost.v1.ListRequest
-	0,  // 41: rlhost.v1.SandboxBackend.ReapOrphans:input_type -> rlhost.v1.Empty
-	0,  // 42: rlhost.v1.SandboxBackend.Shutdown:input_type -> rlhost.v1.Empty
-	0,  // 43: rlhost.v1.Environment.Describe:input_type -> rlhost.v1.Empty
-	2,  // 44: rlhost.v1.Environment.Configure:input_type -> rlhost.v1.ConfigureRequest
-	0,  // 45: rlhost.v1.Environment.Tasks:input_type -> rlhost.v1.Empty
-	30, // 46: rlhost.v1.Environment.NewEpisode:input_type -> rlhost.v1.NewEpisodeRequest
-	31, // 47: rlhost.v1.Environment.Step:input_type -> rlhost.v1.StepRequest
-	32, // 48: rlhost.v1.Environment.End:input_type -> rlhost.v1.EndRequest
-	0,  // 49: rlhost.v1.Environment.Shutdown:input_type -> rlhost.v1.Empty
-	1,  // 50: rlhost.v1.SandboxBackend.Describe:output_type -> rlhost.v1.PluginInfo
-	4,  // 51: rlhost.v1.SandboxBackend.Configure:output_type -> rlhost.v1.ConfigureResponse
-	11, // 52: rlhost.v1.SandboxBackend.Create:output_type -> rlhost.v1.SandboxInfo
-	13, // 53: rlhost.v1.SandboxBackend.Exec:output_type -> rlhost.v1.ExecResult
-	15, // 54: rlhost.v1.SandboxBackend.ReadFile:output_type -> rlhost.v1.ReadFileResponse
-	0,  // 55: rlhost.v1.SandboxBackend.WriteFile:output_type -> rlhost.v1.Empty
-	19, // 56: rlhost.v1.SandboxBackend.ListFiles:output_type -> rlhost.v1.ListFilesResponse
-	0,  // 57: rlhost.v1.SandboxBackend.Destroy:output_type -> rlhost.v1.Empty
-	23, // 58: rlhost.v1.SandboxBackend.List:output_type -> rlhost.v1.ListResponse
-	23, // 59: rlhost.v1.SandboxBackend.ReapOrphans:output_type -> rlhost.v1.ListResponse
-	0,  // 60: rlhost.v1.SandboxBackend.Shutdown:output_type -> rlhost.v1.Empty
-	1,  // 61: rlhost.v1.Environment.Describe:output_type -> rlhost.v1.PluginInfo
-	4,  // 62: rlhost.v1.Environment.Configure:output_type -> rlhost.v1.ConfigureResponse
-	28, // 63: rlhost.v1.Environment.Tasks:output_type -> rlhost.v1.TasksResponse
-	29, // 64: rlhost.v1.Environment.NewEpisode:output_type -> rlhost.v1.Observation
-	29, // 65: rlhost.v1.Environment.Step:output_type -> rlhost.v1.Observation
-	29, // 66: rlhost.v1.Environment.End:output_type -> rlhost.v1.Observation
-	0,  // 67: rlhost.v1.Environment.Shutdown:output_type -> rlhost.v1.Empty
-	50, // [50:68] is the sub-list for method output_type
-	32, // [32:50] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	30, // 32: rlhost.v1.EnvCall.new_episode:type_name -> rlhost.v1.NewEpisodeRequest
+	31, // 33: rlhost.v1.EnvCall.step:type_name -> rlhost.v1.StepRequest
+	32, // 34: rlhost.v1.EnvCall.end:type_name -> rlhost.v1.EndRequest
+	0,  // 35: rlhost.v1.EnvCall.cancel:type_name -> rlhost.v1.Empty
+	29, // 36: rlhost.v1.EnvReply.observation:type_name -> rlhost.v1.Observation
+	26, // 37: rlhost.v1.EnvReply.error:type_name -> rlhost.v1.LentError
+	0,  // 38: rlhost.v1.SandboxBackend.Describe:input_type -> rlhost.v1.Empty
+	2,  // 39: rlhost.v1.SandboxBackend.Configure:input_type -> rlhost.v1.ConfigureRequest
+	20, // 40: rlhost.v1.SandboxBackend.Create:input_type -> rlhost.v1.CreateRequest
+	12, // 41: rlhost.v1.SandboxBackend.Exec:input_type -> rlhost.v1.ExecRequest
+	14, // 42: rlhost.v1.SandboxBackend.ReadFile:input_type -> rlhost.v1.ReadFileRequest
+	16, // 43: rlhost.v1.SandboxBackend.WriteFile:input_type -> rlhost.v1.WriteFileRequest
+	17, // 44: rlhost.v1.SandboxBackend.ListFiles:input_type -> rlhost.v1.ListFilesRequest
+	21, // 45: rlhost.v1.SandboxBackend.Destroy:input_type -> rlhost.v1.SandboxID
+	22, // 46: rlhost.v1.SandboxBackend.List:input_type -> rlhost.v1.ListRequest
+	0,  // 47: rlhost.v1.SandboxBackend.ReapOrphans:input_type -> rlhost.v1.Empty
+	0,  // 48: rlhost.v1.SandboxBackend.Shutdown:input_type -> rlhost.v1.Empty
+	0,  // 49: rlhost.v1.Environment.Describe:input_type -> rlhost.v1.Empty
+	2,  // 50: rlhost.v1.Environment.Configure:input_type -> rlhost.v1.ConfigureRequest
+	0,  // 51: rlhost.v1.Environment.Tasks:input_type -> rlhost.v1.Empty
+	30, // 52: rlhost.v1.Environment.NewEpisode:input_type -> rlhost.v1.NewEpisodeRequest
+	31, // 53: rlhost.v1.Environment.Step:input_type -> rlhost.v1.StepRequest
+	32, // 54: rlhost.v1.Environment.End:input_type -> rlhost.v1.EndRequest
+	0,  // 55: rlhost.v1.Environment.Shutdown:input_type -> rlhost.v1.Empty
+	1,  // 56: rlhost.v1.SandboxBackend.Describe:output_type -> rlhost.v1.PluginInfo
+	4,  // 57: rlhost.v1.SandboxBackend.Configure:output_type -> rlhost.v1.ConfigureResponse
+	11, // 58: rlhost.v1.SandboxBackend.Create:output_type -> rlhost.v1.SandboxInfo
+	13, // 59: rlhost.v1.SandboxBackend.Exec:output_type -> rlhost.v1.ExecResult
+	15, // 60: rlhost.v1.SandboxBackend.ReadFile:output_type -> rlhost.v1.ReadFileResponse
+	0,  // 61: rlhost.v1.SandboxBackend.WriteFile:output_type -> rlhost.v1.Empty
+	19, // 62: rlhost.v1.SandboxBackend.ListFiles:output_type -> rlhost.v1.ListFilesResponse
+	0,  // 63: rlhost.v1.SandboxBackend.Destroy:output_type -> rlhost.v1.Empty
+	23, // 64: rlhost.v1.SandboxBackend.List:output_type -> rlhost.v1.ListResponse
+	23, // 65: rlhost.v1.SandboxBackend.ReapOrphans:output_type -> rlhost.v1.ListResponse
+	0,  // 66: rlhost.v1.SandboxBackend.Shutdown:output_type -> rlhost.v1.Empty
+	1,  // 67: rlhost.v1.Environment.Describe:output_type -> rlhost.v1.PluginInfo
+	4,  // 68: rlhost.v1.Environment.Configure:output_type -> rlhost.v1.ConfigureResponse
+	28, // 69: rlhost.v1.Environment.Tasks:output_type -> rlhost.v1.TasksResponse
+	29, // 70: rlhost.v1.Environment.NewEpisode:output_type -> rlhost.v1.Observation
+	29, // 71: rlhost.v1.Environment.Step:output_type -> rlhost.v1.Observation
+	29, // 72: rlhost.v1.Environment.End:output_type -> rlhost.v1.Observation
+	0,  // 73: rlhost.v1.Environment.Shutdown:output_type -> rlhost.v1.Empty
+	56, // [56:74] is the sub-list for method output_type
+	38, // [38:56] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_rlhost_proto_init() }
@@ -2793,13 +3063,23 @@ func file_rlhost_proto_init() {
 		(*LentReply_ListFiles)(nil),
 		(*LentReply_Error)(nil),
 	}
+	file_rlhost_proto_msgTypes[33].OneofWrappers = []any{
+		(*EnvCall_NewEpisode)(nil),
+		(*EnvCall_Step)(nil),
+		(*EnvCall_End)(nil),
+		(*EnvCall_Cancel)(nil),
+	}
+	file_rlhost_proto_msgTypes[34].OneofWrappers = []any{
+		(*EnvReply_Observation)(nil),
+		(*EnvReply_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rlhost_proto_rawDesc), len(file_rlhost_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

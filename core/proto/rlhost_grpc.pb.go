@@ -1,6 +1,7 @@
-// The rlhost plugin protocol. One file, two services and one framed wire:
-// the environment a plugin serves, the sandbox backend a plugin serves, and
-// the frames of the lent sandbox the host serves back to an environment.
+// The rlhost plugin protocol. One file, two services and two framed wires:
+// the environment a plugin serves, the sandbox backend a plugin serves, the
+// frames of the lent sandbox the host serves back to an environment, and the
+// frames of the episode socket an environment may serve beside gRPC.
 //
 // Regenerate with `make proto` (Debian protobuf-compiler + protoc-gen-go +
 // protoc-gen-go-grpc). Bump pluginbase.ProtocolVersion on incompatible edits.

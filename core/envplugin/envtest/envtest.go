@@ -1,7 +1,7 @@
 // Package envtest helps environment authors test an Environment the way the
-// host runs it: over real gRPC, with a Sandbox lent on the host's socket as
-// the host lends it, backed by a real sandbox backend. It is the rlhost analogue of Nomad's
-// plugins/drivers/testutils.
+// host runs it: over real gRPC and the episode socket, with a Sandbox lent
+// on the host's socket as the host lends it, backed by a real sandbox
+// backend. It is the rlhost analogue of Nomad's plugins/drivers/testutils.
 package envtest
 
 import (
@@ -19,8 +19,9 @@ import (
 	"github.com/rlhost/rlhost/core/schema"
 )
 
-// Serve runs env behind a real in-process gRPC connection and returns the
-// host-side client. Everything is torn down when the test ends.
+// Serve runs env behind a real in-process gRPC connection, with its
+// episode socket, and returns the host-side client. Everything is torn
+// down when the test ends.
 func Serve(t testing.TB, env envplugin.Environment) *envplugin.Client {
 	t.Helper()
 	client, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{
@@ -31,7 +32,19 @@ func Serve(t testing.TB, env envplugin.Environment) *envplugin.Client {
 	if err != nil {
 		t.Fatalf("dispense env plugin: %v", err)
 	}
-	return raw.(*envplugin.Client)
+	c := raw.(*envplugin.Client)
+	// As the host does before it kills a plugin: live episodes end, and
+	// the plugin's episode socket is removed.
+	t.Cleanup(func() { shutdown(t, c) })
+	return c
+}
+
+func shutdown(t testing.TB, c *envplugin.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Shutdown(ctx); err != nil {
+		t.Errorf("shut down env plugin: %v", err)
+	}
 }
 
 // Configure configures env the way the host configures it from an env block

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +14,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/envplugin"
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/job"
 	"github.com/rlhost/rlhost/host/pluginmgr"
@@ -76,4 +80,62 @@ func TestConcurrentCallersShareOneRestart(t *testing.T) {
 	}
 	mgr.StopAll(ctx)
 	waitNoProcesses(t, probe)
+}
+
+// A real env plugin process, reached on its episode socket, that is killed
+// in the middle of a Step: the Step fails at once with an error the host
+// reads as a crash, and the plugin is restarted, as over gRPC.
+func TestEnvPluginKilledMidStep(t *testing.T) {
+	ctx := context.Background()
+	probe := buildPlugin(t, "./testdata/probeenv", "probeenv")
+	f, diags := config.Parse(filepath.Join(t.TempDir(), "job.hcl"), []byte(fmt.Sprintf(`env "probe" {
+  plugin = %q
+  marker = %q
+}
+`, probe, filepath.Join(t.TempDir(), "marker"))), nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	mgr, err := pluginmgr.New(pluginmgr.Options{Self: rlhostBin, Builtins: builtinNames(), Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		mgr.StopAll(ctx)
+		waitNoProcesses(t, probe)
+	}()
+	in, d := job.StartEnv(ctx, f, f.Envs[0], mgr, "killed-test")
+	if d.HasErrors() {
+		t.Fatal(d)
+	}
+	step := func(content string) (envplugin.Observation, error) {
+		t.Helper()
+		env, err := in.Env(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sess, _, err := env.NewEpisode(ctx, envplugin.Episode{ID: content, Task: core.Task{ID: "t0"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sess.End(ctx, core.FinishCancelled)
+		return sess.Step(ctx, core.Message{Role: core.RoleAssistant, Content: content})
+	}
+	if obs, err := step("noop"); err != nil || obs.Info["wire"] != "frames" {
+		t.Fatalf("a step: %+v, %v; want it sent on the episode socket", obs, err)
+	}
+	start := time.Now()
+	_, err = step("CRASH")
+	if !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("a step whose plugin was killed: %v, want ErrUnavailable", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the step took %v to fail", took)
+	}
+	if err := in.Crashed(err); !errors.Is(err, pluginmgr.ErrPluginExited) {
+		t.Fatalf("not read as a crash: %v", err)
+	}
+	if obs, err := step("noop"); err != nil || obs.Info["wire"] != "frames" {
+		t.Fatalf("a step on the restarted plugin: %+v, %v", obs, err)
+	}
 }

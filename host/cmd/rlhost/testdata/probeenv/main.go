@@ -7,7 +7,8 @@
 // recovers it); the first "GOPANIC" panics in a goroutine, which kills the
 // process with a raw trace. The reply "exec" runs `true` and
 // keeps the episode open; "noop" keeps it open without touching the sandbox
-// (one host → plugin round trip, for benchmarks); any other reply runs it
+// (one host → plugin round trip, for benchmarks) and says which wire the
+// step came on (info "wire": "frames" or "grpc"); any other reply runs it
 // and ends the episode.
 package main
 
@@ -16,6 +17,8 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+
+	"google.golang.org/grpc"
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/envplugin"
@@ -78,7 +81,12 @@ func (s *session) Step(ctx context.Context, reply core.Message) (envplugin.Obser
 		}
 	}
 	if reply.Content == "noop" {
-		return envplugin.Observation{}, nil
+		// Which wire the step came on: gRPC puts the method in the context.
+		wire := "frames"
+		if _, ok := grpc.Method(ctx); ok {
+			wire = "grpc"
+		}
+		return envplugin.Observation{Info: map[string]string{"wire": wire}}, nil
 	}
 	res, err := s.sb.Exec(ctx, core.ExecRequest{Command: []string{"true"}})
 	if err != nil {
