@@ -55,7 +55,7 @@ make -s build
 
 if want host; then
   section host "Host: plugin round trip of a no-op sandbox exec" \
-"A no-op sandbox exec (\`true\`) three ways, interleaved in one loop: bare fork/exec in the host process (baseline), host → backend plugin → sandbox, and host → env plugin → lent sandbox (protobuf frames on the host's Unix socket) → backend plugin → sandbox. Medians in µs; *env hop* is what the env path adds over a direct backend call: two plugin round trips (the Step over gRPC, and the env's Exec back to the host on the lent-sandbox socket). *no-op Step* is one such round trip alone, in the same loop: the floor of any call into a plugin process."
+"A no-op sandbox exec (\`true\`) three ways, interleaved in one loop: bare fork/exec in the host process (baseline), host → backend plugin → sandbox, and host → env plugin (protobuf frames on the env's episode socket) → lent sandbox (the same frames on the host's socket) → backend plugin → sandbox. Medians in µs; *env hop* is what the env path adds over a direct backend call: two plugin round trips (the Step to the env, and the env's Exec back to the host). *no-op Step* is one such round trip alone, in the same loop: the floor of a turn's call into an env plugin."
   run_md "| path | iterations | bare fork/exec (µs) | backend exec (µs) | via env (µs) | env hop (µs) | env / backend | no-op Step (µs) |
 |---|---|---|---|---|---|---|---|" go test -run XXX -bench 'BenchmarkPluginRoundTrip' -benchtime 300x ./host/cmd/rlhost/
   section host3 "Host: what lending a sandbox adds to an episode" \

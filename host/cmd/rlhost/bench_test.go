@@ -309,7 +309,7 @@ policy "replay" {
 				}
 				for _, tr := range trs {
 					if tr.Reward != 1 {
-						b.Fatalf("%s/%d scored %v, want 1: metrics %v, info %v", tr.TaskID, tr.Index, tr.Reward, tr.Metrics, tr.Info)
+						b.Fatalf("%s/%d scored %v, want 1: finish %q, error %q, metrics %v, info %v", tr.TaskID, tr.Index, tr.Reward, tr.FinishReason, tr.Error, tr.Metrics, tr.Info)
 					}
 				}
 				return time.Since(t0), cpuTime(cmd.ProcessState)
