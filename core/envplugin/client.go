@@ -2,6 +2,7 @@ package envplugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -71,7 +72,10 @@ func NewClient(ctx context.Context, conn *grpc.ClientConn, log hclog.Logger) (*C
 // plugin serves none; errors are converted alike.
 func (c *Client) episodeCall(ctx context.Context, call *rlhostpb.EnvCall, grpc func(context.Context) (*rlhostpb.Observation, error)) (*rlhostpb.Observation, error) {
 	if c.eps != nil {
-		return c.eps.call(ctx, call)
+		r, err := c.eps.call(ctx, call)
+		if !errors.Is(err, errEpisodeDial) {
+			return r, err
+		}
 	}
 	r, err := grpc(ctx)
 	if err != nil {

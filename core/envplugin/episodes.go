@@ -2,6 +2,7 @@ package envplugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net"
@@ -51,7 +52,10 @@ type episodeSocket struct {
 func (e *episodeSocket) open() string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.path != "" || e.closed {
+	if e.closed {
+		return "" // removed: the host must use gRPC
+	}
+	if e.path != "" {
 		return e.path
 	}
 	dir, err := os.MkdirTemp("", "rlhost-env-") // mode 0700
@@ -172,7 +176,7 @@ func (e *episodeConn) get(ctx context.Context) (*envConn, error) {
 	}
 	c, err := lendwire.DialConn[rlhostpb.EnvCall, rlhostpb.EnvReply](ctx, e.path, episodeWire)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", err, core.ErrUnavailable)
+		return nil, fmt.Errorf("%w: %w: %w", err, errEpisodeDial, core.ErrUnavailable)
 	}
 	if e.stopConn != nil {
 		e.stopConn()
@@ -180,6 +184,12 @@ func (e *episodeConn) get(ctx context.Context) (*envConn, error) {
 	e.conn, e.stopConn = c, context.AfterFunc(e.life, func() { c.Close() })
 	return c, nil
 }
+
+// errEpisodeDial marks a call that never reached the episode socket: the
+// client then makes it over gRPC, which a live plugin still serves (its
+// socket may have been removed under it, by a cleaner of the temporary
+// directory say) and which tells a dead one apart as before.
+var errEpisodeDial = errors.New("cannot connect to the env plugin's episode socket")
 
 // call sends call and returns the observation it is answered with; errors
 // come as Conn.Call gives them (sentinels kept, ErrUnavailable for a

@@ -228,8 +228,8 @@ func TestEpisodeCallsOnBothWires(t *testing.T) {
 
 // A plugin that dies mid-call fails the call at once with ErrUnavailable,
 // which the host's crash handling looks for, rather than hanging; the
-// plugin's socket is gone then, so later calls fail alike. (Closing the
-// plugin side's socket is what its death does to the connection.)
+// plugin's socket is gone then, so later calls are made over gRPC. (Closing
+// the plugin side's socket is what its death does to the connection.)
 func TestPluginGoneMidStep(t *testing.T) {
 	env := newWireEnv()
 	p := &Plugin{Impl: env, Logger: hclog.NewNullLogger()}
@@ -255,8 +255,14 @@ func TestPluginGoneMidStep(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the step still waits on a plugin gone")
 	}
-	if _, err := sess.Step(ctx, core.Message{Role: core.RoleAssistant, Content: "x"}); !errors.Is(err, core.ErrUnavailable) {
-		t.Fatalf("a later step: %v, want ErrUnavailable", err)
+	// Only the socket is gone here, and gRPC still serves: a later call
+	// goes there (a dead plugin fails it there as well, which
+	// TestEnvPluginKilledMidStep in host/cmd/rlhost checks).
+	if _, err := sess.Step(ctx, core.Message{Role: core.RoleAssistant, Content: "x"}); err != nil {
+		t.Fatalf("a later step over gRPC: %v", err)
+	}
+	if got := env.recorded(); got[len(got)-1] != "Step grpc" {
+		t.Errorf("calls: %q, want the later step over gRPC", got)
 	}
 }
 
@@ -279,6 +285,32 @@ func TestEpisodeConnectionRedialled(t *testing.T) {
 	}
 	if again, _ := client.eps.get(ctx); again == first {
 		t.Fatal("the broken connection was kept")
+	}
+}
+
+// A live plugin whose socket is gone (a cleaner of the temporary
+// directory removed it) is still reached, over gRPC.
+func TestEpisodeSocketRemovedUnderLivePlugin(t *testing.T) {
+	env := newWireEnv()
+	client, _ := serveWire(t, &Plugin{Impl: env, Logger: hclog.NewNullLogger()})
+	ctx := context.Background()
+	sess, _, err := client.NewEpisode(ctx, Episode{ID: "e", Task: core.Task{ID: "t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := client.eps.get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(client.eps.path); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	if _, err := sess.Step(ctx, core.Message{Role: core.RoleAssistant, Content: "x"}); err != nil {
+		t.Fatalf("step with the socket gone: %v", err)
+	}
+	if got := env.recorded(); len(got) != 2 || got[0] != "NewEpisode frames" || got[1] != "Step grpc" {
+		t.Errorf("calls: %q, want the episode started on frames and stepped over gRPC", got)
 	}
 }
 

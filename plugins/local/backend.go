@@ -32,27 +32,28 @@ const refillDelay = 5 * time.Millisecond
 // Backend is the local sandbox backend. Create it with New and call
 // Configure before anything else.
 type Backend struct {
-	mu         sync.Mutex
-	configured bool
-	closed     bool
-	set        settings
-	spec       core.SandboxSpec // the block's spec, what the pool is warmed with
-	cg         *cgroupRoot
-	state      *stateDir
-	boxes      map[string]*sandbox
-	live       *pace.Cap // sandboxes existing or being created, against max_sandboxes
-	pool       []*sandbox
-	poolWant   int
-	peak       int // the most sandboxes alive at once: what recycling keeps without a pool
-	recycling  int // sandboxes being reset on their way back to the pool
-	recycleWG  sync.WaitGroup
-	recycleOn  bool
-	poolWake   chan struct{}
-	poolStop   chan struct{}
-	poolDone   chan struct{}
-	pacer      *pace.Pacer // create_rate
-	launcher   launcherSlot
-	slots      slots // the next sandboxes' state entries and cgroups
+	mu          sync.Mutex
+	configured  bool
+	closed      bool
+	set         settings
+	spec        core.SandboxSpec // the block's spec, what the pool is warmed with
+	cg          *cgroupRoot
+	state       *stateDir
+	boxes       map[string]*sandbox
+	live        *pace.Cap // sandboxes existing or being created, against max_sandboxes
+	pool        []*sandbox
+	poolWant    int
+	peak        int // the most sandboxes alive at once: what recycling keeps without a pool
+	recycling   int // sandboxes being reset on their way back to the pool
+	recycleWG   sync.WaitGroup
+	recycleOn   bool
+	resetWarned bool
+	poolWake    chan struct{}
+	poolStop    chan struct{}
+	poolDone    chan struct{}
+	pacer       *pace.Pacer // create_rate
+	launcher    launcherSlot
+	slots       slots // the next sandboxes' state entries and cgroups
 }
 
 // boxImpl is one sandbox's running machinery.
@@ -74,6 +75,58 @@ type sandbox struct {
 
 	once sync.Once
 	err  error
+
+	// The calls made on this use of the sandbox. A recycled sandbox keeps
+	// its impl, so a call from its last user still on its way must not
+	// reach its next one: the reset waits for every call to end, and no
+	// call starts once the sandbox is being destroyed.
+	callMu   sync.Mutex
+	closing  bool
+	calls    sync.WaitGroup
+	callsCtx context.Context // ends when closing begins; nil until a call
+	endCalls context.CancelFunc
+}
+
+// enter starts a call on the sandbox. It fails with ErrNotFound once the
+// sandbox is being destroyed, and the call's context ends when that
+// begins; done must be called when the call has returned.
+func (sb *sandbox) enter(ctx context.Context) (cctx context.Context, done func(), err error) {
+	sb.callMu.Lock()
+	defer sb.callMu.Unlock()
+	if sb.closing {
+		return nil, nil, fmt.Errorf("local backend: sandbox %q: %w", sb.meta.ID, core.ErrNotFound)
+	}
+	if sb.callsCtx == nil {
+		sb.callsCtx, sb.endCalls = context.WithCancel(context.Background())
+	}
+	sb.calls.Add(1)
+	cctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(sb.callsCtx, cancel)
+	return cctx, func() { stop(); cancel(); sb.calls.Done() }, nil
+}
+
+// close refuses new calls and cancels the running ones.
+func (sb *sandbox) close() {
+	sb.callMu.Lock()
+	defer sb.callMu.Unlock()
+	sb.closing = true
+	if sb.endCalls != nil {
+		sb.endCalls()
+	}
+}
+
+// drained reports whether every call ended within d after close.
+func (sb *sandbox) drained(d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { sb.calls.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // New returns an unconfigured local backend.
@@ -428,6 +481,11 @@ func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (co
 	if err != nil {
 		return core.ExecResult{}, err
 	}
+	ctx, done, err := sb.enter(ctx)
+	if err != nil {
+		return core.ExecResult{}, err
+	}
+	defer done()
 	b.mu.Lock()
 	set := b.set
 	b.mu.Unlock()
@@ -503,6 +561,11 @@ func (b *Backend) ReadFile(ctx context.Context, id, path string, maxBytes int64)
 	if err != nil {
 		return nil, err
 	}
+	ctx, done, err := sb.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	limit := b.fileCap(sb)
 	if maxBytes <= 0 || maxBytes > limit {
 		maxBytes = limit
@@ -516,6 +579,11 @@ func (b *Backend) WriteFile(ctx context.Context, id, path string, data []byte, m
 	if err != nil {
 		return err
 	}
+	ctx, done, err := sb.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	// Checked here too, so an oversized write never reaches (and never
 	// costs memory in) the sandbox.
 	if limit := b.fileCap(sb); int64(len(data)) > limit {
@@ -530,6 +598,11 @@ func (b *Backend) ListFiles(ctx context.Context, id, path string) ([]core.FileIn
 	if err != nil {
 		return nil, err
 	}
+	ctx, done, err := sb.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	return sb.impl.list(ctx, path)
 }
 
@@ -562,6 +635,7 @@ func (b *Backend) destroyOwned(sb *sandbox) error {
 		if sb.ttl != nil {
 			sb.ttl.Stop()
 		}
+		sb.close()
 		if done, err := b.recycle(sb); done {
 			sb.err = err
 			return

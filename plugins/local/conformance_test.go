@@ -20,9 +20,11 @@ func TestConformance(t *testing.T) {
 		limits          []string
 	}{
 		{"none", "none", nil, []string{"cpu_time", "file_size", "open_files", "output"}},
+		// The default: sandboxes of the block's spec come back from a reset.
 		{"namespaces", "namespaces", nil, all},
-		// Sandboxes of the default spec come back from a reset.
-		{"namespaces-recycle", "namespaces", map[string]any{"pool_size": 2, "recycle": true}, all},
+		{"namespaces-pool", "namespaces", map[string]any{"pool_size": 2}, all},
+		// Every sandbox created and torn down.
+		{"namespaces-fresh", "namespaces", map[string]any{"recycle": false}, all},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -407,6 +407,9 @@ func (nb *nsBox) readResponses(id uint64) (sandboxinit.Response, bool) {
 // to them. When ctx ends first, the init is told to cancel, and the
 // (prompt) response is still awaited.
 func (nb *nsBox) call(ctx context.Context, req sandboxinit.Request) (sandboxinit.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return sandboxinit.Response{}, fmt.Errorf("%s: %w", req.Op, err)
+	}
 	nb.mu.Lock()
 	select {
 	case <-nb.exited:

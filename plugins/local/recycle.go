@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -46,7 +47,14 @@ func (b *Backend) recycle(sb *sandbox) (bool, error) {
 	next := &sandbox{spec: b.spec, entry: sb.entry, impl: sb.impl}
 	next.meta = sb.meta
 	next.meta.ID, next.meta.Labels, next.meta.Expires, next.meta.CreatedAt = newID(), nil, time.Time{}, time.Now().UTC()
-	err = b.resetInto(st, next, nb)
+	// Its calls were cancelled (destroyOwned closed sb); every one must
+	// have had its answer before the reset, or what it does could land
+	// in the next user's sandbox.
+	if sb.drained(callsDrainTimeout) {
+		err = b.resetInto(st, next, nb)
+	} else {
+		err = fmt.Errorf("recycle: calls still running %v after they were cancelled", callsDrainTimeout)
+	}
 	b.mu.Lock()
 	b.recycling--
 	keep := err == nil && !b.closed && len(b.pool) < b.keepMax()
@@ -54,9 +62,13 @@ func (b *Backend) recycle(sb *sandbox) (bool, error) {
 		b.pool = append(b.pool, next)
 	}
 	b.mu.Unlock()
+	if err != nil {
+		b.warnResetFailed(sb.meta.ID, err)
+	}
 	if !keep {
-		next.impl.stop()
-		next.entry.release()
+		// A sandbox that could not be reset is destroyed instead, which is
+		// all Destroy promised: only that can fail it.
+		err = errors.Join(next.impl.stop(), next.entry.release())
 		b.live.Put()
 		b.kickPool()
 	}
@@ -65,6 +77,10 @@ func (b *Backend) recycle(sb *sandbox) (bool, error) {
 	}
 	return true, nil
 }
+
+// callsDrainTimeout bounds how long a recycle waits for the cancelled
+// calls of a sandbox's last user; the sandbox is destroyed instead.
+const callsDrainTimeout = 5 * time.Second
 
 // resetInto moves the sandbox's record to its new id first (so the old id
 // is gone before anything else happens), then resets it.
@@ -91,4 +107,17 @@ func sameShape(spec, want core.SandboxSpec) bool {
 	a, c := spec, want
 	a.Labels, c.Labels, a.TTL, c.TTL = nil, nil, 0, 0
 	return reflect.DeepEqual(a, c)
+}
+
+// warnResetFailed says, once per backend, that a reset failed: each such
+// sandbox is destroyed and the next one created, so recycling silently
+// stopped working would cost a create per episode.
+func (b *Backend) warnResetFailed(id string, err error) {
+	b.mu.Lock()
+	first := !b.resetWarned
+	b.resetWarned = true
+	b.mu.Unlock()
+	if first {
+		fmt.Fprintf(os.Stderr, "rlhost local backend: %s: %v; destroyed instead of reused (said once)\n", id, err)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/rlhost/rlhost/core"
 )
@@ -228,5 +229,77 @@ func TestRecycleByDefault(t *testing.T) {
 				t.Errorf("%d of the next three sandboxes were recycled ones, want %d", reused, want)
 			}
 		})
+	}
+}
+
+// A call from a recycled sandbox's last user must not reach its next one:
+// calls running at Destroy are cancelled and answered before the reset,
+// and a call that looked the sandbox up before Destroy but starts after it
+// is refused.
+func TestRecycleFencesLateCalls(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: recycle is tested as root (the launcher and template root)")
+	}
+	ctx := context.Background()
+	b := newBackend(t, nil, core.SandboxSpec{})
+	id := create(t, b, core.SandboxSpec{})
+	old, err := b.get(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := make(chan error, 1)
+	go func() {
+		_, err := b.Exec(ctx, id, core.ExecRequest{Command: sh("setsid sleep 1000 >/dev/null 2>&1 & exec sleep 1000"), Timeout: time.Minute})
+		running <- err
+	}()
+	eventually(t, "the exec running", func() bool {
+		return len(procsOfUID(old.impl.(*nsBox).uid)) >= 3 // init and both sleeps
+	})
+	if err := b.Destroy(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-running:
+	default:
+		t.Fatal("Destroy returned while a call on the sandbox was still running")
+	}
+	next := create(t, b, core.SandboxSpec{})
+	b.mu.Lock()
+	reused := b.boxes[next].impl == old.impl
+	b.mu.Unlock()
+	if !reused {
+		t.Fatal("the next sandbox is not the recycled one: the test proves nothing")
+	}
+	if _, _, err := old.enter(ctx); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("a call on the last user's sandbox after Destroy: %v, want ErrNotFound", err)
+	}
+	if out := execOK(t, b, next, sh(leftovers[0].probe)...).Stdout; out != "" {
+		t.Errorf("the next user finds: %q", out)
+	}
+}
+
+// The fence itself: close cancels the calls in flight and refuses new
+// ones, and drained waits for the ones still running.
+func TestSandboxCallFence(t *testing.T) {
+	sb := &sandbox{meta: meta{ID: "x"}}
+	cctx, done, err := sb.enter(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.close()
+	select {
+	case <-cctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Error("close did not cancel the call in flight")
+	}
+	if _, _, err := sb.enter(context.Background()); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("enter after close: %v, want ErrNotFound", err)
+	}
+	if sb.drained(20 * time.Millisecond) {
+		t.Error("drained with a call still running")
+	}
+	done()
+	if !sb.drained(time.Second) {
+		t.Error("not drained after the last call returned")
 	}
 }
