@@ -124,10 +124,24 @@ class _BadFrame(Exception):
     pass
 
 
+# The most a read allocates ahead of the bytes that have arrived.
+_GROW_STEP = 1 << 20
+
+
 def _read_exact(f, n: int, between: bool) -> Optional[bytes]:
     """n bytes from f; None at a clean end (between frames), EOFError at an
-    end inside a frame."""
-    data = f.read(n)
+    end inside a frame. A large frame's buffer grows as its bytes arrive, so
+    a length that is a lie costs no more memory than the bytes sent."""
+    if n <= _GROW_STEP:
+        data = f.read(n)
+    else:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = f.read(min(n - len(buf), _GROW_STEP))
+            if not chunk:
+                break
+            buf += chunk
+        data = bytes(buf)
     if len(data) == n:
         return data
     if between and not data:

@@ -614,6 +614,11 @@ class EpisodeSocketTest(unittest.TestCase):
         self.host.send(pb.EnvCall(id=blocked, cancel=pb.Empty()))
         self.assertEqual(self.host.wait(blocked).observation.reward, 1)
 
+    def test_large_call(self):
+        self.host.call(_new("e"))
+        big = "x" * (3 << 20)  # read in pieces
+        self.assertEqual(self.host.call(_step("e", big)).observation.metrics["len"], len(big))
+
     def test_bad_frames_close_the_connection(self):
         cases = [
             ("over the limit", lambda h: h.sock.sendall(struct.pack(">I", lendwire.MAX_FRAME + 1))),
