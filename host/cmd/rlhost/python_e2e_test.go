@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -131,7 +132,8 @@ func TestPythonEnvDiagnostics(t *testing.T) {
 
 // Episodes use their lent sandbox through the broker; an exception (even
 // SystemExit) in one episode's step fails that episode only; files larger than gRPC's default
-// 4 MiB message limit cross the broker both ways intact.
+// 4 MiB message limit cross the broker both ways intact. Steps travel on
+// the plugin's episode socket.
 func TestPythonEnvRun(t *testing.T) {
 	needPythonGRPC(t)
 	dir := t.TempDir()
@@ -160,6 +162,9 @@ func TestPythonEnvRun(t *testing.T) {
 		}
 		if tr.Error != "" || tr.Reward != 1 {
 			t.Errorf("%s/%d: reward %v error %q, want 1 and none", tr.TaskID, tr.Index, tr.Reward, tr.Error)
+		}
+		if tr.TaskID != "t2" && tr.Info["wire"] != "frames" {
+			t.Errorf("%s/%d: step served over %q, want frames on the episode socket", tr.TaskID, tr.Index, tr.Info["wire"])
 		}
 		if tr.TaskID == "t2" && tr.Metrics["bytes"] != 12<<20 {
 			t.Errorf("t2/%d moved %v bytes, want %d", tr.Index, tr.Metrics["bytes"], 12<<20)
@@ -209,6 +214,88 @@ func TestPythonEnvCrashRestart(t *testing.T) {
 		t.Fatalf("%d trajectories, %d errored, %d ok; want 8, 2 and 6\n%s", len(trajs), errored, ok, r.stderr)
 	}
 	waitNoProcesses(t, probeScript(t))
+}
+
+// A Python plugin reached on its episode socket that is killed in the
+// middle of a Step: the Step fails at once with an error the host reads as
+// a crash, and the plugin is restarted, as over gRPC. Each plugin's socket
+// is gone once it is: the one killed, removed by the host, and the one
+// shut down, by the plugin.
+func TestPythonEnvKilledMidStep(t *testing.T) {
+	needPythonGRPC(t)
+	ctx := context.Background()
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where the plugins make their sockets
+	f, diags := config.Parse(filepath.Join(t.TempDir(), "job.hcl"), []byte(fmt.Sprintf(`env "probe" {
+  plugin   = %q
+  python   = %q
+  greeting = "hi"
+}
+`, probeScript(t), systemPython)), nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	mgr, err := pluginmgr.New(pluginmgr.Options{Self: rlhostBin, Builtins: builtinNames(), Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			mgr.StopAll(ctx)
+		}
+	}()
+	in, d := job.StartEnv(ctx, f, f.Envs[0], mgr, "killed-test")
+	if d.HasErrors() {
+		t.Fatal(d)
+	}
+	sockets := func() []string {
+		m, _ := filepath.Glob(filepath.Join(tmp, "rlhost-env-*", "episode.sock"))
+		return m
+	}
+	step := func(content string) (envplugin.Observation, error) {
+		t.Helper()
+		env, err := in.Env(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sess, _, err := env.NewEpisode(ctx, envplugin.Episode{ID: content, Task: core.Task{ID: "t0"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sess.End(ctx, core.FinishCancelled)
+		return sess.Step(ctx, core.Message{Role: core.RoleAssistant, Content: content})
+	}
+	if obs, err := step("noop"); err != nil || obs.Info["wire"] != "frames" {
+		t.Fatalf("a step: %+v, %v; want it sent on the episode socket", obs, err)
+	}
+	first := sockets()
+	if len(first) != 1 {
+		t.Fatalf("episode sockets %v, want the plugin's one", first)
+	}
+	start := time.Now()
+	_, err = step("CRASH")
+	if !errors.Is(err, core.ErrUnavailable) {
+		t.Fatalf("a step whose plugin was killed: %v, want ErrUnavailable", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the step took %v to fail", took)
+	}
+	if err := in.Crashed(err); !errors.Is(err, pluginmgr.ErrPluginExited) {
+		t.Fatalf("not read as a crash: %v", err)
+	}
+	if obs, err := step("noop"); err != nil || obs.Info["wire"] != "frames" {
+		t.Fatalf("a step on the restarted plugin: %+v, %v", obs, err)
+	}
+	if now := sockets(); len(now) != 1 || now[0] == first[0] {
+		t.Errorf("episode sockets after the restart: %v, want only the new plugin's (the killed one's was %s)", now, first[0])
+	}
+	mgr.StopAll(ctx)
+	stopped = true
+	waitNoProcesses(t, probeScript(t))
+	if ents, _ := filepath.Glob(filepath.Join(tmp, "rlhost-env-*")); len(ents) != 0 {
+		t.Errorf("left after the plugins stopped: %v", ents)
+	}
 }
 
 // Ctrl-C of the host while Python episodes run sandboxed programs: rlhost

@@ -1,5 +1,6 @@
 """Serves an Env as rlhost's Environment gRPC service inside a go-plugin
-plugin process. It owns the live episodes and the one connection to the
+plugin process, and NewEpisode, Step and End also on its episode socket
+(see episodes). It owns the live episodes and the one connection to the
 host's lent-sandbox socket, and turns an author's exception into that call's
 error."""
 
@@ -16,6 +17,7 @@ from typing import Callable, Dict, Optional
 import grpc
 
 from . import goplugin
+from .episodes import REASON_UNIMPLEMENTED, Aborted, EpisodeSocket
 from ._pb import rlhost_pb2 as pb
 from .env import Config, Env, Episode
 from .lendwire import Connection
@@ -65,9 +67,10 @@ class _Connections:
 class EnvServicer:
     """rlhost.v1.Environment, implemented over an Env."""
 
-    def __init__(self, env: Env):
+    def __init__(self, env: Env, *, max_workers: int = 64):
         self.env = env
         self.conns = _Connections()
+        self.episodes = EpisodeSocket(self.handle_episode, max_workers=max_workers)
         self._mu = threading.Lock()
         self._live: Dict[str, Optional[Episode]] = {}  # None: still starting
 
@@ -90,6 +93,8 @@ class EnvServicer:
     # -- rpcs --
 
     def describe(self, _req, context) -> pb.PluginInfo:
+        """Also opens the episode socket, at the host's first call, and
+        names it."""
         clash = sorted(set(type(self.env).settings) & RESERVED_SETTINGS)
         if clash:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
@@ -97,7 +102,7 @@ class EnvServicer:
         spec = schema_json(type(self.env).settings)
         return pb.PluginInfo(name=self.env.name, version=self.env.version, kind=KIND_ENV,
                              description=self.env.description, config_schema_json=json.dumps(spec).encode(),
-                             no_sandbox=bool(self.env.no_sandbox))
+                             no_sandbox=bool(self.env.no_sandbox), episode_socket=self.episodes.open())
 
     def configure(self, req: pb.ConfigureRequest, _context) -> pb.ConfigureResponse:
         settings = json.loads(req.config_json) if req.config_json else {}
@@ -182,6 +187,20 @@ class EnvServicer:
         obs = self._run(context, f"end {req.episode_id}", self.env.end, live, req.reason)
         return as_observation(obs).to_pb()
 
+    def handle_episode(self, call: pb.EnvCall, context) -> pb.Observation:
+        """Answers one call on the episode socket with the gRPC method's
+        own code, so both wires behave alike."""
+        which = call.WhichOneof("call")
+        if which == "new_episode":
+            return self.new_episode(call.new_episode, context)
+        if which == "step":
+            return self.step(call.step, context)
+        if which == "end":
+            return self.end(call.end, context)
+        # A call this plugin does not know (a newer host).
+        raise Aborted(grpc.StatusCode.UNIMPLEMENTED, f"episode call {which}: not supported by this plugin",
+                      REASON_UNIMPLEMENTED)
+
     def shutdown(self, _req, _context) -> pb.Empty:
         self.end_all(FINISH_CANCELLED, deadline=None)
         return pb.Empty()
@@ -194,7 +213,8 @@ class EnvServicer:
 
     def end_all(self, reason: str, deadline: Optional[float]) -> None:
         """Ends every live episode, so the env can release what it holds,
-        then closes the lent-sandbox connection."""
+        then closes the lent-sandbox connection and removes the episode
+        socket."""
         with self._mu:
             live = [x for x in self._live.values() if x is not None]
             self._live = {}
@@ -206,6 +226,7 @@ class EnvServicer:
                 self._end_quietly(x, reason)
         finally:
             self.conns.close()
+            self.episodes.close()
 
     def handler(self) -> grpc.GenericRpcHandler:
         def unary(fn, req):
@@ -228,8 +249,9 @@ def serve(env: Env, *, max_workers: int = 64, log_level: int = logging.INFO) -> 
 
     Logging records (the standard logging module) go to the host as hclog
     JSON on stderr and appear in rlhost's log under the plugin's name.
-    max_workers bounds the calls handled at once; keep it above the run's
-    concurrency (each live step holds one)."""
+    max_workers bounds the calls handled at once, over gRPC and on the
+    episode socket each; keep it above the run's concurrency (each live
+    step holds one)."""
     root = logging.getLogger()
     if not any(isinstance(h, goplugin.HCLogHandler) for h in root.handlers):
         root.addHandler(goplugin.HCLogHandler(sys.stderr))
@@ -237,7 +259,7 @@ def serve(env: Env, *, max_workers: int = 64, log_level: int = logging.INFO) -> 
     holder: Dict[str, EnvServicer] = {}
 
     def services(_broker: goplugin.Broker):
-        holder["s"] = EnvServicer(env)
+        holder["s"] = EnvServicer(env, max_workers=max_workers)
         return [holder["s"].handler()]
 
     def on_stop(reason: str) -> None:

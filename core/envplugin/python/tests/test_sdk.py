@@ -1,7 +1,8 @@
 """Unit tests of rlhost_env's pieces that need no host: type conversions,
 the schema, HCL literals, the broker's and the lent-sandbox connection's
-bookkeeping. The protocol as a
-whole is tested through the real rlhost (host/cmd/rlhost/python_e2e_test.go).
+bookkeeping, the episode socket (against the gRPC servicer it stands in
+for). The protocol as a whole is tested through the real rlhost
+(host/cmd/rlhost/python_e2e_test.go).
 
     python3 -m unittest discover -s core/envplugin/python/tests
 """
@@ -9,19 +10,25 @@ whole is tested through the real rlhost (host/cmd/rlhost/python_e2e_test.go).
 import io
 import json
 import logging
+import os
+import stat
+import tempfile
 import socket
 import struct
 import sys
 import threading
 import time
 import unittest
+import unittest.mock
 from pathlib import Path
 from typing import Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import rlhost_env as rl  # noqa: E402
 from rlhost_env import goplugin  # noqa: E402
+from rlhost_env import episodes  # noqa: E402
 from rlhost_env import lendwire  # noqa: E402
+from rlhost_env import sandbox as sandbox_mod  # noqa: E402
 from rlhost_env import server as server_mod  # noqa: E402
 from rlhost_env._pb import goplugin_pb2 as gp  # noqa: E402
 from rlhost_env._pb import rlhost_pb2 as pb  # noqa: E402
@@ -40,8 +47,10 @@ class DescribeTest(unittest.TestCase):
         class Coder(rl.Env):
             name = "coder"
 
-        self.assertTrue(EnvServicer(Judge()).describe(None, None).no_sandbox)
-        self.assertFalse(EnvServicer(Coder()).describe(None, None).no_sandbox)
+        for env, want in ((Judge(), True), (Coder(), False)):
+            s = EnvServicer(env)
+            self.addCleanup(s.episodes.close)
+            self.assertEqual(s.describe(None, None).no_sandbox, want)
 
 
 class TypesTest(unittest.TestCase):
@@ -369,6 +378,282 @@ class LendwireTest(unittest.TestCase):
                     return b
                 with self.assertRaises(exc):
                     lendwire.read_frame(recv_exact, pb.LentReply())
+
+
+class _WireEnv(rl.Env):
+    """Its step acts on the reply: "raise" raises, "exit" calls sys.exit,
+    "block" waits until its call is no longer active (what a sandbox call
+    checks), "big" returns an observation over the frame limit; anything
+    else answers at once. Each step records the time left before its
+    deadline, as a sandbox call would see it."""
+
+    name = "wire"
+    no_sandbox = True
+
+    def __init__(self):
+        self.started = threading.Event()
+        self.ended = threading.Event()
+        self.remaining: List[object] = []
+
+    def tasks(self):
+        return [rl.Task("t", "hello")]
+
+    def new_episode(self, ep):
+        return rl.Observation(messages=[rl.user(ep.task.prompt)])
+
+    def step(self, ep, reply):
+        self.remaining.append(sandbox_mod._remaining())
+        what = reply.content
+        if what == "raise":
+            raise RuntimeError(f"boom in {ep.id}")
+        if what == "exit":
+            sys.exit(3)
+        if what == "block":
+            self.started.set()
+            active = sandbox_mod._active()
+            while active():
+                time.sleep(0.005)
+            self.ended.set()
+        if what == "big":
+            return rl.Observation(info={"x": "y" * (episodes.MAX_FRAME + 1)})
+        return rl.Observation(reward=1, metrics={"len": len(what)})
+
+
+class _EpisodeClient:
+    """The host's end of a connection to an episode socket: sends EnvCall
+    frames and collects the EnvReply frames by id."""
+
+    def __init__(self, path: str):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+        self.replies: Dict[int, pb.EnvReply] = {}
+        self.got = threading.Condition()
+        self.eof = False
+        self._next = 0
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _recv_exact(self, n):
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise EOFError
+            buf += chunk
+        return buf
+
+    def _read(self):
+        try:
+            while True:
+                rep = pb.EnvReply()
+                lendwire.read_frame(self._recv_exact, rep)
+                with self.got:
+                    self.replies[rep.id] = rep
+                    self.got.notify_all()
+        except (EOFError, OSError):
+            with self.got:
+                self.eof = True
+                self.got.notify_all()
+
+    def send(self, call: pb.EnvCall) -> int:
+        if not call.id:
+            self._next += 1
+            call.id = self._next
+        self.sock.sendall(lendwire.encode_frame(call))
+        return call.id
+
+    def wait(self, cid: int, timeout: float = 10) -> pb.EnvReply:
+        with self.got:
+            self.got.wait_for(lambda: cid in self.replies or self.eof, timeout)
+            if cid not in self.replies:
+                raise AssertionError(f"no reply to call {cid} (connection ended: {self.eof})")
+            return self.replies.pop(cid)
+
+    def call(self, call: pb.EnvCall) -> pb.EnvReply:
+        return self.wait(self.send(call))
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+def _step(eid: str, content: str, **kw) -> pb.EnvCall:
+    return pb.EnvCall(step=pb.StepRequest(episode_id=eid, reply=rl.Message("assistant", content).to_pb()), **kw)
+
+
+def _new(eid: str) -> pb.EnvCall:
+    return pb.EnvCall(new_episode=pb.NewEpisodeRequest(episode_id=eid, task=rl.Task("t", "hello").to_pb()))
+
+
+class EpisodeSocketTest(unittest.TestCase):
+    """NewEpisode, Step and End as frames on the plugin's episode socket."""
+
+    def setUp(self):
+        logging.getLogger("rlhost_env").disabled = True  # the failures below log tracebacks
+        self.addCleanup(setattr, logging.getLogger("rlhost_env"), "disabled", False)
+        self.env = _WireEnv()
+        self.srv = server_mod.EnvServicer(self.env)
+        self.addCleanup(self.srv.episodes.close)
+        self.path = self.srv.describe(None, None).episode_socket
+        self.assertTrue(self.path, "Describe names no episode socket")
+        self.host = _EpisodeClient(self.path)
+        self.addCleanup(self.host.close)
+
+    def _grpc(self):
+        """The same servicer served over gRPC, as the host would reach a
+        plugin that serves no socket; returns a caller of its methods."""
+        from concurrent import futures
+        import grpc
+        d = tempfile.mkdtemp()
+        self.addCleanup(lambda: __import__("shutil").rmtree(d, ignore_errors=True))
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), handlers=[self.srv.handler()])
+        server.add_insecure_port("unix:" + os.path.join(d, "g.sock"))
+        server.start()
+        self.addCleanup(server.stop, None)
+        ch = grpc.insecure_channel("unix:" + os.path.join(d, "g.sock"))
+        self.addCleanup(ch.close)
+
+        def call(c: pb.EnvCall):
+            which = c.WhichOneof("call")
+            method = {"new_episode": "NewEpisode", "step": "Step", "end": "End"}[which]
+            fn = ch.unary_unary(f"/rlhost.v1.Environment/{method}", request_serializer=lambda m: m.SerializeToString(),
+                                response_deserializer=pb.Observation.FromString)
+            try:
+                return fn(getattr(c, which), timeout=10), None
+            except grpc.RpcError as e:
+                return None, (e.code().value[0], e.details())
+        return call
+
+    def test_socket_is_private(self):
+        st = os.stat(os.path.dirname(self.path))
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o700)
+        self.assertTrue(stat.S_ISSOCK(os.stat(self.path).st_mode))
+        self.assertEqual(self.srv.describe(None, None).episode_socket, self.path, "a second Describe opened another")
+
+    def test_calls_and_errors_as_over_grpc(self):
+        grpc_call = self._grpc()
+        for c in (_new("e"), _new("g")):
+            self.assertEqual(self.host.call(c).observation.messages[0].content, "hello")
+        cases = [
+            # (name, call on the socket, call over gRPC, code, text in the message)
+            ("step", _step("e", "four"), _step("g", "four"), 0, ""),
+            ("unknown episode", _step("x", "hi"), _step("x", "hi"), 5, "episode x: not found"),
+            ("episode started twice", _new("e"), _new("g"), 6, "already started"),
+            ("exception in the env", _step("e", "raise"), _step("g", "raise"), 2, "RuntimeError: boom in"),
+            ("sys.exit in the env", _step("e", "exit"), _step("g", "exit"), 2, "SystemExit: 3"),
+            ("serves on after failures", _step("e", "after"), _step("g", "after"), 0, ""),
+        ]
+        for name, frame, rpc, code, text in cases:
+            with self.subTest(name):
+                rep = self.host.call(frame)
+                obs, err = grpc_call(rpc)
+                if code == 0:
+                    self.assertEqual(rep.WhichOneof("result"), "observation", rep)
+                    self.assertEqual(rep.observation, obs)
+                    self.assertEqual(rep.observation.reward, 1)
+                    continue
+                self.assertEqual(rep.WhichOneof("result"), "error", rep)
+                self.assertEqual(rep.error.code, code)
+                self.assertIn(text, rep.error.message)
+                self.assertEqual(rep.error.reason, "", "gRPC sends no ErrorInfo for this error")
+                # gRPC fails the same call with the same code and message
+                # (but for the episode's id).
+                self.assertEqual(err, (code, rep.error.message.replace(" e", " g").replace("episode e", "episode g")))
+
+    def test_errors_only_frames_have(self):
+        # A smaller limit stands in for 256 MiB.
+        patch = unittest.mock.patch.object(episodes, "MAX_FRAME", 4096)
+        patch.start()
+        self.addCleanup(patch.stop)
+        cases = [
+            ("reply over the frame limit", pb.EnvCall(step=_step("e", "big").step), 11, "TOO_LARGE", "exceeds"),
+            ("a call this plugin does not know", pb.EnvCall(), 12, "UNIMPLEMENTED", "not supported"),
+        ]
+        self.host.call(_new("e"))
+        for name, call, code, reason, text in cases:
+            with self.subTest(name):
+                rep = self.host.call(call)
+                self.assertEqual((rep.error.code, rep.error.reason), (code, reason), rep)
+                self.assertIn(text, rep.error.message)
+        self.assertEqual(self.host.call(_step("e", "ok")).observation.reward, 1)
+
+    def test_cancel_and_deadline_end_the_call(self):
+        self.host.call(_new("e"))
+        cases = [
+            # (name, the call, how it is given up on)
+            ("cancel frame", _step("e", "block"), lambda cid: self.host.send(pb.EnvCall(id=cid, cancel=pb.Empty()))),
+            ("deadline", _step("e", "block", timeout_ns=200_000_000), lambda cid: None),
+            ("connection ends", _step("e", "block"), lambda cid: self.host.close()),
+        ]
+        for name, call, give_up in cases:
+            with self.subTest(name):
+                self.env.started.clear()
+                self.env.ended.clear()
+                cid = self.host.send(call)
+                self.assertTrue(self.env.started.wait(10))
+                self.assertFalse(self.env.ended.wait(0.05), "the call ended before it was given up on")
+                give_up(cid)
+                self.assertTrue(self.env.ended.wait(10), "the env's step still runs")
+        # Time left before the deadline, as a sandbox call sees it.
+        self.assertIsNone(self.env.remaining[0])
+        self.assertGreater(self.env.remaining[1], 0)
+        self.assertLessEqual(self.env.remaining[1], 0.2)
+        # A new connection is served after one ended.
+        host = _EpisodeClient(self.path)
+        self.addCleanup(host.close)
+        self.assertEqual(host.call(_step("e", "ok")).observation.reward, 1)
+
+    def test_calls_run_concurrently(self):
+        self.host.call(_new("e"))
+        blocked = self.host.send(_step("e", "block"))
+        self.assertTrue(self.env.started.wait(10))
+        for i in range(5):
+            self.assertEqual(self.host.call(_step("e", f"s{i}")).observation.metrics["len"], 2)
+        self.host.send(pb.EnvCall(id=blocked, cancel=pb.Empty()))
+        self.assertEqual(self.host.wait(blocked).observation.reward, 1)
+
+    def test_large_call(self):
+        self.host.call(_new("e"))
+        big = "x" * (3 << 20)  # read in pieces
+        self.assertEqual(self.host.call(_step("e", big)).observation.metrics["len"], len(big))
+
+    def test_bad_frames_close_the_connection(self):
+        cases = [
+            ("over the limit", lambda h: h.sock.sendall(struct.pack(">I", lendwire.MAX_FRAME + 1))),
+            ("not protobuf", lambda h: h.sock.sendall(struct.pack(">I", 3) + b"\xff\xff\xff")),
+            ("id reused while its call runs", lambda h: (h.send(_step("e", "block", id=77)),
+                                                         self.env.started.wait(10), h.send(_step("e", "x", id=77)))),
+        ]
+        self.host.call(_new("e"))
+        for name, bad in cases:
+            with self.subTest(name):
+                self.env.started.clear()
+                h = _EpisodeClient(self.path)
+                self.addCleanup(h.close)
+                bad(h)
+                with h.got:
+                    self.assertTrue(h.got.wait_for(lambda: h.eof, 10), "the connection stays open")
+        self.assertEqual(self.host.call(_step("e", "ok")).observation.reward, 1)
+
+    def test_shutdown_removes_the_socket(self):
+        self.host.call(_new("e"))
+        cid = self.host.send(_step("e", "block"))
+        self.assertTrue(self.env.started.wait(10))
+        self.srv.shutdown(None, None)
+        self.assertFalse(os.path.exists(os.path.dirname(self.path)))
+        self.assertTrue(self.env.ended.wait(10), "a call still running was not cancelled")
+        with self.host.got:
+            self.assertTrue(self.host.got.wait_for(lambda: self.host.eof, 10))
+        self.assertNotIn(cid, self.host.replies)
+        self.assertEqual(self.srv.describe(None, None).episode_socket, "", "opened again after Shutdown")
+
+    def test_no_socket_leaves_the_field_empty(self):
+        s = episodes.EpisodeSocket(lambda c, ctx: pb.Observation(), tmpdir="/nonexistent/dir")
+        self.assertEqual(s.open(), "")
+        s.close()
+
 
 
 class LogTest(unittest.TestCase):

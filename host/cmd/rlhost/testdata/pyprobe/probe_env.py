@@ -8,6 +8,10 @@ the env does in step:
   SLEEP  run a long sleep in the sandbox
   BIG    move `big_mib` MiB through the broker both ways, check them
   exec   run `true` and keep the episode open (for benchmarks)
+  noop   nothing (the episode may have no sandbox)
+
+Observations say in info["wire"] which wire served the step: "frames" (the
+episode socket) or "grpc".
 """
 
 import hashlib
@@ -15,8 +19,17 @@ import os
 import sys
 from pathlib import Path
 
+import grpc
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[5] / "core" / "envplugin" / "python"))
 import rlhost_env as rl  # noqa: E402
+from rlhost_env import sandbox as _sandbox  # noqa: E402
+
+
+def wire():
+    """The wire of the host's call running on this thread."""
+    ctx = getattr(_sandbox._call, "context", None)
+    return "grpc" if isinstance(ctx, grpc.ServicerContext) else "frames"
 
 
 class ProbeEnv(rl.Env):
@@ -40,7 +53,8 @@ class ProbeEnv(rl.Env):
         return [rl.Task(f"t{i}", f"task {i}", {"i": i}) for i in range(self.s["n"])]
 
     def new_episode(self, ep):
-        ep.sandbox.write_file("task.txt", f"{self.s['greeting']} {ep.task.data['i']}\n")
+        if ep.sandbox is not None:
+            ep.sandbox.write_file("task.txt", f"{self.s['greeting']} {ep.task.data['i']}\n")
         return rl.Observation(messages=[rl.user(ep.task.prompt)])
 
     def step(self, ep, reply):
@@ -55,6 +69,8 @@ class ProbeEnv(rl.Env):
             if self.s["started_dir"]:
                 Path(self.s["started_dir"], ep.id.replace("/", "_")).touch()
             ep.sandbox.exec(["sleep", "300"], timeout=300)
+        if cmd == "noop":
+            return rl.Observation(info={"wire": wire()})
         if cmd == "BIG":
             return self.big(ep)
         if cmd == "exec":  # keeps the episode open, so a benchmark can step it repeatedly
@@ -62,7 +78,7 @@ class ProbeEnv(rl.Env):
         res = ep.sandbox.exec(["cat", "task.txt"])
         want = f"{self.s['greeting']} {ep.task.data['i']}\n"
         return rl.Observation(done=True, reward=1.0 if res.ok and res.out == want else 0.0,
-                              info={"sandbox": ep.sandbox.id})
+                              info={"sandbox": ep.sandbox.id, "wire": wire()})
 
     def big(self, ep):
         data = os.urandom(self.s["big_mib"] << 20)
