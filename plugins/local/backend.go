@@ -306,7 +306,12 @@ func (b *Backend) create(ctx context.Context, spec core.SandboxSpec, prepareNext
 		return core.SandboxInfo{}, err
 	}
 	if err := b.admit(); err != nil {
-		return core.SandboxInfo{}, err
+		if !b.evictKept() {
+			return core.SandboxInfo{}, err
+		}
+		if err := b.admit(); err != nil {
+			return core.SandboxInfo{}, err
+		}
 	}
 	sb, err := b.build(ctx, spec)
 	if err != nil {
@@ -330,6 +335,25 @@ func (b *Backend) admit() error {
 	b.peak = max(b.peak, b.live.InUse())
 	b.mu.Unlock()
 	return nil
+}
+
+// evictKept destroys one sandbox kept for reuse when there is no pool, so
+// that a create which cannot use it (another spec) gets its place under
+// max_sandboxes; false if there is none. A pool's sandboxes are what
+// pool_size asked for, and stay.
+func (b *Backend) evictKept() bool {
+	b.mu.Lock()
+	if b.poolWant > 0 || len(b.pool) == 0 {
+		b.mu.Unlock()
+		return false
+	}
+	sb := b.pool[0]
+	b.pool = b.pool[1:]
+	b.mu.Unlock()
+	sb.impl.stop()
+	sb.entry.release()
+	b.live.Put()
+	return true
 }
 
 // keepMax is how many sandboxes recycling may keep for the next creates:
@@ -753,18 +777,37 @@ func (b *Backend) Shutdown(ctx context.Context) error {
 	all = append(all, b.pool...)
 	b.pool = nil
 	b.mu.Unlock()
-	var errs []error
+	// A teardown mostly waits (for the init to die, for its cgroups to
+	// empty), so several run at once: a Ctrl-C with dozens of idle reused
+	// sandboxes would otherwise wait for each in turn.
+	var (
+		errs  []error
+		errMu sync.Mutex
+		wg    sync.WaitGroup
+		limit = make(chan struct{}, shutdownParallel)
+	)
 	for _, sb := range all {
-		if err := b.destroyOwned(sb); err != nil {
-			errs = append(errs, err)
-		}
+		wg.Add(1)
+		limit <- struct{}{}
+		go func() {
+			defer func() { <-limit; wg.Done() }()
+			if err := b.destroyOwned(sb); err != nil {
+				errMu.Lock()
+				errs = append(errs, err)
+				errMu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
 	if err := b.slots.close(); err != nil {
 		errs = append(errs, err)
 	}
 	b.launcher.close()
 	return errors.Join(errs...)
 }
+
+// shutdownParallel is how many sandboxes Shutdown tears down at once.
+const shutdownParallel = 8
 
 // --- pool ---
 

@@ -303,3 +303,34 @@ func TestSandboxCallFence(t *testing.T) {
 		t.Error("not drained after the last call returned")
 	}
 }
+
+// Sandboxes kept for reuse without a pool give their place under
+// max_sandboxes to a create that cannot use them.
+func TestKeptSandboxesYieldToOtherSpecs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: recycle is tested as root (the launcher and template root)")
+	}
+	ctx := context.Background()
+	b := newBackend(t, map[string]any{"max_sandboxes": 2}, core.SandboxSpec{})
+	a, c := create(t, b, core.SandboxSpec{}), create(t, b, core.SandboxSpec{})
+	for _, id := range []string{a, c} {
+		if err := b.Destroy(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := b.PoolLen(); n != 2 {
+		t.Fatalf("kept %d sandboxes, want 2", n)
+	}
+	if _, err := b.Create(ctx, core.SandboxSpec{Network: true}); err != nil {
+		t.Fatalf("a create of another spec with only kept sandboxes alive: %v", err)
+	}
+	if n := b.PoolLen(); n != 1 {
+		t.Errorf("kept %d sandboxes after the create, want 1", n)
+	}
+	if _, err := b.Create(ctx, core.SandboxSpec{}); err != nil {
+		t.Errorf("a create of the block's spec takes the one left: %v", err)
+	}
+	if _, err := b.Create(ctx, core.SandboxSpec{}); !errors.Is(err, core.ErrLimitReached) {
+		t.Errorf("a create past max_sandboxes with none kept: %v, want ErrLimitReached", err)
+	}
+}
