@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -253,19 +252,7 @@ func TestPythonEnvKilledMidStep(t *testing.T) {
 		m, _ := filepath.Glob(filepath.Join(tmp, "rlhost-env-*", "episode.sock"))
 		return m
 	}
-	step := func(content string) (envplugin.Observation, error) {
-		t.Helper()
-		env, err := in.Env(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sess, _, err := env.NewEpisode(ctx, envplugin.Episode{ID: content, Task: core.Task{ID: "t0"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sess.End(ctx, core.FinishCancelled)
-		return sess.Step(ctx, core.Message{Role: core.RoleAssistant, Content: content})
-	}
+	step := stepper(ctx, t, in)
 	if obs, err := step("noop"); err != nil || obs.Info["wire"] != "frames" {
 		t.Fatalf("a step: %+v, %v; want it sent on the episode socket", obs, err)
 	}
@@ -273,20 +260,7 @@ func TestPythonEnvKilledMidStep(t *testing.T) {
 	if len(first) != 1 {
 		t.Fatalf("episode sockets %v, want the plugin's one", first)
 	}
-	start := time.Now()
-	_, err = step("CRASH")
-	if !errors.Is(err, core.ErrUnavailable) {
-		t.Fatalf("a step whose plugin was killed: %v, want ErrUnavailable", err)
-	}
-	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("the step took %v to fail", took)
-	}
-	if err := in.Crashed(err); !errors.Is(err, pluginmgr.ErrPluginExited) {
-		t.Fatalf("not read as a crash: %v", err)
-	}
-	if obs, err := step("noop"); err != nil || obs.Info["wire"] != "frames" {
-		t.Fatalf("a step on the restarted plugin: %+v, %v", obs, err)
-	}
+	killMidStep(t, in, step)
 	if now := sockets(); len(now) != 1 || now[0] == first[0] {
 		t.Errorf("episode sockets after the restart: %v, want only the new plugin's (the killed one's was %s)", now, first[0])
 	}

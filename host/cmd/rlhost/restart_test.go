@@ -108,7 +108,17 @@ func TestEnvPluginKilledMidStep(t *testing.T) {
 	if d.HasErrors() {
 		t.Fatal(d)
 	}
-	step := func(content string) (envplugin.Observation, error) {
+	step := stepper(ctx, t, in)
+	if obs, err := step("noop"); err != nil || obs.Info["wire"] != "frames" {
+		t.Fatalf("a step: %+v, %v; want it sent on the episode socket", obs, err)
+	}
+	killMidStep(t, in, step)
+}
+
+// stepper returns a function that runs one episode of in's env to one
+// Step with the given reply, on the task "t0".
+func stepper(ctx context.Context, t *testing.T, in *pluginmgr.Instance) func(string) (envplugin.Observation, error) {
+	return func(content string) (envplugin.Observation, error) {
 		t.Helper()
 		env, err := in.Env(ctx)
 		if err != nil {
@@ -121,11 +131,16 @@ func TestEnvPluginKilledMidStep(t *testing.T) {
 		defer sess.End(ctx, core.FinishCancelled)
 		return sess.Step(ctx, core.Message{Role: core.RoleAssistant, Content: content})
 	}
-	if obs, err := step("noop"); err != nil || obs.Info["wire"] != "frames" {
-		t.Fatalf("a step: %+v, %v; want it sent on the episode socket", obs, err)
-	}
+}
+
+// killMidStep has the probe env kill its own process in the middle of a
+// Step (the reply "CRASH"): the step must fail promptly with
+// ErrUnavailable, read as a crash, and the restarted plugin must serve the
+// next step on its episode socket again.
+func killMidStep(t *testing.T, in *pluginmgr.Instance, step func(string) (envplugin.Observation, error)) {
+	t.Helper()
 	start := time.Now()
-	_, err = step("CRASH")
+	_, err := step("CRASH")
 	if !errors.Is(err, core.ErrUnavailable) {
 		t.Fatalf("a step whose plugin was killed: %v, want ErrUnavailable", err)
 	}
