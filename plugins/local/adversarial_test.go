@@ -139,7 +139,10 @@ func advCases() []advCase {
 			return summary(r)
 		}},
 		{"memory-split", "8 processes x 16 MiB each (limit 64 MiB for the sandbox)", "whole-sandbox memory limit: OOM kill", func(e *advEnv) string {
-			r := e.execShort(`for i in 1 2 3 4 5 6 7 8; do python3 -c 'import time; b = bytearray(16 << 20); b[::4096] = b"x" * len(b[::4096]); time.sleep(5)' & done; wait`)
+			// The memory-bomb's longer timeout: eight interpreters must start
+			// before the fifth allocation, which a busy 2-core machine has
+			// taken more than a second to do.
+			r := e.execReq(core.ExecRequest{Command: sh(`for i in 1 2 3 4 5 6 7 8; do python3 -c 'import time; b = bytearray(16 << 20); b[::4096] = b"x" * len(b[::4096]); time.sleep(5)' & done; wait`), Timeout: 20 * time.Second})
 			e.expect(r.OOMKilled, "no OOM kill: %+v", r)
 			return summary(r)
 		}},
