@@ -53,6 +53,18 @@ def encode_frame(msg) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """n bytes from sock, or EOFError if it ends first. A large frame's
+    buffer grows as its bytes arrive."""
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise EOFError("the peer closed the connection")
+        buf += chunk
+    return bytes(buf)
+
+
 def read_frame(recv_exact: Callable[[int], bytes], msg) -> None:
     """Reads one frame into msg; recv_exact(n) returns n bytes or raises."""
     (n,) = _HEADER.unpack(recv_exact(_HEADER.size))
@@ -152,20 +164,11 @@ class Connection:
             self._fail(f"write: {e}")
             raise CallError("UNAVAILABLE", f"lent sandbox connection lost: {e}") from None
 
-    def _recv_exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self._sock.recv(min(n - len(buf), 1 << 20))
-            if not chunk:
-                raise EOFError("the host closed the connection")
-            buf += chunk
-        return bytes(buf)
-
     def _read(self) -> None:
         try:
             while True:
                 rep = pb.LentReply()
-                read_frame(self._recv_exact, rep)
+                read_frame(lambda n: recv_exact(self._sock, n), rep)
                 with self._mu:
                     w = self._pending.pop(rep.id, None)
                 if w is not None:  # None: its caller gave up

@@ -224,20 +224,11 @@ class _FakeHost:
         self.conn = lendwire.Connection("unused", connect=lambda _path: plugin_end)
         threading.Thread(target=self._serve, daemon=True).start()
 
-    def _recv_exact(self, n):
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise EOFError
-            buf += chunk
-        return buf
-
     def _serve(self):
         try:
             while True:
                 call = pb.LentCall()
-                lendwire.read_frame(self._recv_exact, call)
+                lendwire.read_frame(lambda n: lendwire.recv_exact(self.sock, n), call)
                 with self.got:
                     self.calls.append(call)
                     self.got.notify_all()
@@ -432,20 +423,11 @@ class _EpisodeClient:
         self._next = 0
         threading.Thread(target=self._read, daemon=True).start()
 
-    def _recv_exact(self, n):
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise EOFError
-            buf += chunk
-        return buf
-
     def _read(self):
         try:
             while True:
                 rep = pb.EnvReply()
-                lendwire.read_frame(self._recv_exact, rep)
+                lendwire.read_frame(lambda n: lendwire.recv_exact(self.sock, n), rep)
                 with self.got:
                     self.replies[rep.id] = rep
                     self.got.notify_all()
