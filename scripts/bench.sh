@@ -58,6 +58,16 @@ if want host; then
 "A no-op sandbox exec (\`true\`) three ways, interleaved in one loop: bare fork/exec in the host process (baseline), host → backend plugin → sandbox, and host → env plugin (protobuf frames on the env's episode socket) → lent sandbox (the same frames on the host's socket) → backend plugin → sandbox. Medians in µs; *env hop* is what the env path adds over a direct backend call: two plugin round trips (the Step to the env, and the env's Exec back to the host). *no-op Step* is one such round trip alone, in the same loop: the floor of a turn's call into an env plugin."
   run_md "| path | iterations | bare fork/exec (µs) | backend exec (µs) | via env (µs) | env hop (µs) | env / backend | no-op Step (µs) |
 |---|---|---|---|---|---|---|---|" go test -run XXX -bench 'BenchmarkPluginRoundTrip' -benchtime 300x ./host/cmd/rlhost/
+  section host4 "Host: the transport floor under the env hop" \
+"What one call between two Go processes on Unix sockets costs on this machine with nothing else in the way, each call after an idle gap as a Step follows the wait on a sandbox exec: a raw socket round trip (8 bytes each way, the floor), rlhost's framed wire (\`core/lendwire\`, which carries the hop's Step and the env's lent-sandbox calls) and gRPC, each alone and as a *relay* (the callee calls back into the caller before it answers: the hop's shape, two round trips). Medians in µs, interleaved; the last column is against the raw socket in the same shape. The env hop above is at least a raw relay; the rest of it is the framed wire's own cost over the raw one and what host and env do per call."
+  echo "\`\`\`" >>"$tmp/body"
+  echo "\$ go run ./scripts/rpcfloor -n 1000 -gap 1ms -md" >>"$tmp/body"
+  echo "\`\`\`" >>"$tmp/body"
+  echo >>"$tmp/body"
+  echo "| wire and shape | calls | idle gap before each | p50 (µs) | against the raw socket |
+|---|---|---|---|---|" >>"$tmp/body"
+  go run ./scripts/rpcfloor -n 1000 -gap 1ms -md | grep '^|' >>"$tmp/body"
+  echo >>"$tmp/body"
   section host3 "Host: what lending a sandbox adds to an episode" \
 "An episode on a no-op env plugin (NewEpisode, one no-op Step, End) with a lent sandbox and without one, interleaved; no sandbox call is made, so the difference is the lent sandbox's own cost: the host leases it to the env on the one socket it serves that env plugin, which the env connected to at its first episode and keeps, and ends the lease with the episode. Medians in µs."
   run_md "| episode | iterations | without a sandbox (µs) | with a lent sandbox (µs) | lending adds (µs) |

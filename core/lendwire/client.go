@@ -3,9 +3,12 @@ package lendwire
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
+	"time"
 
 	"github.com/rlhost/rlhost/core"
 	rlhostpb "github.com/rlhost/rlhost/core/proto"
@@ -14,16 +17,34 @@ import (
 // Conn is the caller's end of one connection of a wire: calls C, answered
 // by replies R, run concurrently on it. (CT and RT are what C and R point
 // to; they are inferred.)
+//
+// Replies are read by the callers themselves, not by a goroutine of the
+// connection: one waiting caller at a time reads, hands each reply that is
+// not its own to its caller, and passes the reading on when it has its
+// own. A lone call, the common case, is then woken by the kernel straight
+// into its reply, without a hand-off from a reader goroutine (which wakes
+// a second thread; BENCHMARKS.md has the cost). With no call waiting,
+// nothing reads, so the connection's end is seen by the next call.
 type Conn[CT, RT any, C Call[CT], R Reply[RT]] struct {
 	conn net.Conn
 	what string     // names the wire in errors
 	wmu  sync.Mutex // one frame at a time on conn
+	fr   frameReader
 
 	mu      sync.Mutex
 	next    uint64
-	pending map[uint64]chan R
+	pending map[uint64]*waiter[R]
+	reading bool          // a caller is reading replies
+	turn    uint64        // counts reading turns, so a late interrupt spares the next
+	stopped bool          // a read deadline cut a reader off; the next clears it
 	err     error         // why the connection ended; set once
 	done    chan struct{} // closed when it ended
+}
+
+// waiter is one call waiting for its reply, or for its turn to read.
+type waiter[R any] struct {
+	reply chan R        // its reply, from the reader
+	read  chan struct{} // it is to read next
 }
 
 // Client is the plugin's end of one connection to the host's lent-sandbox
@@ -53,30 +74,10 @@ func DialConn[CT, RT any, C Call[CT], R Reply[RT]](ctx context.Context, path, wh
 // NewConn runs the caller's end of the wire named what on conn, until conn
 // ends or Close.
 func NewConn[CT, RT any, C Call[CT], R Reply[RT]](conn net.Conn, what string) *Conn[CT, RT, C, R] {
-	c := &Conn[CT, RT, C, R]{conn: conn, what: what, pending: map[uint64]chan R{}, done: make(chan struct{})}
-	go c.read()
-	return c
-}
-
-// read hands each reply to its waiting call until the connection ends,
-// then fails every call still waiting.
-func (c *Conn[CT, RT, C, R]) read() {
-	r := bufio.NewReader(c.conn)
-	var err error
-	for {
-		rep := R(new(RT))
-		if err = ReadFrame(r, rep); err != nil {
-			break
-		}
-		c.mu.Lock()
-		ch := c.pending[rep.GetId()]
-		delete(c.pending, rep.GetId())
-		c.mu.Unlock()
-		if ch != nil { // nil: the caller gave up already
-			ch <- rep
-		}
+	return &Conn[CT, RT, C, R]{
+		conn: conn, what: what, fr: frameReader{r: bufio.NewReader(conn)},
+		pending: map[uint64]*waiter[R]{}, done: make(chan struct{}),
 	}
-	c.fail(err)
 }
 
 // fail ends the connection with err; the first cause is kept.
@@ -99,7 +100,8 @@ func (c *Conn[CT, RT, C, R]) Close() error {
 	return nil
 }
 
-// Broken reports whether the connection has ended, so a new one is needed.
+// Broken reports whether the connection is known to have ended, so a new
+// one is needed.
 func (c *Conn[CT, RT, C, R]) Broken() bool {
 	select {
 	case <-c.done:
@@ -117,7 +119,7 @@ func (c *Conn[CT, RT, C, R]) Call(ctx context.Context, call C) (R, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ch := make(chan R, 1)
+	w := &waiter[R]{reply: make(chan R, 1), read: make(chan struct{}, 1)}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -126,40 +128,147 @@ func (c *Conn[CT, RT, C, R]) Call(ctx context.Context, call C) (R, error) {
 	}
 	c.next++
 	id := c.next
-	c.pending[id] = ch
+	c.pending[id] = w
 	c.mu.Unlock()
 	call.SetId(id)
 	if err := c.send(call); err != nil {
-		c.forget(id)
+		c.giveUp(id, w, false)
 		return nil, err
 	}
-	select {
-	case rep := <-ch:
-		if e := rep.GetError(); e != nil {
-			return nil, rlhostpb.FromLentError(e)
+	c.mu.Lock()
+	if !c.reading {
+		c.reading = true
+		w.read <- struct{}{}
+	}
+	c.mu.Unlock()
+	for {
+		select {
+		case rep := <-w.reply:
+			return result(rep)
+		case <-w.read:
+			rep, err := c.readFor(ctx, id, w)
+			if err != nil {
+				if err == ctx.Err() {
+					c.cancel(id)
+				}
+				return nil, err
+			}
+			return result(rep)
+		case <-ctx.Done():
+			c.giveUp(id, w, false)
+			c.cancel(id)
+			return nil, ctx.Err()
+		case <-c.done:
+			select {
+			case rep := <-w.reply: // it came before the end
+				return result(rep)
+			default:
+			}
+			c.mu.Lock()
+			err := c.err
+			c.mu.Unlock()
+			return nil, err
 		}
-		return rep, nil
-	case <-ctx.Done():
-		c.forget(id)
-		// Best effort: if the cancel cannot be sent, the connection is
-		// broken and the other side cancels everything it runs for it.
-		cancel := C(new(CT))
-		cancel.SetId(id)
-		cancel.SetCancel()
-		_ = c.send(cancel)
-		return nil, ctx.Err()
-	case <-c.done:
-		c.mu.Lock()
-		err := c.err
-		c.mu.Unlock()
-		return nil, err
 	}
 }
 
-func (c *Conn[CT, RT, C, R]) forget(id uint64) {
+// cancel tells the other side to stop the call id, whose caller gave up.
+// Best effort: if the cancel cannot be sent, the connection is broken and
+// the other side cancels everything it runs for it.
+func (c *Conn[CT, RT, C, R]) cancel(id uint64) {
+	m := C(new(CT))
+	m.SetId(id)
+	m.SetCancel()
+	_ = c.send(m)
+}
+
+// result is rep's outcome: a reply carrying an error is that error.
+func result[RT any, R Reply[RT]](rep R) (R, error) {
+	if e := rep.GetError(); e != nil {
+		return nil, rlhostpb.FromLentError(e)
+	}
+	return rep, nil
+}
+
+// readFor takes a turn at reading replies, for the call id waiting as w,
+// until its reply comes (returned), ctx ends (ctx's error; the reading
+// passes to another waiter), or the connection ends (its error).
+func (c *Conn[CT, RT, C, R]) readFor(ctx context.Context, id uint64, w *waiter[R]) (R, error) {
 	c.mu.Lock()
-	delete(c.pending, id)
+	c.turn++
+	turn := c.turn
+	if c.stopped { // an earlier turn's interrupt
+		c.stopped = false
+		_ = c.conn.SetReadDeadline(time.Time{})
+	}
 	c.mu.Unlock()
+	// A caller that gives up must stop reading, so others can take over:
+	// a deadline in the past interrupts the read it is blocked in, and the
+	// frame reader keeps any part of a frame for the next reader.
+	stop := context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.turn == turn && c.reading {
+			c.stopped = true
+			_ = c.conn.SetReadDeadline(time.Unix(1, 0))
+		}
+	})
+	defer stop()
+	for {
+		rep := R(new(RT))
+		err := c.fr.read(rep)
+		if err != nil && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			c.giveUp(id, w, true)
+			return nil, ctx.Err()
+		}
+		if err != nil {
+			c.fail(err)
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return nil, c.err
+		}
+		c.mu.Lock()
+		got := rep.GetId()
+		o := c.pending[got]
+		delete(c.pending, got)
+		if got == id {
+			c.passTurn()
+			c.mu.Unlock()
+			return rep, nil
+		}
+		c.mu.Unlock()
+		if o != nil { // nil: the caller gave up already
+			o.reply <- rep
+		}
+	}
+}
+
+// passTurn ends a reading turn, giving the next to a waiting call if there
+// is one. c.mu is held.
+func (c *Conn[CT, RT, C, R]) passTurn() {
+	c.turn++
+	c.reading = false
+	for _, o := range c.pending {
+		c.reading = true
+		o.read <- struct{}{}
+		return
+	}
+}
+
+// giveUp forgets the call id waiting as w. If it holds the turn to read
+// (reading), or was just given it, the turn passes on.
+func (c *Conn[CT, RT, C, R]) giveUp(id uint64, w *waiter[R], reading bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.pending, id)
+	select {
+	case <-w.read:
+		reading = true
+	default:
+	}
+	if reading {
+		c.passTurn()
+	}
 }
 
 // send writes one frame. A message too large to send fails alone; a failed

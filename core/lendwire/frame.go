@@ -20,7 +20,6 @@
 package lendwire
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -74,37 +73,56 @@ func WriteFrame(w io.Writer, m proto.Message) error {
 // ReadFrame reads one frame into m. A length over MaxFrame is refused before
 // anything is allocated for it. io.EOF means the peer closed between frames.
 func ReadFrame(r io.Reader, m proto.Message) error {
-	var hdr [headerBytes]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return err // io.EOF: a clean end
+	return (&frameReader{r: r}).read(m)
+}
+
+// frameReader reads frames from r and can be resumed: a read that fails
+// part-way (a deadline that interrupts a waiting caller, see Conn) keeps
+// what it read, and the next read goes on from there.
+type frameReader struct {
+	r    io.Reader
+	hdr  [headerBytes]byte
+	hn   int    // header bytes read so far
+	body []byte // body bytes read so far, once the header is whole
+}
+
+func (f *frameReader) read(m proto.Message) error {
+	for f.hn < headerBytes {
+		k, err := f.r.Read(f.hdr[f.hn:])
+		f.hn += k
+		if err != nil && f.hn < headerBytes {
+			if f.hn > 0 {
+				return noEOF(err)
+			}
+			return err // io.EOF: a clean end
+		}
 	}
-	n := binary.BigEndian.Uint32(hdr[:])
+	n := int(binary.BigEndian.Uint32(f.hdr[:]))
 	if n > MaxFrame {
 		return fmt.Errorf("frame of %d bytes exceeds %d", n, MaxFrame)
 	}
-	body, err := readBody(r, n)
-	if err != nil {
-		return fmt.Errorf("read frame body: %w", noEOF(err))
+	if f.body == nil {
+		// A large body's buffer grows as the bytes arrive, not to the
+		// peer's claim at once: a length that is a lie costs no more memory
+		// than the bytes really sent.
+		f.body = make([]byte, 0, min(n, growStep))
 	}
+	for len(f.body) < n {
+		if len(f.body) == cap(f.body) {
+			f.body = append(f.body, make([]byte, min(n-len(f.body), growStep))...)[:len(f.body)]
+		}
+		k, err := f.r.Read(f.body[len(f.body):min(n, cap(f.body))])
+		f.body = f.body[:len(f.body)+k]
+		if err != nil && len(f.body) < n {
+			return fmt.Errorf("read frame body: %w", noEOF(err))
+		}
+	}
+	body := f.body
+	f.hn, f.body = 0, nil
 	if err := proto.Unmarshal(body, m); err != nil {
 		return fmt.Errorf("decode frame: %w", err)
 	}
 	return nil
-}
-
-// readBody reads n bytes. A large body's buffer grows as the bytes arrive,
-// not to the peer's claim at once: a length that is a lie costs no more
-// memory than the bytes really sent.
-func readBody(r io.Reader, n uint32) ([]byte, error) {
-	if n <= growStep {
-		buf := make([]byte, n)
-		_, err := io.ReadFull(r, buf)
-		return buf, err
-	}
-	var body bytes.Buffer
-	body.Grow(growStep)
-	_, err := io.CopyN(&body, r, int64(n))
-	return body.Bytes(), err
 }
 
 // noEOF turns an end inside a frame into ErrUnexpectedEOF: only an end

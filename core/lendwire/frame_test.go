@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"runtime"
 	"strings"
@@ -89,6 +90,70 @@ func TestReadFrameDoesNotTrustTheLength(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 4*growStep {
 		t.Fatalf("a %d-byte claim with no body allocated %d bytes", MaxFrame, grew)
+	}
+}
+
+// stuttering yields at most chunk bytes per Read, and fails every other
+// Read with a timeout, as a reader cut off by a deadline sees it.
+type stuttering struct {
+	data  []byte
+	chunk int
+	fail  bool
+}
+
+var errCutOff = errors.New("cut off")
+
+func (s *stuttering) Read(p []byte) (int, error) {
+	if s.fail = !s.fail; s.fail {
+		return 0, errCutOff
+	}
+	if len(s.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), s.chunk)], s.data)
+	s.data = s.data[n:]
+	return n, nil
+}
+
+// A frame read in pieces, with reads failing between them, comes out whole
+// once the reads are resumed; so does the next frame behind it.
+func TestFrameReaderResumes(t *testing.T) {
+	call := func(id uint64, n int) *rlhostpb.LentCall {
+		return &rlhostpb.LentCall{Id: id, Call: &rlhostpb.LentCall_WriteFile{WriteFile: &rlhostpb.WriteFileRequest{
+			SandboxId: "sb", Path: []byte("f"), Data: bytes.Repeat([]byte{7}, n)}}}
+	}
+	cancel := &rlhostpb.LentCall{Id: 9, Call: &rlhostpb.LentCall_Cancel{Cancel: &rlhostpb.Empty{}}}
+	cases := []struct {
+		chunk  int
+		frames []*rlhostpb.LentCall
+	}{
+		{1, []*rlhostpb.LentCall{call(1, 100), cancel}},
+		{3, []*rlhostpb.LentCall{call(1, 5000), cancel}},
+		{4096, []*rlhostpb.LentCall{call(1, 3*growStep+5), cancel}},
+		{growStep + 1, []*rlhostpb.LentCall{call(1, 3*growStep+5), call(2, 0)}},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("chunks of %d", tc.chunk), func(t *testing.T) {
+			var buf bytes.Buffer
+			for _, m := range tc.frames {
+				if err := WriteFrame(&buf, m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fr := frameReader{r: &stuttering{data: buf.Bytes(), chunk: tc.chunk}}
+			for _, want := range tc.frames {
+				got := &rlhostpb.LentCall{}
+				var err error
+				for err = fr.read(got); errors.Is(err, errCutOff); err = fr.read(got) {
+				}
+				if err != nil || !proto.Equal(got, want) {
+					t.Fatalf("frame %d: %v", want.GetId(), err)
+				}
+			}
+			if err := fr.read(&rlhostpb.LentCall{}); !errors.Is(err, errCutOff) && err != io.EOF {
+				t.Fatalf("after the last frame: %v", err)
+			}
+		})
 	}
 }
 

@@ -283,7 +283,7 @@ func TestServeStopsCleanly(t *testing.T) {
 			t.Fatal("client not broken after the host stopped")
 		}
 	}
-	waitNoGoroutines(t, "lendwire.serveConn", "lendwire.(*Client).read")
+	waitNoGoroutines(t, "lendwire.serveConn", "lendwire.(*Conn")
 }
 
 // waitNoGoroutines waits until no goroutine runs any of fns; the deadline

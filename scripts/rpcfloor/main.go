@@ -5,9 +5,11 @@
 // back into the parent on a second connection before it answers.
 //
 // It times, interleaved so drift hits all alike, a raw socket round trip
-// and relay, and a gRPC unary round trip and relay both with gRPC's default
-// settings and with the ones rlhost uses between host and plugins
-// (pluginbase.NewGRPCServer and pluginbase.DialOptions). Each call follows
+// and relay; the same on rlhost's framed wire (core/lendwire, which carries
+// the hop's Step and lent-sandbox calls); and a gRPC unary round trip and
+// relay both with gRPC's default settings and with the ones rlhost uses
+// between host and plugins (pluginbase.NewGRPCServer and
+// pluginbase.DialOptions). Each call follows
 // an idle gap (-gap), as a Step follows the idle wait on a sandbox exec.
 //
 // With -hop it times the hop's whole shape instead, with rlhost's settings
@@ -16,6 +18,7 @@
 // hop is their difference, as BenchmarkPluginRoundTrip reports it.
 //
 //	go run ./scripts/rpcfloor -n 2000 -gap 1ms
+//	go run ./scripts/rpcfloor -n 1000 -gap 1ms -md   # as make bench runs it
 //	go run ./scripts/rpcfloor -hop -n 300
 package main
 
@@ -36,7 +39,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/rlhost/rlhost/core/lendwire"
 	"github.com/rlhost/rlhost/core/pluginbase"
+	rlhostpb "github.com/rlhost/rlhost/core/proto"
 )
 
 // The two gRPC settings under test, by name.
@@ -151,6 +158,24 @@ func serveRaw(ln net.Listener, relay net.Conn) {
 	}
 }
 
+// serveFrames answers calls on rlhost's framed wire at once or, for the
+// call naming "relay", after one call of its own on back.
+func serveFrames(ln net.Listener, back *lendwire.Client) {
+	h := func(ctx context.Context, c *rlhostpb.LentCall) *rlhostpb.LentReply {
+		if c.GetInfo().GetId() == "relay" {
+			if _, err := back.Call(ctx, frameCall("x")); err != nil {
+				return &rlhostpb.LentReply{Result: &rlhostpb.LentReply_Error{Error: rlhostpb.ToLentError(err)}}
+			}
+		}
+		return &rlhostpb.LentReply{Result: &rlhostpb.LentReply_Info{Info: &rlhostpb.SandboxInfo{Id: c.GetInfo().GetId()}}}
+	}
+	go lendwire.Serve(context.Background(), ln, "rpcfloor", h, hclog.NewNullLogger())
+}
+
+func frameCall(id string) *rlhostpb.LentCall {
+	return &rlhostpb.LentCall{Call: &rlhostpb.LentCall_Info{Info: &rlhostpb.SandboxID{Id: id}}}
+}
+
 // child runs the callee: the parent's servers are up before it starts.
 func child(dir string) error {
 	back, err := net.Dial("unix", filepath.Join(dir, "parent-raw.sock"))
@@ -162,6 +187,15 @@ func child(dir string) error {
 		return err
 	}
 	go serveRaw(ln, back)
+	fback, err := lendwire.Dial(context.Background(), filepath.Join(dir, "parent-frames.sock"))
+	if err != nil {
+		return err
+	}
+	fln, err := net.Listen("unix", filepath.Join(dir, "child-frames.sock"))
+	if err != nil {
+		return err
+	}
+	serveFrames(fln, fback)
 	for _, s := range settings() {
 		conn, err := dial(s, filepath.Join(dir, "parent-"+s+".sock"))
 		if err != nil {
@@ -307,7 +341,7 @@ func median(xs []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-func run(n int, gap time.Duration) error {
+func run(n int, gap time.Duration, md bool) error {
 	dir, err := os.MkdirTemp("", "rpcfloor")
 	if err != nil {
 		return err
@@ -318,6 +352,11 @@ func run(n int, gap time.Duration) error {
 		return err
 	}
 	go serveRaw(pln, nil)
+	fln, err := net.Listen("unix", filepath.Join(dir, "parent-frames.sock"))
+	if err != nil {
+		return err
+	}
+	serveFrames(fln, nil)
 	for _, s := range settings() {
 		if err := serveGRPC(dir, "parent-"+s+".sock", s, &relayHealth{}); err != nil {
 			return err
@@ -363,6 +402,15 @@ func run(n int, gap time.Duration) error {
 	}
 	ops := []op{{"raw round trip", rawCall('e')}, {"raw relay (2 round trips)", rawCall('r')}}
 	ctx := context.Background()
+	frames, err := lendwire.Dial(ctx, filepath.Join(dir, "child-frames.sock"))
+	if err != nil {
+		return err
+	}
+	defer frames.Close()
+	framesCall := func(id string) func() error {
+		return func() error { _, err := frames.Call(ctx, frameCall(id)); return err }
+	}
+	ops = append(ops, op{"frames round trip", framesCall("echo")}, op{"frames relay (2 round trips)", framesCall("relay")})
 	for _, s := range settings() {
 		conn, err := dial(s, filepath.Join(dir, "child-"+s+".sock"))
 		if err != nil {
@@ -393,8 +441,17 @@ func run(n int, gap time.Duration) error {
 		}
 	}
 	fmt.Printf("%d calls each, idle gap %v before each\n", n, gap)
+	u := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 	for j, o := range ops {
-		fmt.Printf("  %-45s p50 %7.1f µs\n", o.name, float64(median(times[j]).Nanoseconds())/1e3)
+		fmt.Printf("  %-45s p50 %7.1f µs\n", o.name, u(median(times[j])))
+	}
+	if md {
+		// Rows for BENCHMARKS.md; each against the raw socket in the same
+		// shape (ops come in pairs: a round trip, then a relay).
+		for j, o := range ops {
+			base := median(times[j%2])
+			fmt.Printf("| %s | %d | %v | %.1f | %.2fx |\n", o.name, n, gap, u(median(times[j])), float64(median(times[j]))/float64(base))
+		}
 	}
 	return nil
 }
@@ -403,6 +460,7 @@ func main() {
 	n := flag.Int("n", 2000, "calls of each kind")
 	gap := flag.Duration("gap", time.Millisecond, "idle time before each call")
 	hop := flag.Bool("hop", false, "time the hop's shape with three processes instead")
+	md := flag.Bool("md", false, "also print the figures as Markdown table rows")
 	childDir := flag.String("child", "", "internal: run as a callee, serving in this directory")
 	role := flag.String("role", "", "internal: the callee's part in -hop")
 	flag.Parse()
@@ -415,7 +473,7 @@ func main() {
 	case *hop:
 		err = runHop(*n)
 	default:
-		err = run(*n, *gap)
+		err = run(*n, *gap, *md)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rpcfloor:", err)
