@@ -141,34 +141,32 @@ func (c *Conn[CT, RT, C, R]) Call(ctx context.Context, call C) (R, error) {
 		w.read <- struct{}{}
 	}
 	c.mu.Unlock()
-	for {
-		select {
-		case rep := <-w.reply:
-			return result(rep)
-		case <-w.read:
-			rep, err := c.readFor(ctx, id, w)
-			if err != nil {
-				if err == ctx.Err() {
-					c.cancel(id)
-				}
-				return nil, err
+	select {
+	case rep := <-w.reply:
+		return result(rep)
+	case <-w.read:
+		rep, err := c.readFor(ctx, id, w)
+		if err != nil {
+			if err == ctx.Err() {
+				c.cancel(id)
 			}
-			return result(rep)
-		case <-ctx.Done():
-			c.giveUp(id, w, false)
-			c.cancel(id)
-			return nil, ctx.Err()
-		case <-c.done:
-			select {
-			case rep := <-w.reply: // it came before the end
-				return result(rep)
-			default:
-			}
-			c.mu.Lock()
-			err := c.err
-			c.mu.Unlock()
 			return nil, err
 		}
+		return result(rep)
+	case <-ctx.Done():
+		c.giveUp(id, w, false)
+		c.cancel(id)
+		return nil, ctx.Err()
+	case <-c.done:
+		select {
+		case rep := <-w.reply: // it came before the end
+			return result(rep)
+		default:
+		}
+		c.mu.Lock()
+		err := c.err
+		c.mu.Unlock()
+		return nil, err
 	}
 }
 
