@@ -39,6 +39,8 @@ type Conn[CT, RT any, C Call[CT], R Reply[RT]] struct {
 	stopped bool          // a read deadline cut a reader off; the next clears it
 	err     error         // why the connection ended; set once
 	done    chan struct{} // closed when it ended
+
+	sent func(id uint64) // tests only: runs after a call is sent, before it bids for the turn
 }
 
 // waiter is one call waiting for its reply, or for its turn to read.
@@ -135,8 +137,14 @@ func (c *Conn[CT, RT, C, R]) Call(ctx context.Context, call C) (R, error) {
 		c.giveUp(id, w, false)
 		return nil, err
 	}
+	if c.sent != nil {
+		c.sent(id)
+	}
 	c.mu.Lock()
-	if !c.reading {
+	// Take the turn if no one reads, unless the reply is in already (read
+	// by a caller whose turn has since ended): a turn taken then would be
+	// left unused, and no one would read again.
+	if _, waiting := c.pending[id]; waiting && !c.reading {
 		c.reading = true
 		w.read <- struct{}{}
 	}

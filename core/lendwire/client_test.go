@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -107,48 +108,135 @@ func TestGivingUpMidFramePassesTheReading(t *testing.T) {
 // Many callers on one connection, some giving up at random moments, each
 // get their own reply or their own cancellation, never another's.
 func TestManyCallersShareTheReading(t *testing.T) {
-	s := serve(t, func(ctx context.Context, c *rlhostpb.LentCall) *rlhostpb.LentReply {
-		select {
-		case <-time.After(time.Duration(rand.IntN(300)) * time.Microsecond):
-		case <-ctx.Done():
-			return failWith(ctx.Err())
-		}
-		return echo(ctx, c)
-	})
-	c := dial(t, s.sock)
-	const callers, calls = 16, 40
-	var wg sync.WaitGroup
-	errs := make(chan error, callers*calls)
-	for g := range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range calls {
-				id := fmt.Sprintf("%d/%d", g, i)
-				ctx, cancel := context.WithCancel(context.Background())
-				if i%3 == 0 {
-					time.AfterFunc(time.Duration(rand.IntN(300))*time.Microsecond, cancel)
+	cases := []struct {
+		name     string
+		maxDelay time.Duration // the handler's answer comes after up to this
+		calls    int           // per caller
+	}{
+		{"answers at once", 0, 400},
+		{"answers within 300µs", 300 * time.Microsecond, 40},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := serve(t, func(ctx context.Context, c *rlhostpb.LentCall) *rlhostpb.LentReply {
+				if tc.maxDelay > 0 {
+					select {
+					case <-time.After(rand.N(tc.maxDelay)):
+					case <-ctx.Done():
+						return failWith(ctx.Err())
+					}
 				}
-				rep, err := c.Call(ctx, info(id))
-				gaveUp := ctx.Err() != nil
-				cancel()
-				switch {
-				case err == nil && rep.GetInfo().GetId() != id:
-					errs <- fmt.Errorf("call %s got the reply of %s", id, rep.GetInfo().GetId())
-				case err != nil && !(gaveUp && errors.Is(err, context.Canceled)):
-					errs <- fmt.Errorf("call %s: %w", id, err)
-				}
+				return echo(ctx, c)
+			})
+			c := dial(t, s.sock)
+			const callers = 16
+			var wg sync.WaitGroup
+			errs := make(chan error, callers*tc.calls)
+			for g := range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range tc.calls {
+						id := fmt.Sprintf("%d/%d", g, i)
+						// A hang fails as a deadline; the bound only ends it.
+						ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+						if i%3 == 0 {
+							time.AfterFunc(rand.N(300*time.Microsecond), cancel)
+						}
+						rep, err := c.Call(ctx, info(id))
+						gaveUp := ctx.Err() != nil
+						cancel()
+						switch {
+						case err == nil && rep.GetInfo().GetId() != id:
+							errs <- fmt.Errorf("call %s got the reply of %s", id, rep.GetInfo().GetId())
+						case err != nil && !(gaveUp && errors.Is(err, context.Canceled)):
+							errs <- fmt.Errorf("call %s: %w", id, err)
+						}
+					}
+				}()
 			}
-		}()
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			// The connection is whole after all that: no caller left a
+			// partial frame behind or a turn unpassed.
+			if rep, err := c.Call(context.Background(), info("last")); err != nil || rep.GetInfo().GetId() != "last" {
+				t.Fatalf("after the storm: %v, %v", rep, err)
+			}
+		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
+}
+
+// A call whose reply was read, by a caller whose turn then ended, before
+// the call bid for the turn does not take it: the turn would go unused and
+// no one would read again.
+func TestReplyBeforeTheBidLeavesTheTurnFree(t *testing.T) {
+	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "s.sock"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	// The connection is whole after all that: no caller left a partial
-	// frame behind or a turn unpassed.
-	if rep, err := c.Call(context.Background(), info("last")); err != nil || rep.GetInfo().GetId() != "last" {
-		t.Fatalf("after the storm: %v, %v", rep, err)
+	defer ln.Close()
+	mine, err := net.Dial("unix", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	c := NewClient(mine)
+	defer c.Close()
+	release := make(chan struct{})
+	c.sent = func(id uint64) {
+		if id == 2 {
+			<-release
+		}
+	}
+	answer := func(call *rlhostpb.LentCall) {
+		rep := echo(context.Background(), call)
+		rep.Id = call.GetId()
+		if err := WriteFrame(peer, rep); err != nil {
+			t.Error(err)
+		}
+	}
+	readCall := func() *rlhostpb.LentCall {
+		var call rlhostpb.LentCall
+		if err := ReadFrame(peer, &call); err != nil {
+			t.Fatal(err)
+		}
+		return &call
+	}
+	// A hang is the failure; the bound only ends the test.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	call := func(id string, out chan<- error) {
+		rep, err := c.Call(ctx, info(id))
+		if err == nil && rep.GetInfo().GetId() != id {
+			err = fmt.Errorf("%s got the reply of %s", id, rep.GetInfo().GetId())
+		}
+		out <- err
+	}
+	errA, errW, errC := make(chan error, 1), make(chan error, 1), make(chan error, 1)
+	go call("a", errA)
+	a := readCall()
+	waitReading(t, c, 1) // A reads
+	go call("w", errW)
+	w := readCall() // W is sent, and held before its bid
+	answer(w)       // A reads W's reply and hands it over,
+	answer(a)       // then its own, and its turn ends
+	if err := <-errA; err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-errW; err != nil {
+		t.Fatal(err)
+	}
+	go call("c", errC)
+	answer(readCall())
+	if err := <-errC; err != nil {
+		t.Fatalf("a call after W: %v (no one read its reply)", err)
 	}
 }
