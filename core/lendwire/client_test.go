@@ -32,6 +32,28 @@ func waitReading(t *testing.T, c *Client, pending int) {
 	}
 }
 
+// readCall reads one call from the peer end of a client's connection.
+func readCall(t *testing.T, peer net.Conn) *rlhostpb.LentCall {
+	t.Helper()
+	var call rlhostpb.LentCall
+	if err := ReadFrame(peer, &call); err != nil {
+		t.Fatal(err)
+	}
+	return &call
+}
+
+// echoFrame is the frame that answers call as echo does.
+func echoFrame(t *testing.T, call *rlhostpb.LentCall) []byte {
+	t.Helper()
+	rep := echo(context.Background(), call)
+	rep.Id = call.GetId()
+	frame, err := EncodeFrame(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return frame
+}
+
 // A caller that gives up while it reads, with half of another call's reply
 // read, passes the reading on: the other call gets its whole reply, and
 // the host is told of the cancel.
@@ -48,10 +70,7 @@ func TestGivingUpMidFramePassesTheReading(t *testing.T) {
 		_, err := c.Call(ctxA, info("a"))
 		errA <- err
 	}()
-	var callA rlhostpb.LentCall
-	if err := ReadFrame(peer, &callA); err != nil {
-		t.Fatal(err)
-	}
+	callA := readCall(t, peer)
 	waitReading(t, c, 1) // A, alone, reads
 
 	type result struct {
@@ -63,27 +82,14 @@ func TestGivingUpMidFramePassesTheReading(t *testing.T) {
 		rep, err := c.Call(context.Background(), info("b"))
 		resB <- result{rep, err}
 	}()
-	var callB rlhostpb.LentCall
-	if err := ReadFrame(peer, &callB); err != nil {
-		t.Fatal(err)
-	}
-	rep := echo(context.Background(), &callB)
-	rep.Id = callB.GetId()
-	frame, err := EncodeFrame(rep)
-	if err != nil {
-		t.Fatal(err)
-	}
+	frame := echoFrame(t, readCall(t, peer))
 	half := len(frame) / 2
 	if _, err := peer.Write(frame[:half]); err != nil { // read by A
 		t.Fatal(err)
 	}
 	cancelA()
-	var cancel rlhostpb.LentCall
-	if err := ReadFrame(peer, &cancel); err != nil {
-		t.Fatal(err)
-	}
-	if !cancel.IsCancel() || cancel.GetId() != callA.GetId() {
-		t.Fatalf("after A gave up the host got %v, want a cancel of call %d", &cancel, callA.GetId())
+	if cancel := readCall(t, peer); !cancel.IsCancel() || cancel.GetId() != callA.GetId() {
+		t.Fatalf("after A gave up the host got %v, want a cancel of call %d", cancel, callA.GetId())
 	}
 	if err := <-errA; !errors.Is(err, context.Canceled) {
 		t.Fatalf("A got %v, want cancelled", err)
@@ -196,18 +202,9 @@ func TestReplyBeforeTheBidLeavesTheTurnFree(t *testing.T) {
 		}
 	}
 	answer := func(call *rlhostpb.LentCall) {
-		rep := echo(context.Background(), call)
-		rep.Id = call.GetId()
-		if err := WriteFrame(peer, rep); err != nil {
-			t.Error(err)
-		}
-	}
-	readCall := func() *rlhostpb.LentCall {
-		var call rlhostpb.LentCall
-		if err := ReadFrame(peer, &call); err != nil {
+		if _, err := peer.Write(echoFrame(t, call)); err != nil {
 			t.Fatal(err)
 		}
-		return &call
 	}
 	// A hang is the failure; the bound only ends the test.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -221,12 +218,12 @@ func TestReplyBeforeTheBidLeavesTheTurnFree(t *testing.T) {
 	}
 	errA, errW, errC := make(chan error, 1), make(chan error, 1), make(chan error, 1)
 	go call("a", errA)
-	a := readCall()
+	a := readCall(t, peer)
 	waitReading(t, c, 1) // A reads
 	go call("w", errW)
-	w := readCall() // W is sent, and held before its bid
-	answer(w)       // A reads W's reply and hands it over,
-	answer(a)       // then its own, and its turn ends
+	w := readCall(t, peer) // W is sent, and held before its bid
+	answer(w)              // A reads W's reply and hands it over,
+	answer(a)              // then its own, and its turn ends
 	if err := <-errA; err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +232,7 @@ func TestReplyBeforeTheBidLeavesTheTurnFree(t *testing.T) {
 		t.Fatal(err)
 	}
 	go call("c", errC)
-	answer(readCall())
+	answer(readCall(t, peer))
 	if err := <-errC; err != nil {
 		t.Fatalf("a call after W: %v (no one read its reply)", err)
 	}

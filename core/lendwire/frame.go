@@ -23,6 +23,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -109,7 +110,7 @@ func (f *frameReader) read(m proto.Message) error {
 	}
 	for len(f.body) < n {
 		if len(f.body) == cap(f.body) {
-			f.body = append(f.body, make([]byte, min(n-len(f.body), growStep))...)[:len(f.body)]
+			f.body = slices.Grow(f.body, min(n-len(f.body), growStep))
 		}
 		k, err := f.r.Read(f.body[len(f.body):min(n, cap(f.body))])
 		f.body = f.body[:len(f.body)+k]

@@ -328,12 +328,14 @@ func runHop(n int) error {
 			}
 		}
 	}
-	u := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 	bare, direct, via, noop := median(times[0]), median(times[1]), median(times[2]), median(times[3])
 	fmt.Printf("%d rounds, rlhost settings, p50 µs: bare fork/exec %.0f, direct %.0f, via env %.0f, hop %.0f, no-op call %.0f\n",
-		n, u(bare), u(direct), u(via), u(via-direct), u(noop))
+		n, micros(bare), micros(direct), micros(via), micros(via-direct), micros(noop))
 	return nil
 }
+
+// micros is d in µs.
+func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 
 func median(xs []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), xs...)
@@ -441,16 +443,15 @@ func run(n int, gap time.Duration, md bool) error {
 		}
 	}
 	fmt.Printf("%d calls each, idle gap %v before each\n", n, gap)
-	u := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 	for j, o := range ops {
-		fmt.Printf("  %-45s p50 %7.1f µs\n", o.name, u(median(times[j])))
+		fmt.Printf("  %-45s p50 %7.1f µs\n", o.name, micros(median(times[j])))
 	}
 	if md {
 		// Rows for BENCHMARKS.md; each against the raw socket in the same
 		// shape (ops come in pairs: a round trip, then a relay).
 		for j, o := range ops {
 			base := median(times[j%2])
-			fmt.Printf("| %s | %d | %v | %.1f | %.2fx |\n", o.name, n, gap, u(median(times[j])), float64(median(times[j]))/float64(base))
+			fmt.Printf("| %s | %d | %v | %.1f | %.2fx |\n", o.name, n, gap, micros(median(times[j])), float64(median(times[j]))/float64(base))
 		}
 	}
 	return nil
