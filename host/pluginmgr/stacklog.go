@@ -18,17 +18,22 @@ const stackIdle = 200 * time.Millisecond
 // one Error call per line; stackJoiner gathers those lines, from "panic: "
 // or "fatal error: " on, and prints them as one entry whose multi-line
 // value hclog renders as a block. Everything else passes straight through
-// (after any pending block, to keep the order).
+// (after any pending block, to keep the order). The trace goes on until
+// its lines pause for stackIdle: go-plugin may report the plugin's exit
+// before it has relayed the whole trace, and the lines after that entry
+// make a second block, not an error entry each.
 type stackJoiner struct {
 	hclog.Logger
 	*pending // shared with derived loggers, so any of them flushes first
 }
 
 type pending struct {
-	mu    sync.Mutex
-	out   hclog.Logger // the logger the lines came through
-	lines []string
-	timer *time.Timer
+	mu      sync.Mutex
+	out     hclog.Logger // the logger the lines came through
+	lines   []string
+	inTrace bool        // a trace is coming in: until its lines pause
+	timer   *time.Timer // ends the trace after the pause
+	gen     uint64      // counts gathered lines, so a stale timer does nothing
 }
 
 func joinStacks(l hclog.Logger) *stackJoiner { return &stackJoiner{Logger: l, pending: &pending{}} }
@@ -45,30 +50,42 @@ func (s *stackJoiner) Error(msg string, args ...any) {
 func (s *stackJoiner) gather(msg string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.lines) == 0 && !strings.HasPrefix(msg, "panic: ") && !strings.HasPrefix(msg, "fatal error: ") {
+	if !s.inTrace && !strings.HasPrefix(msg, "panic: ") && !strings.HasPrefix(msg, "fatal error: ") {
 		return false
 	}
+	s.inTrace = true
 	s.out = s.Logger
 	s.lines = append(s.lines, msg)
-	if s.timer == nil {
-		s.timer = time.AfterFunc(stackIdle, s.pending.flush)
-	} else {
-		s.timer.Reset(stackIdle)
+	s.gen++
+	gen := s.gen
+	if s.timer != nil {
+		s.timer.Stop()
 	}
+	s.timer = time.AfterFunc(stackIdle, func() { s.pending.end(gen) })
 	return true
 }
 
-// Flush prints the gathered trace, if any, as one entry.
+// Flush prints the gathered trace, if any, as one entry; lines that follow
+// before the pause still belong to it.
 func (s *stackJoiner) Flush() { s.pending.flush() }
+
+// end closes the trace whose last line was number gen, once its lines
+// have paused, and prints what is left of it.
+func (s *pending) end(gen uint64) {
+	s.mu.Lock()
+	if s.gen != gen { // a later line came: its own timer ends the trace
+		s.mu.Unlock()
+		return
+	}
+	s.inTrace, s.timer = false, nil
+	s.mu.Unlock()
+	s.flush()
+}
 
 func (s *pending) flush() {
 	s.mu.Lock()
 	lines, out := s.lines, s.out
 	s.lines = nil
-	if s.timer != nil {
-		s.timer.Stop()
-		s.timer = nil
-	}
 	s.mu.Unlock()
 	if len(lines) > 0 {
 		// hclog would print Go's tab indents as \t.

@@ -71,3 +71,37 @@ func TestStackJoinerFlushesBeforeNextEntry(t *testing.T) {
 		t.Errorf("the trace does not come before the exit:\n%s", got)
 	}
 }
+
+// go-plugin may report the exit before it has relayed the whole trace: the
+// lines after the exit entry are the trace's still, a second block, not an
+// error entry each. Once the lines pause, plain errors pass through again.
+func TestStackJoinerTraceGoesOnAfterTheExit(t *testing.T) {
+	out := &syncbuf.Buffer{}
+	parent := joinStacks(hclog.New(&hclog.LoggerOptions{Output: out, DisableTime: true}))
+	l := parent.Named("probeenv")
+	l.Error("panic: boom")
+	l.Error("goroutine 1 [running]:")
+	parent.Error("plugin process exited", "error", "exit status 2")
+	l.Error("created by main.(*session).Step in goroutine 37")
+	l.Error("\t/src/main.go:42 +0x1d")
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "main.go:42") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	l.Error("after the pause")
+	got := out.String()
+	for _, line := range strings.Split(got, "\n") {
+		if strings.Contains(line, "[ERROR]") && strings.Contains(line, "goroutine ") {
+			t.Errorf("a trace line was logged as its own entry: %q", line)
+		}
+	}
+	if !strings.Contains(got, "| created by main.(*session).Step in goroutine 37\n") {
+		t.Errorf("the trace's rest is not in a block:\n%s", got)
+	}
+	if i, j := strings.Index(got, "plugin process exited"), strings.Index(got, "created by"); i < 0 || j < i {
+		t.Errorf("the rest of the trace does not follow the exit:\n%s", got)
+	}
+	if !strings.Contains(got, "[ERROR] probeenv: after the pause\n") {
+		t.Errorf("a plain error after the pause was not passed through:\n%s", got)
+	}
+}
