@@ -145,3 +145,43 @@ func TestLauncherInitBornInItsCgroups(t *testing.T) {
 		}
 	}
 }
+
+// The launcher makes each sandbox's network namespace ahead (see
+// sandboxinit/netprep.go): every sandbox must still get one of its own,
+// never the host's nor another sandbox's, with lo up; one that shares the
+// host's network must get the host's, and the next private one its own
+// again.
+func TestLauncherGivesEachSandboxItsOwnNetwork(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: the launcher needs root (without it inits are started directly)")
+	}
+	host, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBackend(t, nil, core.SandboxSpec{})
+	const loUp = `readlink /proc/self/ns/net; python3 -c '
+import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+socket.create_connection(s.getsockname()).close(); print("lo up")'`
+	seen := map[string]string{}
+	for i, network := range []bool{false, false, true, false, false} {
+		name := fmt.Sprintf("sandbox %d (network %v)", i, network)
+		id := create(t, b, core.SandboxSpec{Network: network})
+		launcherOf(t, b)
+		out := strings.Fields(execOK(t, b, id, sh(loUp)...).Stdout)
+		if len(out) != 3 || out[1]+" "+out[2] != "lo up" {
+			t.Fatalf("%s: %q, want its namespace and lo up", name, out)
+		}
+		ns := out[0]
+		switch {
+		case network && ns != host:
+			t.Errorf("%s is in %s, want the host's %s", name, ns, host)
+		case !network && ns == host:
+			t.Errorf("%s is in the host's network namespace %s", name, ns)
+		case !network && seen[ns] != "":
+			t.Errorf("%s shares network namespace %s with %s", name, ns, seen[ns])
+		}
+		seen[ns] = name
+	}
+}

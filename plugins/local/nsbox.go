@@ -260,9 +260,9 @@ func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, cg *sandbox
 		deadline = d
 	}
 	conn.SetDeadline(deadline)
-	var ready sandboxinit.Response
 	nb.in = bufio.NewReaderSize(conn, 64<<10)
-	if err := sandboxinit.ReadFrame(nb.in, &ready); err != nil {
+	ready, err := sandboxinit.ReadResponse(nb.in)
+	if err != nil {
 		// Reset: the init exited with the Setup unread.
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 			err = initExited(set.helper)
@@ -370,8 +370,7 @@ func (nb *nsBox) alive() bool {
 // goroutine that runs it holds nb.reading.
 func (nb *nsBox) readResponses(id uint64) (sandboxinit.Response, bool) {
 	for {
-		var r sandboxinit.Response
-		err := sandboxinit.ReadFrame(nb.in, &r)
+		r, err := sandboxinit.ReadResponse(nb.in)
 		nb.mu.Lock()
 		if err != nil {
 			nb.reading = false
@@ -430,7 +429,7 @@ func (nb *nsBox) call(ctx context.Context, req sandboxinit.Request) (sandboxinit
 	nb.mu.Unlock()
 
 	nb.wmu.Lock()
-	err := sandboxinit.WriteFrame(nb.conn, req)
+	err := sandboxinit.WriteRequest(nb.conn, &req)
 	nb.wmu.Unlock()
 	if err != nil {
 		nb.mu.Lock()
@@ -440,7 +439,7 @@ func (nb *nsBox) call(ctx context.Context, req sandboxinit.Request) (sandboxinit
 	}
 	stop := context.AfterFunc(ctx, func() {
 		nb.wmu.Lock()
-		sandboxinit.WriteFrame(nb.conn, sandboxinit.Request{ID: req.ID, Op: "cancel"})
+		sandboxinit.WriteRequest(nb.conn, &sandboxinit.Request{ID: req.ID, Op: "cancel"})
 		nb.wmu.Unlock()
 	})
 	defer stop()

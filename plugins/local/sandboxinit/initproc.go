@@ -2,12 +2,10 @@ package sandboxinit
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -20,7 +18,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/plugins/local/confine"
 )
 
@@ -28,7 +25,11 @@ import (
 // builds the root view, then serves requests from the backend until the
 // control socket closes, and exits; its death kills every process left in
 // the namespace.
-func initMain() error {
+//
+// With netPrepared, the launcher started it in a network namespace made
+// ahead, lo up; otherwise, unless the sandbox shares the host's network,
+// it brings up lo in the namespace it was cloned with.
+func initMain(netPrepared bool) error {
 	// Commands inherit no fd but their own three: not the control socket,
 	// not the cgroup files (with the commands' cgroup.procs a command could
 	// move the init into it), and not whatever the process that started
@@ -67,12 +68,12 @@ func initMain() error {
 	}
 	if setup.Proto != ProtocolVersion {
 		err := fmt.Errorf("helper speaks sandbox protocol %d, the backend %d: rebuild the helper binary", ProtocolVersion, setup.Proto)
-		WriteFrame(ctl, Response{Err: err.Error()})
+		WriteResponse(ctl, &Response{Err: err.Error()})
 		return err
 	}
-	srv, err := newInitServer(setup, sp)
+	srv, err := newInitServer(setup, sp, netPrepared)
 	if err != nil {
-		WriteFrame(ctl, Response{Err: err.Error()})
+		WriteResponse(ctl, &Response{Err: err.Error()})
 		return err
 	}
 	// Served from the spawner thread: an exec's command is forked right
@@ -83,7 +84,7 @@ func initMain() error {
 		srv.serve(ctl, in)
 		close(served)
 	}
-	if err := WriteFrame(ctl, Response{}); err != nil {
+	if err := WriteResponse(ctl, &Response{}); err != nil {
 		return fmt.Errorf("send ready: %w", err)
 	}
 	<-served
@@ -120,7 +121,7 @@ func (srv *initServer) workspace() *confine.Root {
 	return srv.ws
 }
 
-func newInitServer(s Setup, sp *spawnerThread) (*initServer, error) {
+func newInitServer(s Setup, sp *spawnerThread, netPrepared bool) (*initServer, error) {
 	var tr *Tracer
 	if s.Trace {
 		tr = &Tracer{what: "init", start: time.Now(), last: time.Now()}
@@ -130,7 +131,7 @@ func newInitServer(s Setup, sp *spawnerThread) (*initServer, error) {
 	// built, and waited for before serving: the signal handlers, the
 	// spawner thread (its capabilities are per thread, and the mounts below
 	// need the other threads'), the spare threads, and the first-use costs
-	// of the exec path (JSON codecs, the netpoller), which would otherwise
+	// of the exec path (the netpoller), which would otherwise
 	// land on the sandbox's first exec.
 	//
 	// Signals sent from inside: PID 1 of a PID namespace gets only those
@@ -187,7 +188,7 @@ func newInitServer(s Setup, sp *spawnerThread) (*initServer, error) {
 	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
 		return nil, fmt.Errorf("sethostname: %w", err)
 	}
-	if !s.Network {
+	if !s.Network && !netPrepared {
 		if err := loopbackUp(); err != nil {
 			return nil, err
 		}
@@ -246,15 +247,9 @@ var fatalToGo = []os.Signal{
 	syscall.SIGFPE, syscall.SIGSEGV, syscall.SIGSTKFLT, syscall.SIGSYS,
 }
 
-// warmExecPath runs the JSON codecs of the exec frames once and makes the
-// runtime set up its netpoller, so the sandbox's first exec does not pay
-// for reflection caches and lazy initialisation.
+// warmExecPath makes the runtime set up its netpoller, so the sandbox's
+// first exec does not pay for that lazy initialisation.
 func warmExecPath() {
-	var buf bytes.Buffer
-	WriteFrame(&buf, Request{ID: 1, Op: "exec", Exec: &ExecSpec{Argv: []string{"true"}, Env: []string{"A=B"}, Dir: "/", Stdin: []byte{0}, CPUTime: 1, AddressSpace: 1, FileSize: 1, OpenFiles: 1, Nproc: 1}})
-	var req Request
-	ReadFrame(&buf, &req)
-	WriteFrame(io.Discard, Response{ID: 1, Exec: &core.ExecResult{ExitCode: 1, Signal: "x"}, Stdout: []byte{0}, Stderr: []byte{0}, Pgid: 1})
 	if r, w, err := os.Pipe(); err == nil {
 		r.Close()
 		w.Close()
@@ -550,8 +545,8 @@ func (s spawnerStarter) Start(argv0 string, argv []string, attr *syscall.ProcAtt
 // the next request.
 func (srv *initServer) serve(ctl *os.File, in *bufio.Reader) {
 	for {
-		var req Request
-		if err := ReadFrame(in, &req); err != nil {
+		req, err := ReadRequest(in)
+		if err != nil {
 			return // the backend is gone: exiting kills the sandbox
 		}
 		if req.Op == "cancel" {
@@ -597,9 +592,9 @@ func (srv *initServer) answer(ctl *os.File, id uint64, resp Response, cancel con
 	srv.mu.Unlock()
 	cancel()
 	srv.wmu.Lock()
-	if err := WriteFrame(ctl, resp); err != nil && !errors.Is(err, syscall.EPIPE) {
+	if err := WriteResponse(ctl, &resp); err != nil && !errors.Is(err, syscall.EPIPE) {
 		// An unsendable answer (too large) becomes an error answer.
-		WriteFrame(ctl, Response{ID: id, Err: err.Error(), ErrKind: ErrKind(err)})
+		WriteResponse(ctl, &Response{ID: id, Err: err.Error(), ErrKind: ErrKind(err)})
 	}
 	srv.wmu.Unlock()
 }

@@ -23,10 +23,11 @@ func Reexec() bool {
 	if role != "init" && role != LauncherRole {
 		return false
 	}
+	netPrepared := os.Getenv(NetEnv) == NetPrepared
 	// The role variable must not reach sandboxed commands; they get only
 	// the environment the config passes in.
 	os.Clearenv()
-	run, name := initMain, "init"
+	run, name := func() error { return initMain(netPrepared) }, "init"
 	if role == LauncherRole {
 		run, name = launcherMain, "launcher"
 	}

@@ -19,19 +19,19 @@ import (
 // ExecSpec is one command as the runner sees it: everything already merged
 // and resolved against the sandbox's defaults.
 type ExecSpec struct {
-	Argv      []string      `json:"argv"`
-	Env       []string      `json:"env"`
-	Dir       string        `json:"dir"`
-	Stdin     []byte        `json:"stdin,omitempty"`
-	Timeout   time.Duration `json:"timeout"`
-	MaxOutput int64         `json:"max_output"`
+	Argv      []string
+	Env       []string
+	Dir       string
+	Stdin     []byte
+	Timeout   time.Duration
+	MaxOutput int64
 	// Per-process rlimits, applied while the command is stopped at its exec,
 	// before its first instruction. Zero = unset (or inherited).
-	CPUTime      time.Duration `json:"cpu_time,omitempty"`
-	AddressSpace int64         `json:"address_space,omitempty"`
-	FileSize     int64         `json:"file_size,omitempty"`
-	OpenFiles    int           `json:"open_files,omitempty"`
-	Nproc        int           `json:"nproc,omitempty"`
+	CPUTime      time.Duration
+	AddressSpace int64
+	FileSize     int64
+	OpenFiles    int
+	Nproc        int
 }
 
 // Starter forks and reaps. The none backend forks from any thread and

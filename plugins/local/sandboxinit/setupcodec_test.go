@@ -73,10 +73,8 @@ func TestSetupRoundTrip(t *testing.T) {
 // version, whichever encoding it sent: the init then refuses it cleanly.
 func TestReadSetupOtherVersions(t *testing.T) {
 	var jsonFrame bytes.Buffer
-	WriteFrame(&jsonFrame, struct {
-		Proto int    `json:"proto"`
-		Root  string `json:"rootfs"`
-	}{3, "/"})
+	body := []byte(`{"proto":3,"rootfs":"/"}`)
+	sendFrame(&jsonFrame, append(make([]byte, 4), body...))
 	var newer bytes.Buffer
 	WriteSetup(&newer, &Setup{Proto: ProtocolVersion + 1})
 	// A newer layout may follow the version with anything.

@@ -2,7 +2,6 @@ package sandboxinit
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,7 +21,7 @@ const MaxListEntries = 100000
 
 // ProtocolVersion is bumped on any incompatible change of the frames, so a
 // stale helper binary refuses to serve a newer backend.
-const ProtocolVersion = 4
+const ProtocolVersion = 5
 
 // RoleEnv, set to "init", tells a re-executed binary to become a sandbox
 // init (see Reexec).
@@ -139,28 +138,30 @@ type File struct {
 	Data []byte `json:"data"`
 }
 
+// Request is a frame from the backend to an init, Response one back; both
+// travel in the encoding of framecodec.go.
 type Request struct {
-	ID   uint64    `json:"id"`
-	Op   string    `json:"op"` // exec, cancel, killpg, read, write, list, ping
-	Pgid int       `json:"pgid,omitempty"`
-	Exec *ExecSpec `json:"exec,omitempty"`
-	Path string    `json:"path,omitempty"`
-	Data []byte    `json:"data,omitempty"`
-	Mode uint32    `json:"mode,omitempty"`
-	Max  int64     `json:"max,omitempty"`
+	ID   uint64
+	Op   string // exec, cancel, killpg, read, write, list, ping
+	Pgid int
+	Exec *ExecSpec
+	Path string
+	Data []byte
+	Mode uint32
+	Max  int64
 }
 
 type Response struct {
-	ID      uint64           `json:"id"`
-	Err     string           `json:"err,omitempty"`
-	ErrKind string           `json:"err_kind,omitempty"`
-	Exec    *core.ExecResult `json:"exec,omitempty"`
-	// Output travels as bytes: JSON strings would replace invalid UTF-8.
-	Stdout []byte          `json:"stdout,omitempty"`
-	Stderr []byte          `json:"stderr,omitempty"`
-	Pgid   int             `json:"pgid,omitempty"` // process group of an exec, for killpg
-	Data   []byte          `json:"data,omitempty"`
-	Files  []core.FileInfo `json:"files,omitempty"`
+	ID      uint64
+	Err     string
+	ErrKind string
+	Exec    *core.ExecResult
+	// An exec's output travels here; Exec's Stdout and Stderr stay empty.
+	Stdout []byte
+	Stderr []byte
+	Pgid   int // process group of an exec, for killpg
+	Data   []byte
+	Files  []core.FileInfo
 }
 
 // ErrKind and KindErr carry core sentinel errors across the socket.
@@ -186,25 +187,6 @@ func KindErr(kind, msg string) error {
 		return fmt.Errorf("%s: %w", msg, core.ErrTooLarge)
 	}
 	return errors.New(msg)
-}
-
-func WriteFrame(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encode frame: %w", err)
-	}
-	return sendFrame(w, append(make([]byte, 4, 4+len(b)), b...))
-}
-
-func ReadFrame(r io.Reader, v any) error {
-	b, err := frameBody(r)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("decode frame: %w", err)
-	}
-	return nil
 }
 
 // sendFrame fills in the length prefix of buf (a frame whose first four

@@ -1,7 +1,6 @@
 package sandboxinit
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -10,28 +9,6 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 )
-
-func FuzzReadFrame(f *testing.F) {
-	var buf bytes.Buffer
-	WriteFrame(&buf, Request{ID: 1, Op: "exec", Exec: &ExecSpec{Argv: []string{"true"}}})
-	f.Add(buf.Bytes())
-	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
-	f.Add([]byte{2, 0, 0, 0, '{', '}'})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var r Request
-		if err := ReadFrame(bytes.NewReader(data), &r); err != nil {
-			return
-		}
-		var out bytes.Buffer
-		if err := WriteFrame(&out, r); err != nil {
-			t.Fatalf("re-encode: %v", err)
-		}
-		var r2 Request
-		if err := ReadFrame(&out, &r2); err != nil || r2.ID != r.ID || r2.Op != r.Op {
-			t.Fatalf("round trip: %+v vs %+v (%v)", r, r2, err)
-		}
-	})
-}
 
 func TestErrKindRoundTrip(t *testing.T) {
 	for _, e := range []error{core.ErrNotFound, core.ErrInvalidPath, core.ErrTooLarge} {

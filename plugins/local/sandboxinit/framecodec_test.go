@@ -1,0 +1,238 @@
+package sandboxinit
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rlhost/rlhost/core"
+)
+
+// requireEveryField fails the test if v (a struct, or a pointer to one)
+// leaves a field zero, looking inside nested structs and the first element
+// of lists: a field added to a frame type must be set in the full values
+// below, and the round trip then fails until framecodec.go encodes it.
+func requireEveryField(t testing.TB, path string, v reflect.Value) {
+	t.Helper()
+	switch v.Kind() {
+	case reflect.Pointer:
+		requireEveryField(t, path, v.Elem())
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Struct && v.Len() > 0 {
+			requireEveryField(t, path+"[0]", v.Index(0))
+		}
+	case reflect.Struct:
+		if v.Type() == reflect.TypeOf(time.Time{}) {
+			return
+		}
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Field(i)
+			name := path + "." + v.Type().Field(i).Name
+			if f.IsZero() {
+				t.Fatalf("%s is zero in the full value: set it, and encode it in framecodec.go", name)
+			}
+			requireEveryField(t, name, f)
+		}
+	}
+}
+
+func fullRequest(t testing.TB) Request {
+	r := Request{
+		ID: 1<<64 - 1, Op: "exec", Pgid: -7, Path: "work/a b.py", Data: []byte{0, 0xff, '\n'}, Mode: 0o4755, Max: 1 << 40,
+		Exec: &ExecSpec{
+			Argv: []string{"python3", "-c", "print('é\x00')"}, Env: []string{"A=1", "EMPTY="}, Dir: "/workspace/sub",
+			Stdin: []byte("in\x00put"), Timeout: 90 * time.Second, MaxOutput: 1 << 20, CPUTime: time.Second,
+			AddressSpace: 1 << 30, FileSize: -1, OpenFiles: 1024, Nproc: 64,
+		},
+	}
+	requireEveryField(t, "Request", reflect.ValueOf(r))
+	return r
+}
+
+func fullResponse(t testing.TB) Response {
+	r := Response{
+		ID: 42, Err: "read x: no such file", ErrKind: "not_found", Pgid: 99,
+		Exec: &core.ExecResult{
+			ExitCode: -1, Stdout: "out", Stderr: "err", TimedOut: true, Duration: 1500 * time.Microsecond, DurationMS: 1.5,
+			Signal: "SIGKILL", OOMKilled: true, PidsExceeded: true, CPUTimeExceeded: true, OutputTruncated: true,
+			Isolation: "namespaces (seccomp off)",
+		},
+		Stdout: []byte("\xff\xfe not UTF-8"), Stderr: []byte("e"), Data: []byte("file body"),
+		Files: []core.FileInfo{
+			{Path: "a/b", Size: 12, Mode: 0o644, IsDir: true, ModTime: time.Unix(1795000000, 123456789)},
+			{Path: "old", ModTime: time.Unix(-1, 999999999)},
+		},
+	}
+	requireEveryField(t, "Response", reflect.ValueOf(r))
+	return r
+}
+
+func TestRequestRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   Request
+	}{
+		{"every field", fullRequest(t)},
+		{"a cancel", Request{ID: 3, Op: "cancel"}},
+		{"an exec of nothing much", Request{ID: 4, Op: "exec", Exec: &ExecSpec{Argv: []string{"true"}}}},
+		{"zero", Request{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := WriteRequest(&buf, &tc.in); err != nil {
+				t.Fatal(err)
+			}
+			got, err := ReadRequest(&buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.in) {
+				t.Fatalf("round trip:\n got %+v\nwant %+v", got, tc.in)
+			}
+			if buf.Len() != 0 {
+				t.Fatalf("%d bytes left unread", buf.Len())
+			}
+		})
+	}
+}
+
+func TestResponseRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   Response
+	}{
+		{"every field", fullResponse(t)},
+		{"ready", Response{}},
+		{"an exec result", Response{ID: 9, Exec: &core.ExecResult{ExitCode: 1, DurationMS: 0.25}, Stdout: []byte("1\n")}},
+		{"a zero time", Response{Files: []core.FileInfo{{Path: "x"}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := WriteResponse(&buf, &tc.in); err != nil {
+				t.Fatal(err)
+			}
+			got, err := ReadResponse(&buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Times compare as instants: the decoded one is in Local.
+			for i := range got.Files {
+				if want := tc.in.Files[i].ModTime; got.Files[i].ModTime.Equal(want) && got.Files[i].ModTime.IsZero() == want.IsZero() {
+					got.Files[i].ModTime = want
+				}
+			}
+			if !reflect.DeepEqual(got, tc.in) {
+				t.Fatalf("round trip:\n got %+v\nwant %+v", got, tc.in)
+			}
+		})
+	}
+}
+
+// A frame of the other kind, truncated, padded or oversized is refused,
+// never misread.
+func TestFramesRefused(t *testing.T) {
+	frame := func(write func(*bytes.Buffer) error) []byte {
+		var b bytes.Buffer
+		if err := write(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	req, resp := fullRequest(t), fullResponse(t)
+	reqFrame := frame(func(b *bytes.Buffer) error { return WriteRequest(b, &req) })
+	respFrame := frame(func(b *bytes.Buffer) error { return WriteResponse(b, &resp) })
+	// The same body with its length prefix changed to cover n bytes.
+	resized := func(f []byte, n int) []byte {
+		out := append([]byte{byte(n), byte(n >> 8), byte(n >> 16), byte(n >> 24)}, f[4:]...)
+		if n < len(f)-4 {
+			return out[:4+n]
+		}
+		return append(out, make([]byte, n-(len(f)-4))...)
+	}
+	for _, tc := range []struct {
+		name    string
+		frame   []byte
+		request bool
+		want    string
+	}{
+		{"a response read as a request", respFrame, true, "not a request frame"},
+		{"a request read as a response", reqFrame, false, "not a response frame"},
+		{"a JSON request of an older build", []byte("\x0b\x00\x00\x00{\"id\":1234}"), true, "not a request frame"},
+		{"a truncated request", resized(reqFrame, len(reqFrame)-10), true, "truncated or malformed"},
+		{"a request with bytes after it", resized(reqFrame, len(reqFrame)), true, "after the last field"},
+		{"a truncated response", resized(respFrame, len(respFrame)/2), false, "truncated or malformed"},
+		{"a frame beyond the limit", []byte{0xff, 0xff, 0xff, 0xff}, true, "exceeds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			if tc.request {
+				_, err = ReadRequest(bytes.NewReader(tc.frame))
+			} else {
+				_, err = ReadResponse(bytes.NewReader(tc.frame))
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// Whatever decodes re-encodes to a frame that decodes to the same value.
+func FuzzReadRequest(f *testing.F) {
+	for _, r := range []Request{fullRequest(f), {ID: 1, Op: "exec", Exec: &ExecSpec{Argv: []string{"true"}}}} {
+		var b bytes.Buffer
+		WriteRequest(&b, &r)
+		f.Add(b.Bytes())
+	}
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{2, 0, 0, 0, requestMagic, 0x80})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := ReadRequest(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		// Compared encoded: DeepEqual holds no NaN equal to itself.
+		var out, again bytes.Buffer
+		if err := WriteRequest(&out, &r); err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		first := bytes.Clone(out.Bytes())
+		r2, err := ReadRequest(&out)
+		if err != nil {
+			t.Fatalf("decode the re-encoded %+v: %v", r, err)
+		}
+		if err := WriteRequest(&again, &r2); err != nil || !bytes.Equal(first, again.Bytes()) {
+			t.Fatalf("round trip: %+v vs %+v (%v)", r, r2, err)
+		}
+	})
+}
+
+func FuzzReadResponse(f *testing.F) {
+	for _, r := range []Response{fullResponse(f), {}} {
+		var b bytes.Buffer
+		WriteResponse(&b, &r)
+		f.Add(b.Bytes())
+	}
+	f.Add([]byte{3, 0, 0, 0, responseMagic, 1, 0x80})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := ReadResponse(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		// Compared encoded: DeepEqual holds no NaN equal to itself.
+		var out, again bytes.Buffer
+		if err := WriteResponse(&out, &r); err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		first := bytes.Clone(out.Bytes())
+		r2, err := ReadResponse(&out)
+		if err != nil {
+			t.Fatalf("decode the re-encoded %+v: %v", r, err)
+		}
+		if err := WriteResponse(&again, &r2); err != nil || !bytes.Equal(first, again.Bytes()) {
+			t.Fatalf("round trip: %+v vs %+v (%v)", r, r2, err)
+		}
+	})
+}
