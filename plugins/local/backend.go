@@ -313,14 +313,11 @@ func (b *Backend) create(ctx context.Context, spec core.SandboxSpec, prepareNext
 			return core.SandboxInfo{}, err
 		}
 	}
-	sb, err := b.build(ctx, spec)
+	// The pool's builds are off anyone's path already.
+	sb, err := b.build(ctx, spec, prepareNext)
 	if err != nil {
 		b.live.Put()
 		return core.SandboxInfo{}, err
-	}
-	// The pool's builds are off anyone's path already.
-	if prepareNext {
-		b.refillSlots()
 	}
 	return b.adopt(sb, spec)
 }
@@ -375,7 +372,13 @@ func (b *Backend) waitRate(ctx context.Context) error {
 }
 
 // build creates and registers a sandbox; the caller has admitted it.
-func (b *Backend) build(ctx context.Context, spec core.SandboxSpec) (*sandbox, error) {
+//
+// With prepareNext it also prepares the next sandboxes' entries and
+// cgroups (refillSlots), starting as soon as this one's init exists: the
+// work then overlaps the init's start-up, which waits mostly on the init's
+// own CPU, instead of this sandbox's first command, which the caller waits
+// for next (about 0.3 to 0.5 ms of a first exec of `true` here).
+func (b *Backend) build(ctx context.Context, spec core.SandboxSpec, prepareNext bool) (*sandbox, error) {
 	set, st, err := b.settings()
 	if err != nil {
 		return nil, err
@@ -412,6 +415,9 @@ func (b *Backend) build(ctx context.Context, spec core.SandboxSpec) (*sandbox, e
 			// Written as soon as the init exists: a crash while it
 			// starts up leaves a record the next run can reap it by.
 			sb.meta.InitPID, sb.meta.InitStart, sb.meta.Cgroup, sb.meta.HostUID = nb.pid, procowner.ProcessStart(nb.pid), nb.cg, nb.uid
+			if prepareNext {
+				defer b.refillSlots()
+			}
 			return writeMeta(e.dir, sb.meta)
 		})
 		if err == nil {
@@ -862,7 +868,7 @@ func (b *Backend) poolLoop() {
 				b.live.Put()
 				break
 			}
-			sb, err := b.build(context.Background(), b.spec)
+			sb, err := b.build(context.Background(), b.spec, false)
 			b.mu.Lock()
 			if err != nil || b.closed {
 				b.mu.Unlock()

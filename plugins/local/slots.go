@@ -11,9 +11,10 @@ import (
 // the sandbox's state entry (a directory, a lock file, flock) and making
 // its cgroups with their limits (mkdir in each hierarchy, the limit
 // files; mostly kernel work for the memory controller, about 0.3 ms
-// here). The backend now prepares them for the next sandbox after each
-// create, so a create whose limits match starts at the launch. The work
-// is the same; it leaves the path a caller waits on.
+// here). The backend now prepares them for the next sandbox during each
+// create, while its init starts up (see build), so a create whose limits
+// match starts at the launch. The work is the same; it leaves the path a
+// caller waits on.
 //
 // A prepared slot is, on disk, exactly a sandbox that crashed before its
 // meta was written: a .new-<id> entry, locked while this process lives,
