@@ -299,6 +299,11 @@ func TestInitSurvivesOOM(t *testing.T) {
 		}
 	}
 
+	// Commands start as the OOM killer's first choice; the init raises
+	// its own score for each fork through a file it opened at start-up.
+	if adj := execOK(t, b, id, "cat", "/proc/self/oom_score_adj"); adj.Stdout != "1000\n" {
+		t.Errorf("a command's oom_score_adj: %q, want 1000", adj.Stdout)
+	}
 	// The lowest score a command can reach (the init's own), then far
 	// more memory than the limit.
 	balloon := `echo 0 > /proc/self/oom_score_adj || exit 3
