@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rlhost/rlhost/core"
 )
 
@@ -159,6 +161,10 @@ func TestLauncherGivesEachSandboxItsOwnNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var hostUserNS unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/user", &hostUserNS); err != nil {
+		t.Fatal(err)
+	}
 	b := newBackend(t, nil, core.SandboxSpec{})
 	const loUp = `readlink /proc/self/ns/net; python3 -c '
 import socket
@@ -183,5 +189,31 @@ socket.create_connection(s.getsockname()).close(); print("lo up")'`
 			t.Errorf("%s shares network namespace %s with %s", name, ns, seen[ns])
 		}
 		seen[ns] = name
+		// A private one was made ahead by the launcher, so it belongs to
+		// the host's user namespace, not to the sandbox's.
+		b.mu.Lock()
+		pid := b.boxes[id].impl.(*nsBox).pid
+		b.mu.Unlock()
+		if owner, err := netNSOwner(pid); err != nil {
+			t.Fatal(err)
+		} else if !network && (owner.Dev != hostUserNS.Dev || owner.Ino != hostUserNS.Ino) {
+			t.Errorf("%s: its network namespace was not made ahead (its owner is user namespace %d)", name, owner.Ino)
+		}
 	}
+}
+
+// netNSOwner stats the user namespace that owns pid's network namespace.
+func netNSOwner(pid int) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/net", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return st, err
+	}
+	defer unix.Close(fd)
+	owner, err := unix.IoctlRetInt(fd, unix.NS_GET_USERNS)
+	if err != nil {
+		return st, fmt.Errorf("NS_GET_USERNS: %w", err)
+	}
+	defer unix.Close(owner)
+	return st, unix.Fstat(owner, &st)
 }

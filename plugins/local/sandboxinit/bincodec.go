@@ -77,17 +77,22 @@ func (d *decoder) intN() int {
 	return int(v)
 }
 
-// count is a list length; each element takes at least one byte, so a
-// count beyond what is left is malformed (and allocates nothing).
-func (d *decoder) count() int {
+// count is a list length. Each element takes at least minSize bytes, so a
+// count beyond what is left is malformed, and so is one above max (when
+// max > 0): a hostile frame cannot make the decoder allocate much more
+// than its own size. Lists are read with "n > 0 && d.err == nil", so a
+// malformed element ends the list too.
+func (d *decoder) count(minSize, max int) int {
 	n := d.uint()
-	if n > uint64(len(d.b)) {
+	if n > uint64(len(d.b)/minSize) || (max > 0 && n > uint64(max)) {
 		d.fail("list")
 		return 0
 	}
 	return int(n)
 }
 
+// bytes returns a slice of the frame, not a copy: every frame is decoded
+// from a buffer of its own (frameBody), which nothing reuses.
 func (d *decoder) bytes() []byte {
 	n := d.uint()
 	if n > uint64(len(d.b)) {
@@ -97,7 +102,7 @@ func (d *decoder) bytes() []byte {
 	if n == 0 {
 		return nil
 	}
-	v := append([]byte(nil), d.b[:n]...)
+	v := d.b[:n:n]
 	d.b = d.b[n:]
 	return v
 }
@@ -138,7 +143,7 @@ func (d *decoder) float() float64 {
 
 func (d *decoder) strs() []string {
 	var v []string
-	for n := d.count(); n > 0; n-- {
+	for n := d.count(1, 0); n > 0 && d.err == nil; n-- {
 		v = append(v, d.str())
 	}
 	return v

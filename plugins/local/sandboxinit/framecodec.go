@@ -1,6 +1,7 @@
 package sandboxinit
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +54,18 @@ func ReadResponse(r io.Reader) (Response, error) {
 	b, err := frameBody(r)
 	if err != nil {
 		return Response{}, err
+	}
+	if len(b) > 0 && b[0] == '{' {
+		// An init of protocol 4 or older answers a Setup it cannot serve
+		// with a JSON error naming both versions: pass that on.
+		var old struct {
+			ID  uint64 `json:"id"`
+			Err string `json:"err"`
+		}
+		if err := json.Unmarshal(b, &old); err != nil || old.Err == "" {
+			return Response{}, errors.New("decode response: a JSON frame from a helper binary of an older build")
+		}
+		return Response{ID: old.ID, Err: old.Err}, nil
 	}
 	var resp Response
 	if err := resp.unmarshalBinary(b); err != nil {
@@ -183,7 +196,8 @@ func (r *Response) unmarshalBinary(b []byte) error {
 	r.Stderr = d.bytes()
 	r.Pgid = d.intN()
 	r.Data = d.bytes()
-	for n := d.count(); n > 0; n-- {
+	// At least 6 bytes each, and the init lists at most MaxListEntries.
+	for n := d.count(6, MaxListEntries); n > 0 && d.err == nil; n-- {
 		r.Files = append(r.Files, core.FileInfo{Path: d.str(), Size: d.int(), Mode: d.uint32(), IsDir: d.bool(), ModTime: d.time()})
 	}
 	return d.end()

@@ -3,6 +3,7 @@ package sandboxinit
 import (
 	"bytes"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -235,4 +236,62 @@ func FuzzReadResponse(f *testing.F) {
 			t.Fatalf("round trip: %+v vs %+v (%v)", r, r2, err)
 		}
 	})
+}
+
+// An init of an older build refuses the Setup with a JSON error naming
+// both protocol versions; the backend must show that error, not a
+// decoding failure.
+func TestResponseOfAnOlderHelper(t *testing.T) {
+	const msg = "helper speaks sandbox protocol 4, the backend 5: rebuild the helper binary"
+	var b bytes.Buffer
+	sendFrame(&b, append(make([]byte, 4), `{"err":"`+msg+`"}`...))
+	got, err := ReadResponse(&b)
+	if err != nil || got.Err != msg {
+		t.Fatalf("got %+v, %v; want the helper's error", got, err)
+	}
+}
+
+// A hostile init cannot make the backend allocate far more than the frame
+// it sends: list counts are bounded by the bytes left and by the most the
+// init may send, and a malformed element ends the list.
+func TestHostileListsAllocateLittle(t *testing.T) {
+	// A response with everything empty up to Files, then count and body.
+	frame := func(count uint64, body []byte) []byte {
+		e := encoder{b: append(make([]byte, 4), responseMagic)}
+		var empty Response
+		empty.encode(&e)
+		e.b = e.b[:len(e.b)-1] // the empty Files count
+		e.uint(count)
+		e.b = append(e.b, body...)
+		var out bytes.Buffer
+		if err := sendFrame(&out, e.b); err != nil {
+			t.Fatal(err)
+		}
+		return out.Bytes()
+	}
+	zeros := make([]byte, 1<<20)                           // valid 6-byte entries, all zero
+	badThird := append(make([]byte, 12), 0, 0, 0, 2, 0, 0) // IsDir = 2
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"more entries than the init may list", frame(uint64(len(zeros)/6), zeros)},
+		{"a count far beyond the bytes", frame(1<<40, zeros[:64])},
+		{"a count the bytes could hold if entries were 1 byte", frame(1000, zeros[:1000])},
+		{"a malformed entry early in a long list", frame(50000, append(badThird, zeros[:299982]...))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := ReadResponse(bytes.NewReader(tc.frame))
+			runtime.ReadMemStats(&after)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if got := after.TotalAlloc - before.TotalAlloc; got > 4*uint64(len(tc.frame))+1<<16 {
+				t.Fatalf("decoding a %d-byte frame allocated %d bytes", len(tc.frame), got)
+			}
+		})
+	}
 }

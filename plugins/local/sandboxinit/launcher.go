@@ -90,7 +90,7 @@ func launcherMain() error {
 	}
 	netFailure := func(err error) {
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "rlhost sandbox launcher: %v; each sandbox makes its own from now on, which makes a create about a millisecond slower\n", err)
+			fmt.Fprintf(os.Stderr, "rlhost sandbox launcher: %v; sandboxes make their own meanwhile, which makes a create about a millisecond slower\n", err)
 		}
 	}
 	netFailure(nets.prepare())

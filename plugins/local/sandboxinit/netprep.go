@@ -1,6 +1,7 @@
 package sandboxinit
 
 import (
+	"errors"
 	"fmt"
 
 	"golang.org/x/sys/unix"
@@ -29,9 +30,10 @@ const (
 //
 // It must be used from the one locked thread that forks the inits.
 type preparedNet struct {
-	host   int   // the launcher's own network namespace, for Network inits
-	ready  bool  // the thread is in a fresh namespace, lo up, no init in it
-	failed error // the first preparation that failed; inits then make their own
+	host     int   // the launcher's own network namespace, for Network inits
+	ready    bool  // the thread is in a fresh namespace, lo up, no init in it
+	failed   error // a preparation that failed for good; inits then make their own
+	reported bool  // a failure was returned once already
 }
 
 func newPreparedNet() (*preparedNet, error) {
@@ -43,25 +45,38 @@ func newPreparedNet() (*preparedNet, error) {
 }
 
 // prepare moves the thread into a new network namespace with lo up, unless
-// it is in one already. After a failure it stops trying: each init then
-// makes its own namespace, as without a launcher.
+// it is in one already. Until one is ready, each init makes its own, as
+// without a launcher. A shortage (memory, or the user.max_net_namespaces
+// limit) is tried again after the next launch; any other failure ends the
+// preparing. Only the first failure is returned, for the log.
 func (p *preparedNet) prepare() error {
 	if p.ready || p.failed != nil {
 		return nil
 	}
 	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		p.failed = fmt.Errorf("make a network namespace ahead: %w", err)
-		return p.failed
+		err = fmt.Errorf("make a network namespace ahead: %w", err)
+		if !errors.Is(err, unix.ENOMEM) && !errors.Is(err, unix.ENOSPC) {
+			p.failed = err
+		}
+		return p.report(err)
 	}
 	// The thread has left whatever namespace it was in, so a failure here
 	// leaves it in one no init will get: the next one is cloned into its
 	// own.
 	if err := loopbackUp(); err != nil {
 		p.failed = fmt.Errorf("network namespace made ahead: %w", err)
-		return p.failed
+		return p.report(p.failed)
 	}
 	p.ready = true
 	return nil
+}
+
+func (p *preparedNet) report(err error) error {
+	if p.reported {
+		return nil
+	}
+	p.reported = true
+	return err
 }
 
 // take readies the thread for cloning one init and says whether the clone

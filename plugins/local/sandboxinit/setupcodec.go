@@ -105,16 +105,16 @@ func (s *Setup) unmarshalBinary(b []byte) error {
 		return d.err
 	}
 	s.Rootfs = d.str()
-	for n := d.count(); n > 0; n-- {
+	for n := d.count(5, 0); n > 0 && d.err == nil; n-- {
 		s.Binds = append(s.Binds, Bind{Src: d.str(), Dst: d.str(), RW: d.bool(), Copy: d.bool(), Optional: d.bool()})
 	}
-	for n := d.count(); n > 0; n-- {
+	for n := d.count(2, 0); n > 0 && d.err == nil; n-- {
 		s.Links = append(s.Links, Link{Dst: d.str(), Target: d.str()})
 	}
-	for n := d.count(); n > 0; n-- {
+	for n := d.count(2, 0); n > 0 && d.err == nil; n-- {
 		s.Files = append(s.Files, File{Dst: d.str(), Data: d.bytes()})
 	}
-	for n := d.count(); n > 0; n-- {
+	for n := d.count(1, 0); n > 0 && d.err == nil; n-- {
 		s.Hide = append(s.Hide, d.str())
 	}
 	s.TmpBytes = d.int()
@@ -126,7 +126,7 @@ func (s *Setup) unmarshalBinary(b []byte) error {
 	s.FileSize = d.int()
 	s.OpenFiles = d.intN()
 	s.Seccomp = d.bytes()
-	for n := d.count(); n > 0; n-- {
+	for n := d.count(1, 0); n > 0 && d.err == nil; n-- {
 		s.CgroupTaskFDs = append(s.CgroupTaskFDs, d.intN())
 	}
 	s.CgroupProcsFD = d.intN()
