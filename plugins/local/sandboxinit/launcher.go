@@ -126,19 +126,19 @@ func launcherMain() error {
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
+		var serr error
 		if err != nil {
-			if serr := sendLauncher(ctl, LaunchReply{Err: err.Error()}, nil); serr != nil {
-				return nil
-			}
-			continue
+			serr = sendLauncher(ctl, LaunchReply{Err: err.Error()}, nil)
+		} else {
+			serr = sendLauncher(ctl, LaunchReply{PID: pid}, []int{pidfd})
+			unix.Close(pidfd)
 		}
-		serr := sendLauncher(ctl, LaunchReply{PID: pid}, []int{pidfd})
-		unix.Close(pidfd)
 		if serr != nil {
 			return nil
 		}
 		// The next sandbox's network namespace, made while this one's
-		// init starts up.
+		// init starts up (and after a failed launch, which may have spent
+		// the last one).
 		netFailure(nets.prepare())
 	}
 }
