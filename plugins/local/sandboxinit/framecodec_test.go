@@ -2,6 +2,7 @@ package sandboxinit
 
 import (
 	"bytes"
+	"io"
 	"reflect"
 	"runtime"
 	"strings"
@@ -70,6 +71,30 @@ func fullResponse(t testing.TB) Response {
 	return r
 }
 
+// roundTrip writes in with write and reads it back with read, and fails
+// unless both the value and the stream come back whole. adjust, when not
+// nil, undoes what the encoding may legitimately change in got.
+func roundTrip[T any](t *testing.T, in T, write func(io.Writer, *T) error, read func(io.Reader) (T, error), adjust func(got, want *T)) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := write(&buf, &in); err != nil {
+		t.Fatal(err)
+	}
+	got, err := read(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if adjust != nil {
+		adjust(&got, &in)
+	}
+	if !reflect.DeepEqual(got, in) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, in)
+	}
+	if buf.Len() != 0 {
+		t.Fatalf("%d bytes left unread", buf.Len())
+	}
+}
+
 func TestRequestRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -80,26 +105,19 @@ func TestRequestRoundTrip(t *testing.T) {
 		{"an exec of nothing much", Request{ID: 4, Op: "exec", Exec: &ExecSpec{Argv: []string{"true"}}}},
 		{"zero", Request{}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var buf bytes.Buffer
-			if err := WriteRequest(&buf, &tc.in); err != nil {
-				t.Fatal(err)
-			}
-			got, err := ReadRequest(&buf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, tc.in) {
-				t.Fatalf("round trip:\n got %+v\nwant %+v", got, tc.in)
-			}
-			if buf.Len() != 0 {
-				t.Fatalf("%d bytes left unread", buf.Len())
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { roundTrip(t, tc.in, WriteRequest, ReadRequest, nil) })
 	}
 }
 
 func TestResponseRoundTrip(t *testing.T) {
+	// Times compare as instants: the decoded one is in Local.
+	sameInstants := func(got, want *Response) {
+		for i := range got.Files {
+			if w := want.Files[i].ModTime; got.Files[i].ModTime.Equal(w) && got.Files[i].ModTime.IsZero() == w.IsZero() {
+				got.Files[i].ModTime = w
+			}
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		in   Response
@@ -109,25 +127,7 @@ func TestResponseRoundTrip(t *testing.T) {
 		{"an exec result", Response{ID: 9, Exec: &core.ExecResult{ExitCode: 1, DurationMS: 0.25}, Stdout: []byte("1\n")}},
 		{"a zero time", Response{Files: []core.FileInfo{{Path: "x"}}}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var buf bytes.Buffer
-			if err := WriteResponse(&buf, &tc.in); err != nil {
-				t.Fatal(err)
-			}
-			got, err := ReadResponse(&buf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Times compare as instants: the decoded one is in Local.
-			for i := range got.Files {
-				if want := tc.in.Files[i].ModTime; got.Files[i].ModTime.Equal(want) && got.Files[i].ModTime.IsZero() == want.IsZero() {
-					got.Files[i].ModTime = want
-				}
-			}
-			if !reflect.DeepEqual(got, tc.in) {
-				t.Fatalf("round trip:\n got %+v\nwant %+v", got, tc.in)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { roundTrip(t, tc.in, WriteResponse, ReadResponse, sameInstants) })
 	}
 }
 
@@ -180,7 +180,28 @@ func TestFramesRefused(t *testing.T) {
 	}
 }
 
-// Whatever decodes re-encodes to a frame that decodes to the same value.
+// fuzzRoundTrip checks that whatever read accepts re-encodes to a frame
+// that reads back to the same value. Values are compared encoded:
+// DeepEqual holds no NaN equal to itself.
+func fuzzRoundTrip[T any](t *testing.T, data []byte, write func(io.Writer, *T) error, read func(io.Reader) (T, error)) {
+	r, err := read(bytes.NewReader(data))
+	if err != nil {
+		return
+	}
+	var out, again bytes.Buffer
+	if err := write(&out, &r); err != nil {
+		t.Fatalf("re-encode: %v", err)
+	}
+	first := bytes.Clone(out.Bytes())
+	r2, err := read(&out)
+	if err != nil {
+		t.Fatalf("decode the re-encoded %+v: %v", r, err)
+	}
+	if err := write(&again, &r2); err != nil || !bytes.Equal(first, again.Bytes()) {
+		t.Fatalf("round trip: %+v vs %+v (%v)", r, r2, err)
+	}
+}
+
 func FuzzReadRequest(f *testing.F) {
 	for _, r := range []Request{fullRequest(f), {ID: 1, Op: "exec", Exec: &ExecSpec{Argv: []string{"true"}}}} {
 		var b bytes.Buffer
@@ -189,25 +210,7 @@ func FuzzReadRequest(f *testing.F) {
 	}
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{2, 0, 0, 0, requestMagic, 0x80})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := ReadRequest(bytes.NewReader(data))
-		if err != nil {
-			return
-		}
-		// Compared encoded: DeepEqual holds no NaN equal to itself.
-		var out, again bytes.Buffer
-		if err := WriteRequest(&out, &r); err != nil {
-			t.Fatalf("re-encode: %v", err)
-		}
-		first := bytes.Clone(out.Bytes())
-		r2, err := ReadRequest(&out)
-		if err != nil {
-			t.Fatalf("decode the re-encoded %+v: %v", r, err)
-		}
-		if err := WriteRequest(&again, &r2); err != nil || !bytes.Equal(first, again.Bytes()) {
-			t.Fatalf("round trip: %+v vs %+v (%v)", r, r2, err)
-		}
-	})
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip(t, data, WriteRequest, ReadRequest) })
 }
 
 func FuzzReadResponse(f *testing.F) {
@@ -217,25 +220,7 @@ func FuzzReadResponse(f *testing.F) {
 		f.Add(b.Bytes())
 	}
 	f.Add([]byte{3, 0, 0, 0, responseMagic, 1, 0x80})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := ReadResponse(bytes.NewReader(data))
-		if err != nil {
-			return
-		}
-		// Compared encoded: DeepEqual holds no NaN equal to itself.
-		var out, again bytes.Buffer
-		if err := WriteResponse(&out, &r); err != nil {
-			t.Fatalf("re-encode: %v", err)
-		}
-		first := bytes.Clone(out.Bytes())
-		r2, err := ReadResponse(&out)
-		if err != nil {
-			t.Fatalf("decode the re-encoded %+v: %v", r, err)
-		}
-		if err := WriteResponse(&again, &r2); err != nil || !bytes.Equal(first, again.Bytes()) {
-			t.Fatalf("round trip: %+v vs %+v (%v)", r, r2, err)
-		}
-	})
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip(t, data, WriteResponse, ReadResponse) })
 }
 
 // An init of an older build refuses the Setup with a JSON error naming

@@ -50,22 +50,7 @@ func TestSetupRoundTrip(t *testing.T) {
 		{"only the version", Setup{Proto: ProtocolVersion}},
 		{"the launcher's shape", Setup{Proto: ProtocolVersion, TmpBytes: 1, Hostname: "sandbox", Template: "/t", CgroupTaskFDs: []int{5}}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var buf bytes.Buffer
-			if err := WriteSetup(&buf, &tc.in); err != nil {
-				t.Fatal(err)
-			}
-			got, err := ReadSetup(&buf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, tc.in) {
-				t.Fatalf("round trip:\n got %+v\nwant %+v", got, tc.in)
-			}
-			if buf.Len() != 0 {
-				t.Fatalf("%d bytes left unread", buf.Len())
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { roundTrip(t, tc.in, WriteSetup, ReadSetup, nil) })
 	}
 }
 
