@@ -175,7 +175,13 @@ func newInitServer(s Setup, sp *spawnerThread, netPrepared bool) (*initServer, e
 		return nil
 	}
 	prewarmed := make(chan struct{})
-	go func() { prewarmThreads(); warmExecPath(); close(prewarmed) }()
+	go func() {
+		if len(s.CgroupTaskFDs) == 0 && s.CgroupProcsFD <= 0 {
+			prewarmThreads()
+		}
+		warmExecPath()
+		close(prewarmed)
+	}()
 	tr.Mark("started")
 	if s.Template != "" {
 		if err := templateRoot(s, tr); err != nil {
@@ -279,9 +285,16 @@ func loopbackUp() error {
 
 // prewarmThreads makes the runtime create spare OS threads now, before the
 // sandbox runs anything, so the init never needs a new one while a fork
-// bomb holds every pid of the cgroup. Each goroutine pins a thread; while
-// all are pinned the scheduler must start new ones; once unpinned the
-// threads stay idle in the runtime's pool.
+// bomb holds every pid left. Each goroutine pins a thread; while all are
+// pinned the scheduler must start new ones; once unpinned the threads stay
+// idle in the runtime's pool.
+//
+// Only an init without cgroups calls it. With them, a fork bomb cannot
+// take the init's pids: the init's threads have an allowance of their own
+// outside the commands' pids.max (the backend's initThreadAllowance), and
+// the runtime starts new threads from its template thread, never from the
+// spawner, the one thread in the commands' cgroup (v1). Six spare threads
+// cost about 3% of a create.
 func prewarmThreads() {
 	const n = 6
 	var pinned sync.WaitGroup
