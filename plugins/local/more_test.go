@@ -119,3 +119,20 @@ func TestConcurrentExecs(t *testing.T) {
 	}
 	execOK(t, b, id, "true")
 }
+
+// A command given no input reads /dev/null (at once EOF), in every
+// isolation, exec after exec: the init keeps one open for all of them.
+func TestStdinWithoutInputIsDevNull(t *testing.T) {
+	for _, iso := range modes() {
+		t.Run(iso, func(t *testing.T) {
+			b := newBackend(t, map[string]any{"isolation": iso}, core.SandboxSpec{})
+			id := create(t, b, core.SandboxSpec{})
+			for i := 0; i < 3; i++ {
+				r := execOK(t, b, id, sh(`cat; stat -L -c '%F %t:%T' /proc/self/fd/0`)...)
+				if got := strings.TrimSpace(r.Stdout); got != "character special file 1:3" {
+					t.Errorf("exec %d: stdin was %q, want /dev/null (character special file 1:3)", i, got)
+				}
+			}
+		})
+	}
+}
