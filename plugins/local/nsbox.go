@@ -485,7 +485,6 @@ func (nb *nsBox) exec(ctx context.Context, s sandboxinit.ExecSpec) (core.ExecRes
 		return core.ExecResult{Isolation: nb.isolation}, errors.New("exec: init sent no result")
 	}
 	res := *r.Exec
-	res.Stdout, res.Stderr = string(r.Stdout), string(r.Stderr)
 	if nb.cg != nil {
 		oom1, pids1 := nb.cg.counters()
 		res.OOMKilled = oom1 > oom0
@@ -496,7 +495,6 @@ func (nb *nsBox) exec(ctx context.Context, s sandboxinit.ExecSpec) (core.ExecRes
 		// process group killed when it ends, or the sandbox stays unusable.
 		nb.call(context.Background(), sandboxinit.Request{Op: "killpg", Pgid: r.Pgid})
 	}
-	res.Duration = time.Duration(res.DurationMS * float64(time.Millisecond))
 	if ctx.Err() != nil && !res.TimedOut {
 		return res, fmt.Errorf("exec: %w", ctx.Err())
 	}

@@ -23,7 +23,11 @@ const (
 
 // WriteRequest sends r as one frame.
 func WriteRequest(w io.Writer, r *Request) error {
-	e := encoder{b: append(make([]byte, 4, 256), requestMagic)}
+	size := 256 + len(r.Data)
+	if r.Exec != nil {
+		size += len(r.Exec.Stdin)
+	}
+	e := encoder{b: append(make([]byte, 4, size), requestMagic)}
 	r.encode(&e)
 	return sendFrame(w, e.b)
 }
@@ -44,7 +48,11 @@ func ReadRequest(r io.Reader) (Request, error) {
 
 // WriteResponse sends r as one frame.
 func WriteResponse(w io.Writer, r *Response) error {
-	e := encoder{b: append(make([]byte, 4, 256+len(r.Stdout)+len(r.Stderr)+len(r.Data)), responseMagic)}
+	size := 256 + len(r.Data)
+	if r.Exec != nil {
+		size += len(r.Exec.Stdout) + len(r.Exec.Stderr)
+	}
+	e := encoder{b: append(make([]byte, 4, size), responseMagic)}
 	r.encode(&e)
 	return sendFrame(w, e.b)
 }
@@ -154,8 +162,6 @@ func (r *Response) encode(e *encoder) {
 		e.bool(x.OutputTruncated)
 		e.str(x.Isolation)
 	}
-	e.bytes(r.Stdout)
-	e.bytes(r.Stderr)
 	e.int(int64(r.Pgid))
 	e.bytes(r.Data)
 	e.uint(uint64(len(r.Files)))
@@ -192,8 +198,6 @@ func (r *Response) unmarshalBinary(b []byte) error {
 			Isolation:       d.str(),
 		}
 	}
-	r.Stdout = d.bytes()
-	r.Stderr = d.bytes()
 	r.Pgid = d.intN()
 	r.Data = d.bytes()
 	// At least 6 bytes each, and the init lists at most MaxListEntries.

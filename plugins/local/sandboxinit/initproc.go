@@ -130,9 +130,8 @@ func newInitServer(s Setup, sp *spawnerThread, netPrepared bool) (*initServer, e
 	// Independent of the root view, so done on the other CPU while it is
 	// built, and waited for before serving: the signal handlers, the
 	// spawner thread (its capabilities are per thread, and the mounts below
-	// need the other threads'), the spare threads, and the first-use costs
-	// of the exec path (the netpoller), which would otherwise
-	// land on the sandbox's first exec.
+	// need the other threads'), the spare threads, and the netpoller's
+	// lazy set-up, which would otherwise land on the sandbox's first exec.
 	//
 	// Signals sent from inside: PID 1 of a PID namespace gets only those
 	// it handles, and Go installs a handler for most at start-up; a
@@ -633,8 +632,6 @@ func (srv *initServer) begin(ctx context.Context, req Request) (func() Response,
 		if c != nil {
 			r, resp.Pgid, err = c.Finish()
 		}
-		resp.Stdout, resp.Stderr = []byte(r.Stdout), []byte(r.Stderr)
-		r.Stdout, r.Stderr = "", ""
 		resp.Exec = &r
 		if errors.Is(err, context.Canceled) {
 			err = nil // the backend reports its own context error

@@ -155,13 +155,10 @@ type Response struct {
 	ID      uint64
 	Err     string
 	ErrKind string
-	Exec    *core.ExecResult
-	// An exec's output travels here; Exec's Stdout and Stderr stay empty.
-	Stdout []byte
-	Stderr []byte
-	Pgid   int // process group of an exec, for killpg
-	Data   []byte
-	Files  []core.FileInfo
+	Exec    *core.ExecResult // output included: strings carry any bytes in this encoding
+	Pgid    int              // process group of an exec, for killpg
+	Data    []byte
+	Files   []core.FileInfo
 }
 
 // ErrKind and KindErr carry core sentinel errors across the socket.
