@@ -8,11 +8,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/connectivity"
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/pluginbase"
 	rlhostpb "github.com/rlhost/rlhost/core/proto"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
 )
 
@@ -26,6 +26,9 @@ type Client struct {
 	eps  *episodeConn // nil: episode calls go over gRPC
 	lend *lender
 	info pluginbase.Info
+	// The plugin puts each lent call's token in it, so a sandbox its
+	// backend lends can be lent on the backend's socket.
+	tokens bool
 }
 
 var _ Environment = (*Client)(nil)
@@ -54,9 +57,9 @@ func NewClient(ctx context.Context, conn *grpc.ClientConn, log hclog.Logger) (*C
 	life, end := context.WithCancel(ctx)
 	go func() {
 		defer end()
-		untilShutdown(life, conn)
+		pluginbase.UntilShutdown(life, conn)
 	}()
-	c := &Client{rpc: rpc, lend: newLender(life, log), info: info}
+	c := &Client{rpc: rpc, lend: newLender(life, log), info: info, tokens: p.GetLentTokens()}
 	if sock := p.GetEpisodeSocket(); sock != "" {
 		c.eps = newEpisodeConn(life, sock)
 		if _, err := c.eps.get(dctx); err != nil {
@@ -84,15 +87,6 @@ func (c *Client) episodeCall(ctx context.Context, call *rlhostpb.EnvCall, grpc f
 	return r, nil
 }
 
-// untilShutdown returns when conn is closed or ctx ends.
-func untilShutdown(ctx context.Context, conn *grpc.ClientConn) {
-	for s := conn.GetState(); s != connectivity.Shutdown; s = conn.GetState() {
-		if !conn.WaitForStateChange(ctx, s) {
-			return
-		}
-	}
-}
-
 // Info returns the description fetched when the client was made.
 func (c *Client) Info() pluginbase.Info { return c.info }
 
@@ -118,14 +112,20 @@ func (c *Client) Tasks(ctx context.Context) ([]core.Task, error) {
 	return out, nil
 }
 
-// NewEpisode lends ep.Sandbox to the plugin and starts the episode.
+// NewEpisode lends ep.Sandbox to the plugin and starts the episode. A
+// sandbox its backend lends (sandboxplugin.Leased, with a lease) is lent on
+// the backend's socket when the plugin can carry its token, and its calls
+// never pass through the host; any other is lent on the host's socket
+// until End.
 func (c *Client) NewEpisode(ctx context.Context, ep Episode) (Session, Observation, error) {
 	req := &rlhostpb.NewEpisodeRequest{
 		EpisodeId: ep.ID, Task: fromTask(ep.Task), Seed: ep.Seed,
 		Group: int32(ep.Group), Index: int32(ep.Index),
 	}
 	var ls *lease
-	if ep.Sandbox != nil {
+	if l := backendLease(ep.Sandbox); c.tokens && l.Socket != "" {
+		req.SandboxId, req.SandboxSocket, req.SandboxToken = ep.Sandbox.ID(), l.Socket, l.Token
+	} else if ep.Sandbox != nil {
 		var err error
 		if ls, err = c.lend.lend(ep.Sandbox); err != nil {
 			return nil, Observation{}, fmt.Errorf("start episode %s: %w", ep.ID, err)
@@ -143,10 +143,19 @@ func (c *Client) NewEpisode(ctx context.Context, ep Episode) (Session, Observati
 	return &clientSession{c: c, id: ep.ID, lease: ls}, toObservation(r), nil
 }
 
+// backendLease is the lease of a sandbox its backend lends; zero for any
+// other.
+func backendLease(sb Sandbox) sandboxplugin.Lease {
+	if l, ok := sb.(sandboxplugin.Leased); ok {
+		return l.Lease()
+	}
+	return sandboxplugin.Lease{}
+}
+
 type clientSession struct {
 	c     *Client
 	id    string
-	lease *lease // nil: no sandbox
+	lease *lease // nil: no sandbox, or one lent by its backend
 }
 
 func (s *clientSession) Step(ctx context.Context, reply core.Message) (Observation, error) {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/pluginbase"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
 )
 
@@ -61,12 +62,6 @@ type Observation struct {
 	FinishReason string             // e.g. core.FinishPassed
 }
 
-// Sandbox is the host-lent view of one sandbox. An environment can touch only
+// Sandbox is the lent view of one sandbox. An environment can touch only
 // the sandbox it was lent, and never sees backend credentials.
-type Sandbox interface {
-	ID() string
-	Exec(ctx context.Context, req core.ExecRequest) (core.ExecResult, error)
-	ReadFile(ctx context.Context, path string, maxBytes int64) ([]byte, error)
-	WriteFile(ctx context.Context, path string, data []byte, mode uint32) error
-	ListFiles(ctx context.Context, path string) ([]core.FileInfo, error)
-}
+type Sandbox = sandboxplugin.Sandbox

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -149,18 +148,8 @@ type episodeConn struct {
 
 func newEpisodeConn(life context.Context, path string) *episodeConn {
 	e := &episodeConn{life: life, path: path}
-	context.AfterFunc(life, e.removeSocket)
+	context.AfterFunc(life, func() { lendwire.RemoveSocket(e.path) })
 	return e
-}
-
-// removeSocket removes the socket of a plugin that is gone, which one that
-// was killed could not do itself: only a socket, and then its directory if
-// that is left empty, so a wrong path costs nothing else.
-func (e *episodeConn) removeSocket() {
-	if fi, err := os.Lstat(e.path); err == nil && fi.Mode()&fs.ModeSocket != 0 {
-		_ = os.Remove(e.path)
-		_ = os.Remove(filepath.Dir(e.path))
-	}
 }
 
 // get returns the live connection, dialling if there is none. A failed

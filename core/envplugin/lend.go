@@ -113,74 +113,24 @@ func (l *lender) release(ls *lease) {
 	}
 }
 
-// leased runs call on the sandbox leased under id, with a context that also
-// ends when the lease does; an id not leased now is NotFound.
-func leased[T any](ctx context.Context, l *lender, id string, call func(context.Context, Sandbox) (T, error)) (T, error) {
+// run is the host socket's sandboxplugin.LentRunner: it runs op on the
+// sandbox leased under id, with a context that also ends when the lease
+// does. The lease is the authority here, so a call's token is not looked
+// at; an id not leased now is NotFound.
+func (l *lender) run(ctx context.Context, id string, _ []byte, op func(context.Context, Sandbox) error) error {
 	l.mu.Lock()
 	ls := l.leases[id]
 	l.mu.Unlock()
-	var zero T
 	if ls == nil {
-		return zero, fmt.Errorf("sandbox %q is not lent to this environment (its episode ended?): %w", id, core.ErrNotFound)
+		return fmt.Errorf("sandbox %q is not lent to this environment (its episode ended?): %w", id, core.ErrNotFound)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(ls.ctx, cancel)()
-	return call(ctx, ls.sb)
+	return op(ctx, ls.sb)
 }
 
 // handle answers one call from the plugin.
 func (l *lender) handle(ctx context.Context, c *rlhostpb.LentCall) *rlhostpb.LentReply {
-	var (
-		rep *rlhostpb.LentReply
-		err error
-	)
-	switch x := c.GetCall().(type) {
-	case *rlhostpb.LentCall_Info:
-		var r *rlhostpb.SandboxInfo
-		r, err = leased(ctx, l, x.Info.GetId(), func(_ context.Context, sb Sandbox) (*rlhostpb.SandboxInfo, error) {
-			return &rlhostpb.SandboxInfo{Id: sb.ID()}, nil
-		})
-		rep = &rlhostpb.LentReply{Result: &rlhostpb.LentReply_Info{Info: r}}
-	case *rlhostpb.LentCall_Exec:
-		var r *rlhostpb.ExecResult
-		r, err = leased(ctx, l, x.Exec.GetSandboxId(), func(ctx context.Context, sb Sandbox) (*rlhostpb.ExecResult, error) {
-			res, err := sb.Exec(ctx, sandboxplugin.ToExecRequest(x.Exec))
-			if err != nil {
-				return nil, err
-			}
-			return sandboxplugin.FromExecResult(res), nil
-		})
-		rep = &rlhostpb.LentReply{Result: &rlhostpb.LentReply_Exec{Exec: r}}
-	case *rlhostpb.LentCall_ReadFile:
-		r := x.ReadFile
-		var data []byte
-		data, err = leased(ctx, l, r.GetSandboxId(), func(ctx context.Context, sb Sandbox) ([]byte, error) {
-			return sb.ReadFile(ctx, string(r.GetPath()), r.GetMaxBytes())
-		})
-		rep = &rlhostpb.LentReply{Result: &rlhostpb.LentReply_ReadFile{ReadFile: &rlhostpb.ReadFileResponse{Data: data}}}
-	case *rlhostpb.LentCall_WriteFile:
-		r := x.WriteFile
-		_, err = leased(ctx, l, r.GetSandboxId(), func(ctx context.Context, sb Sandbox) (struct{}, error) {
-			return struct{}{}, sb.WriteFile(ctx, string(r.GetPath()), r.GetData(), r.GetMode())
-		})
-		rep = &rlhostpb.LentReply{Result: &rlhostpb.LentReply_WriteFile{WriteFile: &rlhostpb.Empty{}}}
-	case *rlhostpb.LentCall_ListFiles:
-		r := x.ListFiles
-		var fs *rlhostpb.ListFilesResponse
-		fs, err = leased(ctx, l, r.GetSandboxId(), func(ctx context.Context, sb Sandbox) (*rlhostpb.ListFilesResponse, error) {
-			fs, err := sb.ListFiles(ctx, string(r.GetPath()))
-			if err != nil {
-				return nil, err
-			}
-			return sandboxplugin.FromFiles(fs), nil
-		})
-		rep = &rlhostpb.LentReply{Result: &rlhostpb.LentReply_ListFiles{ListFiles: fs}}
-	default: // a call this host does not know (a newer plugin)
-		err = fmt.Errorf("lent sandbox call %T: %w", x, core.ErrUnimplemented)
-	}
-	if err != nil {
-		return &rlhostpb.LentReply{Result: &rlhostpb.LentReply_Error{Error: rlhostpb.ToLentError(err)}}
-	}
-	return rep
+	return sandboxplugin.AnswerLent(ctx, c, l.run)
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/protobuf/proto"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/rlhost/rlhost/core/lendwire"
 	"github.com/rlhost/rlhost/core/pluginbase"
 	rlhostpb "github.com/rlhost/rlhost/core/proto"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
 )
 
@@ -468,6 +470,63 @@ func TestLendConnsDialOnce(t *testing.T) {
 			}
 			if dials != tc.dials {
 				t.Fatalf("%d dials, want %d", dials, tc.dials)
+			}
+		})
+	}
+}
+
+// leasedSandbox is a memSandbox its backend lends itself, on sock.
+type leasedSandbox struct {
+	memSandbox
+	lease sandboxplugin.Lease
+}
+
+func (s *leasedSandbox) Lease() sandboxplugin.Lease { return s.lease }
+
+// A sandbox its backend lends is lent on the backend's socket, with its
+// token in every call, to a plugin that carries tokens; to one that does
+// not (an older SDK), and for a sandbox with no lease, the host lends it on
+// its own socket as before.
+func TestBackendLentSandboxGoesToTheBackend(t *testing.T) {
+	ctx := context.Background()
+	// The backend's socket: answers each call with the token it carried.
+	dir := t.TempDir()
+	ln, err := net.Listen("unix", filepath.Join(dir, "backend.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	go lendwire.Serve(sctx, ln, "backend", func(_ context.Context, c *rlhostpb.LentCall) *rlhostpb.LentReply {
+		return &rlhostpb.LentReply{Result: &rlhostpb.LentReply_Exec{Exec: &rlhostpb.ExecResult{Stdout: append([]byte("backend "), c.GetToken()...)}}}
+	}, hclog.NewNullLogger())
+	lease := sandboxplugin.Lease{Socket: ln.Addr().String(), Token: []byte("tok-1")}
+
+	cases := []struct {
+		name   string
+		tokens bool // the plugin declares lent_tokens
+		sb     Sandbox
+		want   string
+	}{
+		{"leased, plugin carries tokens", true, &leasedSandbox{memSandbox{id: "sb-a"}, lease}, "backend tok-1"},
+		{"leased, older plugin", false, &leasedSandbox{memSandbox{id: "sb-b"}, lease}, "sb-b"},
+		{"a zero lease", true, &leasedSandbox{memSandbox{id: "sb-c"}, sandboxplugin.Lease{}}, "sb-c"},
+		{"not leased", true, &memSandbox{id: "sb-d"}, "sb-d"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			client, env, _ := serveKeep(t)
+			if !client.tokens {
+				t.Fatal("the Go SDK does not declare lent_tokens")
+			}
+			client.tokens = tc.tokens
+			sess := start(t, client, "e", tc.sb)
+			res, err := env.sandbox(t, "e").Exec(ctx, core.ExecRequest{Command: []string{"true"}})
+			if err != nil || res.Stdout != tc.want {
+				t.Errorf("exec answered %q, %v; want %q", res.Stdout, err, tc.want)
+			}
+			if _, err := sess.End(ctx, core.FinishCancelled); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}

@@ -79,6 +79,7 @@ func (s *server) Describe(context.Context, *rlhostpb.Empty) (*rlhostpb.PluginInf
 		return nil, rlhostpb.ToStatus(err)
 	}
 	info.EpisodeSocket = s.episodes.open()
+	info.LentTokens = true
 	return info, nil
 }
 
@@ -121,7 +122,7 @@ func (s *server) NewEpisode(ctx context.Context, r *rlhostpb.NewEpisodeRequest) 
 			release()
 			return nil, rlhostpb.ToStatus(fmt.Errorf("lent sandbox for episode %s: %w", id, err))
 		}
-		sb = &sandboxClient{c: c, id: r.GetSandboxId()}
+		sb = &sandboxClient{c: c, id: r.GetSandboxId(), token: r.GetSandboxToken()}
 	}
 	ep := Episode{
 		ID: id, Task: toTask(r.GetTask()), Sandbox: sb,

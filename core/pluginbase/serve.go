@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 )
 
 // OrphanShutdownTimeout bounds the clean-up a plugin does when its host
@@ -118,5 +119,15 @@ func NewGRPCServer(opts []grpc.ServerOption) *grpc.Server {
 func DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithStaticStreamWindowSize(WindowBytes), grpc.WithStaticConnWindowSize(WindowBytes),
+	}
+}
+
+// UntilShutdown returns when conn is closed (go-plugin closes it when it
+// kills the plugin) or ctx ends: the host side's watch on a plugin's life.
+func UntilShutdown(ctx context.Context, conn *grpc.ClientConn) {
+	for s := conn.GetState(); s != connectivity.Shutdown; s = conn.GetState() {
+		if !conn.WaitForStateChange(ctx, s) {
+			return
+		}
 	}
 }

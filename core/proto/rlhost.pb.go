@@ -80,6 +80,10 @@ type PluginInfo struct {
 	// it serves NewEpisode, Step and End as frames beside gRPC. Empty: gRPC
 	// only.
 	EpisodeSocket string `protobuf:"bytes,7,opt,name=episode_socket,json=episodeSocket,proto3" json:"episode_socket,omitempty"`
+	// An environment that puts NewEpisodeRequest.sandbox_token in each of its
+	// lent-sandbox calls: the host may lend it sandboxes on the backend's own
+	// socket (Lease below) instead of relaying its calls.
+	LentTokens    bool `protobuf:"varint,8,opt,name=lent_tokens,json=lentTokens,proto3" json:"lent_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -161,6 +165,13 @@ func (x *PluginInfo) GetEpisodeSocket() string {
 		return x.EpisodeSocket
 	}
 	return ""
+}
+
+func (x *PluginInfo) GetLentTokens() bool {
+	if x != nil {
+		return x.LentTokens
+	}
+	return false
 }
 
 type ConfigureRequest struct {
@@ -823,6 +834,9 @@ type SandboxInfo struct {
 	State         string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	CreatedUnixMs int64                  `protobuf:"varint,5,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
 	Isolation     string                 `protobuf:"bytes,6,opt,name=isolation,proto3" json:"isolation,omitempty"`
+	// Set only in Create's answer, when the request asked for a lease and the
+	// backend lends its sandboxes itself.
+	Lease         *Lease `protobuf:"bytes,7,opt,name=lease,proto3" json:"lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -897,6 +911,13 @@ func (x *SandboxInfo) GetIsolation() string {
 		return x.Isolation
 	}
 	return ""
+}
+
+func (x *SandboxInfo) GetLease() *Lease {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
 }
 
 // Argv, environment values and paths are bytes: Linux allows any bytes but
@@ -1462,8 +1483,12 @@ func (x *ListFilesResponse) GetFiles() []*FileInfo {
 }
 
 type CreateRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Spec          *SandboxSpec           `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Spec  *SandboxSpec           `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	// Lend the new sandbox on the backend's own lent-sandbox socket, so that
+	// an environment's calls reach the backend without the host relaying
+	// them. A backend that cannot ignores it and answers no lease.
+	Lend          *LendRequest `protobuf:"bytes,2,opt,name=lend,proto3" json:"lend,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1505,6 +1530,221 @@ func (x *CreateRequest) GetSpec() *SandboxSpec {
 	return nil
 }
 
+func (x *CreateRequest) GetLend() *LendRequest {
+	if x != nil {
+		return x.Lend
+	}
+	return nil
+}
+
+type LendRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Put into each lent exec that names no timeout: the sandbox block's.
+	DefaultTimeoutMs int64 `protobuf:"varint,1,opt,name=default_timeout_ms,json=defaultTimeoutMs,proto3" json:"default_timeout_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *LendRequest) Reset() {
+	*x = LendRequest{}
+	mi := &file_rlhost_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LendRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LendRequest) ProtoMessage() {}
+
+func (x *LendRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rlhost_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LendRequest.ProtoReflect.Descriptor instead.
+func (*LendRequest) Descriptor() ([]byte, []int) {
+	return file_rlhost_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *LendRequest) GetDefaultTimeoutMs() int64 {
+	if x != nil {
+		return x.DefaultTimeoutMs
+	}
+	return 0
+}
+
+// A sandbox lent by its backend: the socket that serves the lent-sandbox
+// wire (LentCall below) and the token each call on it must carry. The
+// token is the whole authority over the sandbox on that socket, until the
+// sandbox is destroyed; the host hands it to one episode and to nothing
+// else, and never logs it.
+type Lease struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Socket        string                 `protobuf:"bytes,1,opt,name=socket,proto3" json:"socket,omitempty"`
+	Token         []byte                 `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Lease) Reset() {
+	*x = Lease{}
+	mi := &file_rlhost_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Lease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Lease) ProtoMessage() {}
+
+func (x *Lease) ProtoReflect() protoreflect.Message {
+	mi := &file_rlhost_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Lease.ProtoReflect.Descriptor instead.
+func (*Lease) Descriptor() ([]byte, []int) {
+	return file_rlhost_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *Lease) GetSocket() string {
+	if x != nil {
+		return x.Socket
+	}
+	return ""
+}
+
+func (x *Lease) GetToken() []byte {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+// What was done through a sandbox's lease, counted by the backend.
+type LeaseUse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Execs         int64                  `protobuf:"varint,1,opt,name=execs,proto3" json:"execs,omitempty"`
+	Timeouts      int64                  `protobuf:"varint,2,opt,name=timeouts,proto3" json:"timeouts,omitempty"`
+	ExecNs        int64                  `protobuf:"varint,3,opt,name=exec_ns,json=execNs,proto3" json:"exec_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseUse) Reset() {
+	*x = LeaseUse{}
+	mi := &file_rlhost_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseUse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseUse) ProtoMessage() {}
+
+func (x *LeaseUse) ProtoReflect() protoreflect.Message {
+	mi := &file_rlhost_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseUse.ProtoReflect.Descriptor instead.
+func (*LeaseUse) Descriptor() ([]byte, []int) {
+	return file_rlhost_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *LeaseUse) GetExecs() int64 {
+	if x != nil {
+		return x.Execs
+	}
+	return 0
+}
+
+func (x *LeaseUse) GetTimeouts() int64 {
+	if x != nil {
+		return x.Timeouts
+	}
+	return 0
+}
+
+func (x *LeaseUse) GetExecNs() int64 {
+	if x != nil {
+		return x.ExecNs
+	}
+	return 0
+}
+
+type DestroyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Set when the sandbox was lent by the backend.
+	LeaseUse      *LeaseUse `protobuf:"bytes,1,opt,name=lease_use,json=leaseUse,proto3" json:"lease_use,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DestroyResponse) Reset() {
+	*x = DestroyResponse{}
+	mi := &file_rlhost_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DestroyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DestroyResponse) ProtoMessage() {}
+
+func (x *DestroyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rlhost_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DestroyResponse.ProtoReflect.Descriptor instead.
+func (*DestroyResponse) Descriptor() ([]byte, []int) {
+	return file_rlhost_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *DestroyResponse) GetLeaseUse() *LeaseUse {
+	if x != nil {
+		return x.LeaseUse
+	}
+	return nil
+}
+
 type SandboxID struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1514,7 +1754,7 @@ type SandboxID struct {
 
 func (x *SandboxID) Reset() {
 	*x = SandboxID{}
-	mi := &file_rlhost_proto_msgTypes[21]
+	mi := &file_rlhost_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +1766,7 @@ func (x *SandboxID) String() string {
 func (*SandboxID) ProtoMessage() {}
 
 func (x *SandboxID) ProtoReflect() protoreflect.Message {
-	mi := &file_rlhost_proto_msgTypes[21]
+	mi := &file_rlhost_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +1779,7 @@ func (x *SandboxID) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxID.ProtoReflect.Descriptor instead.
 func (*SandboxID) Descriptor() ([]byte, []int) {
-	return file_rlhost_proto_rawDescGZIP(), []int{21}
+	return file_rlhost_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SandboxID) GetId() string {
@@ -1558,7 +1798,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_rlhost_proto_msgTypes[22]
+	mi := &file_rlhost_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1570,7 +1810,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rlhost_proto_msgTypes[22]
+	mi := &file_rlhost_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1583,7 +1823,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_rlhost_proto_rawDescGZIP(), []int{22}
+	return file_rlhost_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListRequest) GetLabels() map[string]string {
@@ -1602,7 +1842,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_rlhost_proto_msgTypes[23]
+	mi := &file_rlhost_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1614,7 +1854,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rlhost_proto_msgTypes[23]
+	mi := &file_rlhost_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1627,7 +1867,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_rlhost_proto_rawDescGZIP(), []int{23}
+	return file_rlhost_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListResponse) GetSandboxes() []*SandboxInfo {
@@ -1637,17 +1877,23 @@ func (x *ListResponse) GetSandboxes() []*SandboxInfo {
 	return nil
 }
 
-// The lent sandbox. The host lends each episode's sandbox to the env plugin
-// over a Unix socket of its own (NewEpisodeRequest.sandbox_socket), one per
-// env plugin process for its whole life, not over gRPC: each frame is a
-// 4-byte big-endian length and then a LentCall (env to host) or a LentReply
-// (host to env). Calls carry an id of the caller's choosing and run
-// concurrently; a reply carries its call's id. Every call names its sandbox,
-// and is served only while that sandbox is lent to one of the env's live
-// episodes. See core/lendwire.
+// The lent sandbox. Each episode's sandbox is lent to the env plugin over a
+// Unix socket (NewEpisodeRequest.sandbox_socket), not over gRPC: the
+// backend's own socket when it lends its sandboxes itself (Lease above),
+// or else the host's, one per env plugin process for its whole life, on
+// which the host relays each call to the backend. Each frame is a 4-byte
+// big-endian length and then a LentCall (env to server) or a LentReply
+// (server to env). Calls carry an id of the caller's choosing and run
+// concurrently; a reply carries its call's id. Every call names its
+// sandbox, and is served only while that sandbox is lent: on the host's
+// socket, to one of the env's live episodes; on a backend's, until the
+// sandbox is destroyed, and only to calls that carry its lease's token.
+// See core/lendwire.
 type LentCall struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The episode's sandbox_token; required on a backend's socket.
+	Token []byte `protobuf:"bytes,8,opt,name=token,proto3" json:"token,omitempty"`
 	// Types that are valid to be assigned to Call:
 	//
 	//	*LentCall_Info
@@ -1663,7 +1909,7 @@ type LentCall struct {
 
 func (x *LentCall) Reset() {
 	*x = LentCall{}
-	mi := &file_rlhost_proto_msgTypes[24]
+	mi := &file_rlhost_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1675,7 +1921,7 @@ func (x *LentCall) String() string {
 func (*LentCall) ProtoMessage() {}
 
 func (x *LentCall) ProtoReflect() protoreflect.Message {
-	mi := &file_rlhost_proto_msgTypes[24]
+	mi := &file_rlhost_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1688,7 +1934,7 @@ func (x *LentCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LentCall.ProtoReflect.Descriptor instead.
 func (*LentCall) Descriptor() ([]byte, []int) {
-	return file_rlhost_proto_rawDescGZIP(), []int{24}
+	return file_rlhost_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LentCall) GetId() uint64 {
@@ -1696,6 +1942,13 @@ func (x *LentCall) GetId() uint64 {
 		return x.Id
 	}
 	return 0
+}
+
+func (x *LentCall) GetToken() []byte {
+	if x != nil {
+		return x.Token
+	}
+	return nil
 }
 
 func (x *LentCall) GetCall() isLentCall_Call {
@@ -1820,7 +2073,7 @@ type LentReply struct {
 
 func (x *LentReply) Reset() {
 	*x = LentReply{}
-	mi := &file_rlhost_proto_msgTypes[25]
+	mi := &file_rlhost_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +2085,7 @@ func (x *LentReply) String() string {
 func (*LentReply) ProtoMessage() {}
 
 func (x *LentReply) ProtoReflect() protoreflect.Message {
-	mi := &file_rlhost_proto_msgTypes[25]
+	mi := &file_rlhost_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +2098,7 @@ func (x *LentReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LentReply.ProtoReflect.Descriptor instead.
 func (*LentReply) Descriptor() ([]byte, []int) {
-	return file_rlhost_proto_rawDescGZIP(), []int{25}
+	return file_rlhost_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LentReply) GetId() uint64 {
@@ -1970,7 +2223,7 @@ type LentError struct {
 
 func (x *LentError) Reset() {
 	*x = LentError{}
-	mi := &file_rlhost_proto_msgTypes[26]
+	mi := &file_rlhost_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1982,7 +2235,7 @@ func (x *LentError) String() string {
 func (*LentError) ProtoMessage() {}
 
 func (x *LentError) ProtoReflect() protoreflect.Message {
-	mi := &file_rlhost_proto_msgTypes[26]
+	mi := &file_rlhost_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1995,7 +2248,7 @@ func (x *LentError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LentError.ProtoReflect.Descriptor instead.
 func (*LentError) Descriptor() ([]byte, []int) {
-	return file_rlhost_proto_rawDescGZIP(), []int{26}
+	return file_rlhost_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LentError) GetCode() int32 {
@@ -2030,7 +2283,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_rlhost_proto_msgTypes[27]
+	mi := &file_rlhost_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2042,7 +2295,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_rlhost_proto_msgTypes[27]
+	mi := &file_rlhost_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2055,7 +2308,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_rlhost_proto_rawDescGZIP(), []int{27}
+	return file_rlhost_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Task) GetId() string {
@@ -2088,7 +2341,7 @@ type TasksResponse struct {
 
 func (x *TasksResponse) Reset() {
 	*x = TasksResponse{}
-	mi := &file_rlhost_proto_msgTypes[28]
+	mi := &file_rlhost_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2353,7 @@ func (x *TasksResponse) String() string {
 func (*TasksResponse) ProtoMessage() {}
 
 func (x *TasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rlhost_proto_msgTypes[28]
+	mi := &file_rlhost_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2366,7 @@ func (x *TasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TasksResponse.ProtoReflect.Descriptor instead.
 func (*TasksResponse) Descriptor() ([]byte, []int) {
-	return file_rlhost_proto_rawDescGZIP(), []int{28}
+	return file_rlhost_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TasksResponse) GetTasks() []*Task {
@@ -2138,7 +2391,7 @@ type Observation struct {
 
 func (x *Observation) Reset() {
 	*x = Observation{}
-	mi := &file_rlhost_proto_msgTypes[29]
+	mi := &file_rlhost_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2403,7 @@ func (x *Observation) String() string {
 func (*Observation) ProtoMessage() {}
 
 func (x *Observation) ProtoReflect() protoreflect.Message {
-	mi := &file_rlhost_proto_msgTypes[29]
+	mi := &file_rlhost_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +2416,7 @@ func (x *Observation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Observation.ProtoReflect.Descriptor instead.
 func (*Observation) Descriptor() ([]byte, []int) {
-	return file_rlhost_proto_rawDescGZIP(), []int{29}
+	return file_rlhost_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Observation) GetMessages() []*ChatMessage {
@@ -2227,13 +2480,16 @@ type NewEpisodeRequest struct {
 	// of this env plugin: the env connects once and keeps the connection.
 	// Empty: no sandbox.
 	SandboxSocket string `protobuf:"bytes,8,opt,name=sandbox_socket,json=sandboxSocket,proto3" json:"sandbox_socket,omitempty"`
+	// Put in each call on that socket (LentCall.token). Sent only to an env
+	// that declares lent_tokens.
+	SandboxToken  []byte `protobuf:"bytes,9,opt,name=sandbox_token,json=sandboxToken,proto3" json:"sandbox_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NewEpisodeRequest) Reset() {
 	*x = NewEpisodeRequest{}
-	mi := &file_rlhost_proto_msgTypes[30]
+	mi := &file_rlhost_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2245,7 +2501,7 @@ func (x *NewEpisodeRequest) String() string {
 func (*NewEpisodeRequest) ProtoMessage() {}
 
 func (x *NewEpisodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rlhost_proto_msgTypes[30]
+	mi := &file_rlhost_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2258,7 +2514,7 @@ func (x *NewEpisodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewEpisodeRequest.ProtoReflect.Descriptor instead.
 func (*NewEpisodeRequest) Descriptor() ([]byte, []int) {
-	return file_rlhost_proto_rawDescGZIP(), []int{30}
+	return file_rlhost_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NewEpisodeRequest) GetEpisodeId() string {
@@ -2310,6 +2566,13 @@ func (x *NewEpisodeRequest) GetSandboxSocket() string {
 	return ""
 }
 
+func (x *NewEpisodeRequest) GetSandboxToken() []byte {
+	if x != nil {
+		return x.SandboxToken
+	}
+	return nil
+}
+
 type StepRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	EpisodeId     string                 `protobuf:"bytes,1,opt,name=episode_id,json=episodeId,proto3" json:"episode_id,omitempty"`
@@ -2320,7 +2583,7 @@ type StepRequest struct {
 
 func (x *StepRequest) Reset() {
 	*x = StepRequest{}
-	mi := &file_rlhost_proto_msgTypes[31]
+	mi := &file_rlhost_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2332,7 +2595,7 @@ func (x *StepRequest) String() string {
 func (*StepRequest) ProtoMessage() {}
 
 func (x *StepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rlhost_proto_msgTypes[31]
+	mi := &file_rlhost_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2345,7 +2608,7 @@ func (x *StepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepRequest.ProtoReflect.Descriptor instead.
 func (*StepRequest) Descriptor() ([]byte, []int) {
-	return file_rlhost_proto_rawDescGZIP(), []int{31}
+	return file_rlhost_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StepRequest) GetEpisodeId() string {
@@ -2372,7 +2635,7 @@ type EndRequest struct {
 
 func (x *EndRequest) Reset() {
 	*x = EndRequest{}
-	mi := &file_rlhost_proto_msgTypes[32]
+	mi := &file_rlhost_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2384,7 +2647,7 @@ func (x *EndRequest) String() string {
 func (*EndRequest) ProtoMessage() {}
 
 func (x *EndRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rlhost_proto_msgTypes[32]
+	mi := &file_rlhost_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2397,7 +2660,7 @@ func (x *EndRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndRequest.ProtoReflect.Descriptor instead.
 func (*EndRequest) Descriptor() ([]byte, []int) {
-	return file_rlhost_proto_rawDescGZIP(), []int{32}
+	return file_rlhost_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *EndRequest) GetEpisodeId() string {
@@ -2442,7 +2705,7 @@ type EnvCall struct {
 
 func (x *EnvCall) Reset() {
 	*x = EnvCall{}
-	mi := &file_rlhost_proto_msgTypes[33]
+	mi := &file_rlhost_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2454,7 +2717,7 @@ func (x *EnvCall) String() string {
 func (*EnvCall) ProtoMessage() {}
 
 func (x *EnvCall) ProtoReflect() protoreflect.Message {
-	mi := &file_rlhost_proto_msgTypes[33]
+	mi := &file_rlhost_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2467,7 +2730,7 @@ func (x *EnvCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvCall.ProtoReflect.Descriptor instead.
 func (*EnvCall) Descriptor() ([]byte, []int) {
-	return file_rlhost_proto_rawDescGZIP(), []int{33}
+	return file_rlhost_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *EnvCall) GetId() uint64 {
@@ -2571,7 +2834,7 @@ type EnvReply struct {
 
 func (x *EnvReply) Reset() {
 	*x = EnvReply{}
-	mi := &file_rlhost_proto_msgTypes[34]
+	mi := &file_rlhost_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2583,7 +2846,7 @@ func (x *EnvReply) String() string {
 func (*EnvReply) ProtoMessage() {}
 
 func (x *EnvReply) ProtoReflect() protoreflect.Message {
-	mi := &file_rlhost_proto_msgTypes[34]
+	mi := &file_rlhost_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2596,7 +2859,7 @@ func (x *EnvReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvReply.ProtoReflect.Descriptor instead.
 func (*EnvReply) Descriptor() ([]byte, []int) {
-	return file_rlhost_proto_rawDescGZIP(), []int{34}
+	return file_rlhost_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *EnvReply) GetId() uint64 {
@@ -2653,7 +2916,7 @@ var File_rlhost_proto protoreflect.FileDescriptor
 const file_rlhost_proto_rawDesc = "" +
 	"\n" +
 	"\frlhost.proto\x12\trlhost.v1\"\a\n" +
-	"\x05Empty\"\xe4\x01\n" +
+	"\x05Empty\"\x85\x02\n" +
 	"\n" +
 	"PluginInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
@@ -2663,7 +2926,9 @@ const file_rlhost_proto_rawDesc = "" +
 	"\x12config_schema_json\x18\x05 \x01(\fR\x10configSchemaJson\x12\x1d\n" +
 	"\n" +
 	"no_sandbox\x18\x06 \x01(\bR\tnoSandbox\x12%\n" +
-	"\x0eepisode_socket\x18\a \x01(\tR\repisodeSocket\"\xb4\x01\n" +
+	"\x0eepisode_socket\x18\a \x01(\tR\repisodeSocket\x12\x1f\n" +
+	"\vlent_tokens\x18\b \x01(\bR\n" +
+	"lentTokens\"\xb4\x01\n" +
 	"\x10ConfigureRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vconfig_json\x18\x02 \x01(\fR\n" +
@@ -2725,14 +2990,15 @@ const file_rlhost_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8a\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb2\x02\n" +
 	"\vSandboxInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12:\n" +
 	"\x06labels\x18\x03 \x03(\v2\".rlhost.v1.SandboxInfo.LabelsEntryR\x06labels\x12\x14\n" +
 	"\x05state\x18\x04 \x01(\tR\x05state\x12&\n" +
 	"\x0fcreated_unix_ms\x18\x05 \x01(\x03R\rcreatedUnixMs\x12\x1c\n" +
-	"\tisolation\x18\x06 \x01(\tR\tisolation\x1a9\n" +
+	"\tisolation\x18\x06 \x01(\tR\tisolation\x12&\n" +
+	"\x05lease\x18\a \x01(\v2\x10.rlhost.v1.LeaseR\x05lease\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa2\x02\n" +
@@ -2789,9 +3055,21 @@ const file_rlhost_proto_rawDesc = "" +
 	"\x06is_dir\x18\x04 \x01(\bR\x05isDir\x12'\n" +
 	"\x10mod_time_unix_ms\x18\x05 \x01(\x03R\rmodTimeUnixMs\">\n" +
 	"\x11ListFilesResponse\x12)\n" +
-	"\x05files\x18\x01 \x03(\v2\x13.rlhost.v1.FileInfoR\x05files\";\n" +
+	"\x05files\x18\x01 \x03(\v2\x13.rlhost.v1.FileInfoR\x05files\"g\n" +
 	"\rCreateRequest\x12*\n" +
-	"\x04spec\x18\x01 \x01(\v2\x16.rlhost.v1.SandboxSpecR\x04spec\"\x1b\n" +
+	"\x04spec\x18\x01 \x01(\v2\x16.rlhost.v1.SandboxSpecR\x04spec\x12*\n" +
+	"\x04lend\x18\x02 \x01(\v2\x16.rlhost.v1.LendRequestR\x04lend\";\n" +
+	"\vLendRequest\x12,\n" +
+	"\x12default_timeout_ms\x18\x01 \x01(\x03R\x10defaultTimeoutMs\"5\n" +
+	"\x05Lease\x12\x16\n" +
+	"\x06socket\x18\x01 \x01(\tR\x06socket\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\fR\x05token\"U\n" +
+	"\bLeaseUse\x12\x14\n" +
+	"\x05execs\x18\x01 \x01(\x03R\x05execs\x12\x1a\n" +
+	"\btimeouts\x18\x02 \x01(\x03R\btimeouts\x12\x17\n" +
+	"\aexec_ns\x18\x03 \x01(\x03R\x06execNs\"C\n" +
+	"\x0fDestroyResponse\x120\n" +
+	"\tlease_use\x18\x01 \x01(\v2\x13.rlhost.v1.LeaseUseR\bleaseUse\"\x1b\n" +
 	"\tSandboxID\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x84\x01\n" +
 	"\vListRequest\x12:\n" +
@@ -2800,9 +3078,10 @@ const file_rlhost_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"D\n" +
 	"\fListResponse\x124\n" +
-	"\tsandboxes\x18\x01 \x03(\v2\x16.rlhost.v1.SandboxInfoR\tsandboxes\"\xdf\x02\n" +
+	"\tsandboxes\x18\x01 \x03(\v2\x16.rlhost.v1.SandboxInfoR\tsandboxes\"\xf5\x02\n" +
 	"\bLentCall\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x04R\x02id\x12*\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
+	"\x05token\x18\b \x01(\fR\x05token\x12*\n" +
 	"\x04info\x18\x02 \x01(\v2\x14.rlhost.v1.SandboxIDH\x00R\x04info\x12,\n" +
 	"\x04exec\x18\x03 \x01(\v2\x16.rlhost.v1.ExecRequestH\x00R\x04exec\x129\n" +
 	"\tread_file\x18\x04 \x01(\v2\x1a.rlhost.v1.ReadFileRequestH\x00R\breadFile\x12<\n" +
@@ -2846,7 +3125,7 @@ const file_rlhost_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1a7\n" +
 	"\tInfoEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe3\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x88\x02\n" +
 	"\x11NewEpisodeRequest\x12\x1d\n" +
 	"\n" +
 	"episode_id\x18\x01 \x01(\tR\tepisodeId\x12#\n" +
@@ -2856,7 +3135,8 @@ const file_rlhost_proto_rawDesc = "" +
 	"\x04seed\x18\x05 \x01(\x03R\x04seed\x12\x14\n" +
 	"\x05group\x18\x06 \x01(\x05R\x05group\x12\x14\n" +
 	"\x05index\x18\a \x01(\x05R\x05index\x12%\n" +
-	"\x0esandbox_socket\x18\b \x01(\tR\rsandboxSocketJ\x04\b\x03\x10\x04\"Z\n" +
+	"\x0esandbox_socket\x18\b \x01(\tR\rsandboxSocket\x12#\n" +
+	"\rsandbox_token\x18\t \x01(\fR\fsandboxTokenJ\x04\b\x03\x10\x04\"Z\n" +
 	"\vStepRequest\x12\x1d\n" +
 	"\n" +
 	"episode_id\x18\x01 \x01(\tR\tepisodeId\x12,\n" +
@@ -2880,7 +3160,7 @@ const file_rlhost_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12:\n" +
 	"\vobservation\x18\x02 \x01(\v2\x16.rlhost.v1.ObservationH\x00R\vobservation\x12,\n" +
 	"\x05error\x18\x03 \x01(\v2\x14.rlhost.v1.LentErrorH\x00R\x05errorB\b\n" +
-	"\x06result2\x9f\x05\n" +
+	"\x06result2\xa9\x05\n" +
 	"\x0eSandboxBackend\x123\n" +
 	"\bDescribe\x12\x10.rlhost.v1.Empty\x1a\x15.rlhost.v1.PluginInfo\x12F\n" +
 	"\tConfigure\x12\x1b.rlhost.v1.ConfigureRequest\x1a\x1c.rlhost.v1.ConfigureResponse\x12:\n" +
@@ -2888,8 +3168,8 @@ const file_rlhost_proto_rawDesc = "" +
 	"\x04Exec\x12\x16.rlhost.v1.ExecRequest\x1a\x15.rlhost.v1.ExecResult\x12C\n" +
 	"\bReadFile\x12\x1a.rlhost.v1.ReadFileRequest\x1a\x1b.rlhost.v1.ReadFileResponse\x12:\n" +
 	"\tWriteFile\x12\x1b.rlhost.v1.WriteFileRequest\x1a\x10.rlhost.v1.Empty\x12F\n" +
-	"\tListFiles\x12\x1b.rlhost.v1.ListFilesRequest\x1a\x1c.rlhost.v1.ListFilesResponse\x121\n" +
-	"\aDestroy\x12\x14.rlhost.v1.SandboxID\x1a\x10.rlhost.v1.Empty\x127\n" +
+	"\tListFiles\x12\x1b.rlhost.v1.ListFilesRequest\x1a\x1c.rlhost.v1.ListFilesResponse\x12;\n" +
+	"\aDestroy\x12\x14.rlhost.v1.SandboxID\x1a\x1a.rlhost.v1.DestroyResponse\x127\n" +
 	"\x04List\x12\x16.rlhost.v1.ListRequest\x1a\x17.rlhost.v1.ListResponse\x128\n" +
 	"\vReapOrphans\x12\x10.rlhost.v1.Empty\x1a\x17.rlhost.v1.ListResponse\x12.\n" +
 	"\bShutdown\x12\x10.rlhost.v1.Empty\x1a\x10.rlhost.v1.Empty2\xa1\x03\n" +
@@ -2915,7 +3195,7 @@ func file_rlhost_proto_rawDescGZIP() []byte {
 	return file_rlhost_proto_rawDescData
 }
 
-var file_rlhost_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_rlhost_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_rlhost_proto_goTypes = []any{
 	(*Empty)(nil),             // 0: rlhost.v1.Empty
 	(*PluginInfo)(nil),        // 1: rlhost.v1.PluginInfo
@@ -2938,108 +3218,115 @@ var file_rlhost_proto_goTypes = []any{
 	(*FileInfo)(nil),          // 18: rlhost.v1.FileInfo
 	(*ListFilesResponse)(nil), // 19: rlhost.v1.ListFilesResponse
 	(*CreateRequest)(nil),     // 20: rlhost.v1.CreateRequest
-	(*SandboxID)(nil),         // 21: rlhost.v1.SandboxID
-	(*ListRequest)(nil),       // 22: rlhost.v1.ListRequest
-	(*ListResponse)(nil),      // 23: rlhost.v1.ListResponse
-	(*LentCall)(nil),          // 24: rlhost.v1.LentCall
-	(*LentReply)(nil),         // 25: rlhost.v1.LentReply
-	(*LentError)(nil),         // 26: rlhost.v1.LentError
-	(*Task)(nil),              // 27: rlhost.v1.Task
-	(*TasksResponse)(nil),     // 28: rlhost.v1.TasksResponse
-	(*Observation)(nil),       // 29: rlhost.v1.Observation
-	(*NewEpisodeRequest)(nil), // 30: rlhost.v1.NewEpisodeRequest
-	(*StepRequest)(nil),       // 31: rlhost.v1.StepRequest
-	(*EndRequest)(nil),        // 32: rlhost.v1.EndRequest
-	(*EnvCall)(nil),           // 33: rlhost.v1.EnvCall
-	(*EnvReply)(nil),          // 34: rlhost.v1.EnvReply
-	nil,                       // 35: rlhost.v1.SandboxSpec.EnvEntry
-	nil,                       // 36: rlhost.v1.SandboxSpec.LabelsEntry
-	nil,                       // 37: rlhost.v1.SandboxInfo.LabelsEntry
-	nil,                       // 38: rlhost.v1.ExecRequest.EnvEntry
-	nil,                       // 39: rlhost.v1.ListRequest.LabelsEntry
-	nil,                       // 40: rlhost.v1.Observation.MetricsEntry
-	nil,                       // 41: rlhost.v1.Observation.InfoEntry
+	(*LendRequest)(nil),       // 21: rlhost.v1.LendRequest
+	(*Lease)(nil),             // 22: rlhost.v1.Lease
+	(*LeaseUse)(nil),          // 23: rlhost.v1.LeaseUse
+	(*DestroyResponse)(nil),   // 24: rlhost.v1.DestroyResponse
+	(*SandboxID)(nil),         // 25: rlhost.v1.SandboxID
+	(*ListRequest)(nil),       // 26: rlhost.v1.ListRequest
+	(*ListResponse)(nil),      // 27: rlhost.v1.ListResponse
+	(*LentCall)(nil),          // 28: rlhost.v1.LentCall
+	(*LentReply)(nil),         // 29: rlhost.v1.LentReply
+	(*LentError)(nil),         // 30: rlhost.v1.LentError
+	(*Task)(nil),              // 31: rlhost.v1.Task
+	(*TasksResponse)(nil),     // 32: rlhost.v1.TasksResponse
+	(*Observation)(nil),       // 33: rlhost.v1.Observation
+	(*NewEpisodeRequest)(nil), // 34: rlhost.v1.NewEpisodeRequest
+	(*StepRequest)(nil),       // 35: rlhost.v1.StepRequest
+	(*EndRequest)(nil),        // 36: rlhost.v1.EndRequest
+	(*EnvCall)(nil),           // 37: rlhost.v1.EnvCall
+	(*EnvReply)(nil),          // 38: rlhost.v1.EnvReply
+	nil,                       // 39: rlhost.v1.SandboxSpec.EnvEntry
+	nil,                       // 40: rlhost.v1.SandboxSpec.LabelsEntry
+	nil,                       // 41: rlhost.v1.SandboxInfo.LabelsEntry
+	nil,                       // 42: rlhost.v1.ExecRequest.EnvEntry
+	nil,                       // 43: rlhost.v1.ListRequest.LabelsEntry
+	nil,                       // 44: rlhost.v1.Observation.MetricsEntry
+	nil,                       // 45: rlhost.v1.Observation.InfoEntry
 }
 var file_rlhost_proto_depIdxs = []int32{
 	10, // 0: rlhost.v1.ConfigureRequest.sandbox_spec:type_name -> rlhost.v1.SandboxSpec
 	3,  // 1: rlhost.v1.ConfigureResponse.diagnostics:type_name -> rlhost.v1.Diagnostic
 	5,  // 2: rlhost.v1.ToolCall.function:type_name -> rlhost.v1.FunctionCall
 	6,  // 3: rlhost.v1.ChatMessage.tool_calls:type_name -> rlhost.v1.ToolCall
-	35, // 4: rlhost.v1.SandboxSpec.env:type_name -> rlhost.v1.SandboxSpec.EnvEntry
+	39, // 4: rlhost.v1.SandboxSpec.env:type_name -> rlhost.v1.SandboxSpec.EnvEntry
 	9,  // 5: rlhost.v1.SandboxSpec.limits:type_name -> rlhost.v1.Limits
-	36, // 6: rlhost.v1.SandboxSpec.labels:type_name -> rlhost.v1.SandboxSpec.LabelsEntry
-	37, // 7: rlhost.v1.SandboxInfo.labels:type_name -> rlhost.v1.SandboxInfo.LabelsEntry
-	38, // 8: rlhost.v1.ExecRequest.env:type_name -> rlhost.v1.ExecRequest.EnvEntry
-	18, // 9: rlhost.v1.ListFilesResponse.files:type_name -> rlhost.v1.FileInfo
-	10, // 10: rlhost.v1.CreateRequest.spec:type_name -> rlhost.v1.SandboxSpec
-	39, // 11: rlhost.v1.ListRequest.labels:type_name -> rlhost.v1.ListRequest.LabelsEntry
-	11, // 12: rlhost.v1.ListResponse.sandboxes:type_name -> rlhost.v1.SandboxInfo
-	21, // 13: rlhost.v1.LentCall.info:type_name -> rlhost.v1.SandboxID
-	12, // 14: rlhost.v1.LentCall.exec:type_name -> rlhost.v1.ExecRequest
-	14, // 15: rlhost.v1.LentCall.read_file:type_name -> rlhost.v1.ReadFileRequest
-	16, // 16: rlhost.v1.LentCall.write_file:type_name -> rlhost.v1.WriteFileRequest
-	17, // 17: rlhost.v1.LentCall.list_files:type_name -> rlhost.v1.ListFilesRequest
-	0,  // 18: rlhost.v1.LentCall.cancel:type_name -> rlhost.v1.Empty
-	11, // 19: rlhost.v1.LentReply.info:type_name -> rlhost.v1.SandboxInfo
-	13, // 20: rlhost.v1.LentReply.exec:type_name -> rlhost.v1.ExecResult
-	15, // 21: rlhost.v1.LentReply.read_file:type_name -> rlhost.v1.ReadFileResponse
-	0,  // 22: rlhost.v1.LentReply.write_file:type_name -> rlhost.v1.Empty
-	19, // 23: rlhost.v1.LentReply.list_files:type_name -> rlhost.v1.ListFilesResponse
-	26, // 24: rlhost.v1.LentReply.error:type_name -> rlhost.v1.LentError
-	27, // 25: rlhost.v1.TasksResponse.tasks:type_name -> rlhost.v1.Task
-	7,  // 26: rlhost.v1.Observation.messages:type_name -> rlhost.v1.ChatMessage
-	8,  // 27: rlhost.v1.Observation.tools:type_name -> rlhost.v1.ToolSpec
-	40, // 28: rlhost.v1.Observation.metrics:type_name -> rlhost.v1.Observation.MetricsEntry
-	41, // 29: rlhost.v1.Observation.info:type_name -> rlhost.v1.Observation.InfoEntry
-	27, // 30: rlhost.v1.NewEpisodeRequest.task:type_name -> rlhost.v1.Task
-	7,  // 31: rlhost.v1.StepRequest.reply:type_name -> rlhost.v1.ChatMessage
-	30, // 32: rlhost.v1.EnvCall.new_episode:type_name -> rlhost.v1.NewEpisodeRequest
-	31, // 33: rlhost.v1.EnvCall.step:type_name -> rlhost.v1.StepRequest
-	32, // 34: rlhost.v1.EnvCall.end:type_name -> rlhost.v1.EndRequest
-	0,  // 35: rlhost.v1.EnvCall.cancel:type_name -> rlhost.v1.Empty
-	29, // 36: rlhost.v1.EnvReply.observation:type_name -> rlhost.v1.Observation
-	26, // 37: rlhost.v1.EnvReply.error:type_name -> rlhost.v1.LentError
-	0,  // 38: rlhost.v1.SandboxBackend.Describe:input_type -> rlhost.v1.Empty
-	2,  // 39: rlhost.v1.SandboxBackend.Configure:input_type -> rlhost.v1.ConfigureRequest
-	20, // 40: rlhost.v1.SandboxBackend.Create:input_type -> rlhost.v1.CreateRequest
-	12, // 41: rlhost.v1.SandboxBackend.Exec:input_type -> rlhost.v1.ExecRequest
-	14, // 42: rlhost.v1.SandboxBackend.ReadFile:input_type -> rlhost.v1.ReadFileRequest
-	16, // 43: rlhost.v1.SandboxBackend.WriteFile:input_type -> rlhost.v1.WriteFileRequest
-	17, // 44: rlhost.v1.SandboxBackend.ListFiles:input_type -> rlhost.v1.ListFilesRequest
-	21, // 45: rlhost.v1.SandboxBackend.Destroy:input_type -> rlhost.v1.SandboxID
-	22, // 46: rlhost.v1.SandboxBackend.List:input_type -> rlhost.v1.ListRequest
-	0,  // 47: rlhost.v1.SandboxBackend.ReapOrphans:input_type -> rlhost.v1.Empty
-	0,  // 48: rlhost.v1.SandboxBackend.Shutdown:input_type -> rlhost.v1.Empty
-	0,  // 49: rlhost.v1.Environment.Describe:input_type -> rlhost.v1.Empty
-	2,  // 50: rlhost.v1.Environment.Configure:input_type -> rlhost.v1.ConfigureRequest
-	0,  // 51: rlhost.v1.Environment.Tasks:input_type -> rlhost.v1.Empty
-	30, // 52: rlhost.v1.Environment.NewEpisode:input_type -> rlhost.v1.NewEpisodeRequest
-	31, // 53: rlhost.v1.Environment.Step:input_type -> rlhost.v1.StepRequest
-	32, // 54: rlhost.v1.Environment.End:input_type -> rlhost.v1.EndRequest
-	0,  // 55: rlhost.v1.Environment.Shutdown:input_type -> rlhost.v1.Empty
-	1,  // 56: rlhost.v1.SandboxBackend.Describe:output_type -> rlhost.v1.PluginInfo
-	4,  // 57: rlhost.v1.SandboxBackend.Configure:output_type -> rlhost.v1.ConfigureResponse
-	11, // 58: rlhost.v1.SandboxBackend.Create:output_type -> rlhost.v1.SandboxInfo
-	13, // 59: rlhost.v1.SandboxBackend.Exec:output_type -> rlhost.v1.ExecResult
-	15, // 60: rlhost.v1.SandboxBackend.ReadFile:output_type -> rlhost.v1.ReadFileResponse
-	0,  // 61: rlhost.v1.SandboxBackend.WriteFile:output_type -> rlhost.v1.Empty
-	19, // 62: rlhost.v1.SandboxBackend.ListFiles:output_type -> rlhost.v1.ListFilesResponse
-	0,  // 63: rlhost.v1.SandboxBackend.Destroy:output_type -> rlhost.v1.Empty
-	23, // 64: rlhost.v1.SandboxBackend.List:output_type -> rlhost.v1.ListResponse
-	23, // 65: rlhost.v1.SandboxBackend.ReapOrphans:output_type -> rlhost.v1.ListResponse
-	0,  // 66: rlhost.v1.SandboxBackend.Shutdown:output_type -> rlhost.v1.Empty
-	1,  // 67: rlhost.v1.Environment.Describe:output_type -> rlhost.v1.PluginInfo
-	4,  // 68: rlhost.v1.Environment.Configure:output_type -> rlhost.v1.ConfigureResponse
-	28, // 69: rlhost.v1.Environment.Tasks:output_type -> rlhost.v1.TasksResponse
-	29, // 70: rlhost.v1.Environment.NewEpisode:output_type -> rlhost.v1.Observation
-	29, // 71: rlhost.v1.Environment.Step:output_type -> rlhost.v1.Observation
-	29, // 72: rlhost.v1.Environment.End:output_type -> rlhost.v1.Observation
-	0,  // 73: rlhost.v1.Environment.Shutdown:output_type -> rlhost.v1.Empty
-	56, // [56:74] is the sub-list for method output_type
-	38, // [38:56] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	40, // 6: rlhost.v1.SandboxSpec.labels:type_name -> rlhost.v1.SandboxSpec.LabelsEntry
+	41, // 7: rlhost.v1.SandboxInfo.labels:type_name -> rlhost.v1.SandboxInfo.LabelsEntry
+	22, // 8: rlhost.v1.SandboxInfo.lease:type_name -> rlhost.v1.Lease
+	42, // 9: rlhost.v1.ExecRequest.env:type_name -> rlhost.v1.ExecRequest.EnvEntry
+	18, // 10: rlhost.v1.ListFilesResponse.files:type_name -> rlhost.v1.FileInfo
+	10, // 11: rlhost.v1.CreateRequest.spec:type_name -> rlhost.v1.SandboxSpec
+	21, // 12: rlhost.v1.CreateRequest.lend:type_name -> rlhost.v1.LendRequest
+	23, // 13: rlhost.v1.DestroyResponse.lease_use:type_name -> rlhost.v1.LeaseUse
+	43, // 14: rlhost.v1.ListRequest.labels:type_name -> rlhost.v1.ListRequest.LabelsEntry
+	11, // 15: rlhost.v1.ListResponse.sandboxes:type_name -> rlhost.v1.SandboxInfo
+	25, // 16: rlhost.v1.LentCall.info:type_name -> rlhost.v1.SandboxID
+	12, // 17: rlhost.v1.LentCall.exec:type_name -> rlhost.v1.ExecRequest
+	14, // 18: rlhost.v1.LentCall.read_file:type_name -> rlhost.v1.ReadFileRequest
+	16, // 19: rlhost.v1.LentCall.write_file:type_name -> rlhost.v1.WriteFileRequest
+	17, // 20: rlhost.v1.LentCall.list_files:type_name -> rlhost.v1.ListFilesRequest
+	0,  // 21: rlhost.v1.LentCall.cancel:type_name -> rlhost.v1.Empty
+	11, // 22: rlhost.v1.LentReply.info:type_name -> rlhost.v1.SandboxInfo
+	13, // 23: rlhost.v1.LentReply.exec:type_name -> rlhost.v1.ExecResult
+	15, // 24: rlhost.v1.LentReply.read_file:type_name -> rlhost.v1.ReadFileResponse
+	0,  // 25: rlhost.v1.LentReply.write_file:type_name -> rlhost.v1.Empty
+	19, // 26: rlhost.v1.LentReply.list_files:type_name -> rlhost.v1.ListFilesResponse
+	30, // 27: rlhost.v1.LentReply.error:type_name -> rlhost.v1.LentError
+	31, // 28: rlhost.v1.TasksResponse.tasks:type_name -> rlhost.v1.Task
+	7,  // 29: rlhost.v1.Observation.messages:type_name -> rlhost.v1.ChatMessage
+	8,  // 30: rlhost.v1.Observation.tools:type_name -> rlhost.v1.ToolSpec
+	44, // 31: rlhost.v1.Observation.metrics:type_name -> rlhost.v1.Observation.MetricsEntry
+	45, // 32: rlhost.v1.Observation.info:type_name -> rlhost.v1.Observation.InfoEntry
+	31, // 33: rlhost.v1.NewEpisodeRequest.task:type_name -> rlhost.v1.Task
+	7,  // 34: rlhost.v1.StepRequest.reply:type_name -> rlhost.v1.ChatMessage
+	34, // 35: rlhost.v1.EnvCall.new_episode:type_name -> rlhost.v1.NewEpisodeRequest
+	35, // 36: rlhost.v1.EnvCall.step:type_name -> rlhost.v1.StepRequest
+	36, // 37: rlhost.v1.EnvCall.end:type_name -> rlhost.v1.EndRequest
+	0,  // 38: rlhost.v1.EnvCall.cancel:type_name -> rlhost.v1.Empty
+	33, // 39: rlhost.v1.EnvReply.observation:type_name -> rlhost.v1.Observation
+	30, // 40: rlhost.v1.EnvReply.error:type_name -> rlhost.v1.LentError
+	0,  // 41: rlhost.v1.SandboxBackend.Describe:input_type -> rlhost.v1.Empty
+	2,  // 42: rlhost.v1.SandboxBackend.Configure:input_type -> rlhost.v1.ConfigureRequest
+	20, // 43: rlhost.v1.SandboxBackend.Create:input_type -> rlhost.v1.CreateRequest
+	12, // 44: rlhost.v1.SandboxBackend.Exec:input_type -> rlhost.v1.ExecRequest
+	14, // 45: rlhost.v1.SandboxBackend.ReadFile:input_type -> rlhost.v1.ReadFileRequest
+	16, // 46: rlhost.v1.SandboxBackend.WriteFile:input_type -> rlhost.v1.WriteFileRequest
+	17, // 47: rlhost.v1.SandboxBackend.ListFiles:input_type -> rlhost.v1.ListFilesRequest
+	25, // 48: rlhost.v1.SandboxBackend.Destroy:input_type -> rlhost.v1.SandboxID
+	26, // 49: rlhost.v1.SandboxBackend.List:input_type -> rlhost.v1.ListRequest
+	0,  // 50: rlhost.v1.SandboxBackend.ReapOrphans:input_type -> rlhost.v1.Empty
+	0,  // 51: rlhost.v1.SandboxBackend.Shutdown:input_type -> rlhost.v1.Empty
+	0,  // 52: rlhost.v1.Environment.Describe:input_type -> rlhost.v1.Empty
+	2,  // 53: rlhost.v1.Environment.Configure:input_type -> rlhost.v1.ConfigureRequest
+	0,  // 54: rlhost.v1.Environment.Tasks:input_type -> rlhost.v1.Empty
+	34, // 55: rlhost.v1.Environment.NewEpisode:input_type -> rlhost.v1.NewEpisodeRequest
+	35, // 56: rlhost.v1.Environment.Step:input_type -> rlhost.v1.StepRequest
+	36, // 57: rlhost.v1.Environment.End:input_type -> rlhost.v1.EndRequest
+	0,  // 58: rlhost.v1.Environment.Shutdown:input_type -> rlhost.v1.Empty
+	1,  // 59: rlhost.v1.SandboxBackend.Describe:output_type -> rlhost.v1.PluginInfo
+	4,  // 60: rlhost.v1.SandboxBackend.Configure:output_type -> rlhost.v1.ConfigureResponse
+	11, // 61: rlhost.v1.SandboxBackend.Create:output_type -> rlhost.v1.SandboxInfo
+	13, // 62: rlhost.v1.SandboxBackend.Exec:output_type -> rlhost.v1.ExecResult
+	15, // 63: rlhost.v1.SandboxBackend.ReadFile:output_type -> rlhost.v1.ReadFileResponse
+	0,  // 64: rlhost.v1.SandboxBackend.WriteFile:output_type -> rlhost.v1.Empty
+	19, // 65: rlhost.v1.SandboxBackend.ListFiles:output_type -> rlhost.v1.ListFilesResponse
+	24, // 66: rlhost.v1.SandboxBackend.Destroy:output_type -> rlhost.v1.DestroyResponse
+	27, // 67: rlhost.v1.SandboxBackend.List:output_type -> rlhost.v1.ListResponse
+	27, // 68: rlhost.v1.SandboxBackend.ReapOrphans:output_type -> rlhost.v1.ListResponse
+	0,  // 69: rlhost.v1.SandboxBackend.Shutdown:output_type -> rlhost.v1.Empty
+	1,  // 70: rlhost.v1.Environment.Describe:output_type -> rlhost.v1.PluginInfo
+	4,  // 71: rlhost.v1.Environment.Configure:output_type -> rlhost.v1.ConfigureResponse
+	32, // 72: rlhost.v1.Environment.Tasks:output_type -> rlhost.v1.TasksResponse
+	33, // 73: rlhost.v1.Environment.NewEpisode:output_type -> rlhost.v1.Observation
+	33, // 74: rlhost.v1.Environment.Step:output_type -> rlhost.v1.Observation
+	33, // 75: rlhost.v1.Environment.End:output_type -> rlhost.v1.Observation
+	0,  // 76: rlhost.v1.Environment.Shutdown:output_type -> rlhost.v1.Empty
+	59, // [59:77] is the sub-list for method output_type
+	41, // [41:59] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_rlhost_proto_init() }
@@ -3047,7 +3334,7 @@ func file_rlhost_proto_init() {
 	if File_rlhost_proto != nil {
 		return
 	}
-	file_rlhost_proto_msgTypes[24].OneofWrappers = []any{
+	file_rlhost_proto_msgTypes[28].OneofWrappers = []any{
 		(*LentCall_Info)(nil),
 		(*LentCall_Exec)(nil),
 		(*LentCall_ReadFile)(nil),
@@ -3055,7 +3342,7 @@ func file_rlhost_proto_init() {
 		(*LentCall_ListFiles)(nil),
 		(*LentCall_Cancel)(nil),
 	}
-	file_rlhost_proto_msgTypes[25].OneofWrappers = []any{
+	file_rlhost_proto_msgTypes[29].OneofWrappers = []any{
 		(*LentReply_Info)(nil),
 		(*LentReply_Exec)(nil),
 		(*LentReply_ReadFile)(nil),
@@ -3063,13 +3350,13 @@ func file_rlhost_proto_init() {
 		(*LentReply_ListFiles)(nil),
 		(*LentReply_Error)(nil),
 	}
-	file_rlhost_proto_msgTypes[33].OneofWrappers = []any{
+	file_rlhost_proto_msgTypes[37].OneofWrappers = []any{
 		(*EnvCall_NewEpisode)(nil),
 		(*EnvCall_Step)(nil),
 		(*EnvCall_End)(nil),
 		(*EnvCall_Cancel)(nil),
 	}
-	file_rlhost_proto_msgTypes[34].OneofWrappers = []any{
+	file_rlhost_proto_msgTypes[38].OneofWrappers = []any{
 		(*EnvReply_Observation)(nil),
 		(*EnvReply_Error)(nil),
 	}
@@ -3079,7 +3366,7 @@ func file_rlhost_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rlhost_proto_rawDesc), len(file_rlhost_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   42,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

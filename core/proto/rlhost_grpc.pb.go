@@ -51,7 +51,7 @@ type SandboxBackendClient interface {
 	ReadFile(ctx context.Context, in *ReadFileRequest, opts ...grpc.CallOption) (*ReadFileResponse, error)
 	WriteFile(ctx context.Context, in *WriteFileRequest, opts ...grpc.CallOption) (*Empty, error)
 	ListFiles(ctx context.Context, in *ListFilesRequest, opts ...grpc.CallOption) (*ListFilesResponse, error)
-	Destroy(ctx context.Context, in *SandboxID, opts ...grpc.CallOption) (*Empty, error)
+	Destroy(ctx context.Context, in *SandboxID, opts ...grpc.CallOption) (*DestroyResponse, error)
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 	ReapOrphans(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*ListResponse, error)
 	Shutdown(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Empty, error)
@@ -135,9 +135,9 @@ func (c *sandboxBackendClient) ListFiles(ctx context.Context, in *ListFilesReque
 	return out, nil
 }
 
-func (c *sandboxBackendClient) Destroy(ctx context.Context, in *SandboxID, opts ...grpc.CallOption) (*Empty, error) {
+func (c *sandboxBackendClient) Destroy(ctx context.Context, in *SandboxID, opts ...grpc.CallOption) (*DestroyResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(Empty)
+	out := new(DestroyResponse)
 	err := c.cc.Invoke(ctx, SandboxBackend_Destroy_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -186,7 +186,7 @@ type SandboxBackendServer interface {
 	ReadFile(context.Context, *ReadFileRequest) (*ReadFileResponse, error)
 	WriteFile(context.Context, *WriteFileRequest) (*Empty, error)
 	ListFiles(context.Context, *ListFilesRequest) (*ListFilesResponse, error)
-	Destroy(context.Context, *SandboxID) (*Empty, error)
+	Destroy(context.Context, *SandboxID) (*DestroyResponse, error)
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	ReapOrphans(context.Context, *Empty) (*ListResponse, error)
 	Shutdown(context.Context, *Empty) (*Empty, error)
@@ -221,7 +221,7 @@ func (UnimplementedSandboxBackendServer) WriteFile(context.Context, *WriteFileRe
 func (UnimplementedSandboxBackendServer) ListFiles(context.Context, *ListFilesRequest) (*ListFilesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListFiles not implemented")
 }
-func (UnimplementedSandboxBackendServer) Destroy(context.Context, *SandboxID) (*Empty, error) {
+func (UnimplementedSandboxBackendServer) Destroy(context.Context, *SandboxID) (*DestroyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Destroy not implemented")
 }
 func (UnimplementedSandboxBackendServer) List(context.Context, *ListRequest) (*ListResponse, error) {

@@ -3,9 +3,11 @@ package sandboxplugin
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/lendwire"
 	"github.com/rlhost/rlhost/core/pluginbase"
 	rlhostpb "github.com/rlhost/rlhost/core/proto"
 	"github.com/rlhost/rlhost/core/schema"
@@ -15,9 +17,18 @@ import (
 type Client struct {
 	rpc  rlhostpb.SandboxBackendClient
 	info pluginbase.Info
+
+	// life ends with the plugin process (nil: not watched); the lent-sandbox
+	// socket it named is removed then, in case it was killed.
+	life  context.Context
+	mu    sync.Mutex
+	socks map[string]bool
 }
 
-var _ Backend = (*Client)(nil)
+var (
+	_ Backend = (*Client)(nil)
+	_ Lender  = (*Client)(nil)
+)
 
 // describeTimeout bounds the Describe call made when a client is dispensed,
 // so a wedged plugin fails the start instead of hanging the host.
@@ -57,11 +68,45 @@ func (c *Client) Configure(ctx context.Context, cfg schema.Config, spec core.San
 
 // Create makes a sandbox.
 func (c *Client) Create(ctx context.Context, spec core.SandboxSpec) (core.SandboxInfo, error) {
-	r, err := c.rpc.Create(ctx, &rlhostpb.CreateRequest{Spec: fromSpec(spec)})
+	info, _, err := c.create(ctx, &rlhostpb.CreateRequest{Spec: fromSpec(spec)})
+	return info, err
+}
+
+// CreateLent makes a sandbox the plugin lends itself, when it can (a
+// plugin built on an older SDK answers the zero Lease).
+func (c *Client) CreateLent(ctx context.Context, spec core.SandboxSpec, defaultTimeout time.Duration) (core.SandboxInfo, Lease, error) {
+	return c.create(ctx, &rlhostpb.CreateRequest{Spec: fromSpec(spec), Lend: &rlhostpb.LendRequest{DefaultTimeoutMs: defaultTimeout.Milliseconds()}})
+}
+
+func (c *Client) create(ctx context.Context, req *rlhostpb.CreateRequest) (core.SandboxInfo, Lease, error) {
+	r, err := c.rpc.Create(ctx, req)
 	if err != nil {
-		return core.SandboxInfo{}, fmt.Errorf("create sandbox: %w", rlhostpb.FromStatus(err))
+		return core.SandboxInfo{}, Lease{}, fmt.Errorf("create sandbox: %w", rlhostpb.FromStatus(err))
 	}
-	return toSandboxInfo(r), nil
+	var ls Lease
+	if l := r.GetLease(); l.GetSocket() != "" {
+		ls = Lease{Socket: l.GetSocket(), Token: l.GetToken()}
+		c.watchSocket(ls.Socket)
+	}
+	return toSandboxInfo(r), ls, nil
+}
+
+// watchSocket removes the plugin's lent-sandbox socket once the plugin is
+// gone.
+func (c *Client) watchSocket(path string) {
+	if c.life == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.socks[path] {
+		return
+	}
+	if c.socks == nil {
+		c.socks = map[string]bool{}
+	}
+	c.socks[path] = true
+	context.AfterFunc(c.life, func() { lendwire.RemoveSocket(path) })
 }
 
 // Exec runs a command in sandbox id.
@@ -102,10 +147,19 @@ func (c *Client) ListFiles(ctx context.Context, id, path string) ([]core.FileInf
 
 // Destroy removes sandbox id.
 func (c *Client) Destroy(ctx context.Context, id string) error {
-	if _, err := c.rpc.Destroy(ctx, &rlhostpb.SandboxID{Id: id}); err != nil {
-		return fmt.Errorf("destroy sandbox %s: %w", id, rlhostpb.FromStatus(err))
+	_, err := c.DestroyLent(ctx, id)
+	return err
+}
+
+// DestroyLent removes sandbox id, and returns what was done through its
+// lease (zero when it had none).
+func (c *Client) DestroyLent(ctx context.Context, id string) (LeaseUse, error) {
+	r, err := c.rpc.Destroy(ctx, &rlhostpb.SandboxID{Id: id})
+	if err != nil {
+		return LeaseUse{}, fmt.Errorf("destroy sandbox %s: %w", id, rlhostpb.FromStatus(err))
 	}
-	return nil
+	u := r.GetLeaseUse()
+	return LeaseUse{Execs: u.GetExecs(), Timeouts: u.GetTimeouts(), ExecTime: time.Duration(u.GetExecNs())}, nil
 }
 
 // List returns sandboxes matching labels.

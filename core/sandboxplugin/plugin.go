@@ -18,6 +18,8 @@ type Plugin struct {
 	// Logger receives the plugin side's own messages (recovered panics);
 	// nil means hclog JSON on stderr, which the host relays.
 	Logger hclog.Logger
+
+	srv *server // the plugin side's, once GRPCServer made it
 }
 
 func (p *Plugin) logger() hclog.Logger {
@@ -32,18 +34,42 @@ var _ plugin.GRPCPlugin = (*Plugin)(nil)
 // GRPCServer registers the backend's gRPC server (plugin side).
 func (p *Plugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 	// A panic in one sandbox's call fails that call, not every sandbox.
-	s.RegisterService(pluginbase.Recovering(&rlhostpb.SandboxBackend_ServiceDesc, p.logger()), &server{impl: p.Impl})
+	log := p.logger()
+	p.srv = newServer(p.Impl, log)
+	s.RegisterService(pluginbase.Recovering(&rlhostpb.SandboxBackend_ServiceDesc, log), p.srv)
 	return nil
 }
 
 // GRPCClient returns a *Client implementing Backend (host side).
 func (p *Plugin) GRPCClient(ctx context.Context, _ *plugin.GRPCBroker, conn *grpc.ClientConn) (interface{}, error) {
-	return NewClient(ctx, rlhostpb.NewSandboxBackendClient(conn))
+	c, err := NewClient(ctx, rlhostpb.NewSandboxBackendClient(conn))
+	if err != nil {
+		return nil, err
+	}
+	life, end := context.WithCancel(ctx)
+	go func() {
+		defer end()
+		pluginbase.UntilShutdown(life, conn)
+	}()
+	c.life = life
+	return c, nil
 }
 
 // Serve runs b as a sandbox backend plugin. Call it from the plugin's main.
 // If the host dies without shutting the plugin down, b.Shutdown still runs,
 // so no sandbox outlives its host for longer than that.
 func Serve(b Backend) {
-	pluginbase.Serve(pluginbase.KindSandbox, &Plugin{Impl: b}, func(ctx context.Context) { _ = b.Shutdown(ctx) })
+	p := &Plugin{Impl: b}
+	pluginbase.Serve(pluginbase.KindSandbox, p, func(ctx context.Context) {
+		if p.srv != nil {
+			_ = p.srv.shutdown(ctx)
+			return
+		}
+		_ = b.Shutdown(ctx)
+	})
+	// The host may stop the plugin without a Shutdown call; the socket
+	// goes all the same.
+	if p.srv != nil {
+		p.srv.lend.close()
+	}
 }

@@ -2,16 +2,25 @@ package sandboxplugin
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/rlhost/rlhost/core"
 	rlhostpb "github.com/rlhost/rlhost/core/proto"
 )
 
-// server wraps a Backend implementation as the plugin-side gRPC server.
+// server wraps a Backend implementation as the plugin-side gRPC server,
+// and lends the sandboxes the host asks it to (see lender).
 type server struct {
 	rlhostpb.UnimplementedSandboxBackendServer
 	impl Backend
+	lend *lender
+}
+
+func newServer(impl Backend, log hclog.Logger) *server {
+	return &server{impl: impl, lend: newLender(impl, log)}
 }
 
 func (s *server) Describe(context.Context, *rlhostpb.Empty) (*rlhostpb.PluginInfo, error) {
@@ -32,8 +41,27 @@ func (s *server) Create(ctx context.Context, r *rlhostpb.CreateRequest) (*rlhost
 	if err != nil {
 		return nil, rlhostpb.ToStatus(err)
 	}
-	return fromSandboxInfo(info), nil
+	out := fromSandboxInfo(info)
+	if q := r.GetLend(); q != nil {
+		ls, err := s.lend.lend(info.ID, time.Duration(q.GetDefaultTimeoutMs())*time.Millisecond)
+		if err != nil {
+			// The host gets no sandbox, so none may outlive the call.
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyTimeout)
+			defer cancel()
+			if derr := s.impl.Destroy(dctx, info.ID); derr != nil {
+				err = fmt.Errorf("%w (and destroying the sandbox failed: %v)", err, derr)
+			}
+			return nil, rlhostpb.ToStatus(err)
+		}
+		if ls.Socket != "" {
+			out.Lease = &rlhostpb.Lease{Socket: ls.Socket, Token: ls.Token}
+		}
+	}
+	return out, nil
 }
+
+// destroyTimeout bounds the destroy of a sandbox whose create failed late.
+const destroyTimeout = 30 * time.Second
 
 func (s *server) Exec(ctx context.Context, r *rlhostpb.ExecRequest) (*rlhostpb.ExecResult, error) {
 	start := time.Now()
@@ -67,8 +95,18 @@ func (s *server) ListFiles(ctx context.Context, r *rlhostpb.ListFilesRequest) (*
 	return FromFiles(fs), nil
 }
 
-func (s *server) Destroy(ctx context.Context, r *rlhostpb.SandboxID) (*rlhostpb.Empty, error) {
-	return &rlhostpb.Empty{}, rlhostpb.ToStatus(s.impl.Destroy(ctx, r.GetId()))
+// Destroy ends the sandbox's lease first, so no lent call runs on a
+// sandbox being destroyed, or on the one a backend that reuses sandboxes
+// hands out next.
+func (s *server) Destroy(ctx context.Context, r *rlhostpb.SandboxID) (*rlhostpb.DestroyResponse, error) {
+	out := &rlhostpb.DestroyResponse{}
+	if use, ok := s.lend.release(r.GetId()); ok {
+		out.LeaseUse = &rlhostpb.LeaseUse{Execs: use.Execs, Timeouts: use.Timeouts, ExecNs: int64(use.ExecTime)}
+	}
+	if err := s.impl.Destroy(ctx, r.GetId()); err != nil {
+		return nil, rlhostpb.ToStatus(err)
+	}
+	return out, nil
 }
 
 func (s *server) List(ctx context.Context, r *rlhostpb.ListRequest) (*rlhostpb.ListResponse, error) {
@@ -88,5 +126,11 @@ func (s *server) ReapOrphans(ctx context.Context, _ *rlhostpb.Empty) (*rlhostpb.
 }
 
 func (s *server) Shutdown(ctx context.Context, _ *rlhostpb.Empty) (*rlhostpb.Empty, error) {
-	return &rlhostpb.Empty{}, rlhostpb.ToStatus(s.impl.Shutdown(ctx))
+	return &rlhostpb.Empty{}, rlhostpb.ToStatus(s.shutdown(ctx))
+}
+
+// shutdown ends every lease and the lent-sandbox socket, then the backend.
+func (s *server) shutdown(ctx context.Context) error {
+	s.lend.close()
+	return s.impl.Shutdown(ctx)
 }

@@ -2,9 +2,11 @@ package pluginmgr
 
 import (
 	"context"
+	"time"
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/envplugin"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
 )
 
 // LiveEnv is an environment client that always calls the current plugin
@@ -57,6 +59,8 @@ func (l liveSession) End(ctx context.Context, reason string) (envplugin.Observat
 // LiveBackend is the sandbox-backend counterpart of LiveEnv.
 type LiveBackend struct{ in *Instance }
 
+var _ sandboxplugin.Lender = LiveBackend{}
+
 // LiveBackend returns the sandbox backend view of this instance.
 func (in *Instance) LiveBackend() LiveBackend { return LiveBackend{in: in} }
 
@@ -68,6 +72,27 @@ func (b LiveBackend) Create(ctx context.Context, spec core.SandboxSpec) (core.Sa
 	}
 	info, err := c.Create(ctx, spec)
 	return info, b.in.Crashed(err)
+}
+
+// CreateLent makes a sandbox the plugin lends itself, when it can.
+func (b LiveBackend) CreateLent(ctx context.Context, spec core.SandboxSpec, defaultTimeout time.Duration) (core.SandboxInfo, sandboxplugin.Lease, error) {
+	c, err := b.in.Backend(ctx)
+	if err != nil {
+		return core.SandboxInfo{}, sandboxplugin.Lease{}, err
+	}
+	info, ls, err := c.CreateLent(ctx, spec, defaultTimeout)
+	return info, ls, b.in.Crashed(err)
+}
+
+// DestroyLent removes sandbox id and returns what was done through its
+// lease.
+func (b LiveBackend) DestroyLent(ctx context.Context, id string) (sandboxplugin.LeaseUse, error) {
+	c, err := b.in.Backend(ctx)
+	if err != nil {
+		return sandboxplugin.LeaseUse{}, err
+	}
+	use, err := c.DestroyLent(ctx, id)
+	return use, b.in.Crashed(err)
 }
 
 // Exec runs a command in sandbox id.

@@ -279,7 +279,19 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 		spec.Labels[LabelRun] = r.RunID
 		spec.Labels[LabelEnv] = r.EnvName
 		spec.Labels[LabelEpisode] = fmt.Sprintf("s%d-g%d-e%d", step, group, index)
-		info, err := r.Backend.Create(ctx, spec)
+		// A backend that lends its sandboxes itself serves the env's calls
+		// without the host relaying them; it counts what it served.
+		lender, direct := r.Backend.(sandboxplugin.Lender)
+		var (
+			info  core.SandboxInfo
+			lease sandboxplugin.Lease
+			err   error
+		)
+		if direct {
+			info, lease, err = lender.CreateLent(ctx, spec, r.ExecTimeout)
+		} else {
+			info, err = r.Backend.Create(ctx, spec)
+		}
 		if err != nil {
 			return fail(finishFor(parent, ctx, core.FinishError), err)
 		}
@@ -287,22 +299,31 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 		if info.Isolation != "" {
 			t.Info["isolation"] = info.Isolation
 		}
+		lent := &lentSandbox{Counted: sandboxplugin.Counted{Bound: sandboxplugin.Bound{Backend: r.Backend, SandboxID: info.ID, DefaultTimeout: r.ExecTimeout}}, lease: lease}
+		sandbox = lent
 		defer func() {
 			cctx, ccancel := cleanup()
 			defer ccancel()
-			if err := r.Backend.Destroy(cctx, info.ID); err != nil && !errors.Is(err, core.ErrNotFound) {
-				r.Logger.Warn("cannot destroy sandbox", "sandbox", info.ID, "error", err)
-				t.Info["destroy_error"] = err.Error()
+			var (
+				backendUse sandboxplugin.LeaseUse
+				derr       error
+			)
+			if direct {
+				backendUse, derr = lender.DestroyLent(cctx, info.ID)
+			} else {
+				derr = r.Backend.Destroy(cctx, info.ID)
 			}
-		}()
-		lent := &lentSandbox{Bound: sandboxplugin.Bound{Backend: r.Backend, SandboxID: info.ID, DefaultTimeout: r.ExecTimeout}}
-		sandbox = lent
-		defer func() {
-			// Host-side counters get their own names so an env's metrics of the
-			// same meaning never collide with them.
-			t.Metrics["sandbox_execs"] = float64(lent.execs.Load())
-			t.Metrics["sandbox_timeouts"] = float64(lent.timeouts.Load())
-			t.Metrics["sandbox_exec_ms"] = float64(lent.execNS.Load()) / 1e6
+			if derr != nil && !errors.Is(derr, core.ErrNotFound) {
+				r.Logger.Warn("cannot destroy sandbox", "sandbox", info.ID, "error", derr)
+				t.Info["destroy_error"] = derr.Error()
+			}
+			// Host-side counters get their own names so an env's metrics of
+			// the same meaning never collide with them. Calls the host
+			// relayed and calls the backend served are both counted.
+			use := lent.Use().Add(backendUse)
+			t.Metrics["sandbox_execs"] = float64(use.Execs)
+			t.Metrics["sandbox_timeouts"] = float64(use.Timeouts)
+			t.Metrics["sandbox_exec_ms"] = float64(use.ExecTime) / 1e6
 		}()
 	}
 

@@ -54,19 +54,22 @@ func median(xs []time.Duration) time.Duration {
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 
-// BenchmarkPluginRoundTrip times one no-op exec (`true`) three ways, in
-// interleaved rounds so machine drift hits all three alike:
+// BenchmarkPluginRoundTrip times one no-op exec (`true`) these ways, in
+// interleaved rounds so machine drift hits them all alike:
 //
 //	bare:    fork/exec of true from the host process, no sandbox
 //	backend: host → backend plugin (gRPC) → sandbox exec of true
-//	env:     host → env plugin Step → lent sandbox (frames on the host's
-//	         socket, back to host) → backend plugin → sandbox exec of true
+//	env:     host → env plugin Step → the backend's lent-sandbox socket →
+//	         sandbox exec of true (a sandbox its backend lends, as `rlhost
+//	         run` lends them)
+//	relay:   host → env plugin Step → the host's lent-sandbox socket →
+//	         backend plugin (gRPC) → sandbox exec of true (how the host
+//	         lends a sandbox whose backend lends none)
 //	step:    host → env plugin Step that returns at once (one plugin round
 //	         trip, the floor of any call into a plugin process)
 //
-// env − backend is the cost the env hop adds per sandbox call: two plugin
-// round trips (the Step over gRPC, and the env's Exec back to the host on
-// the lent-sandbox socket).
+// env − backend is the cost the env hop adds per sandbox call: the Step's
+// round trip, with the env's Exec in place of the host's.
 func BenchmarkPluginRoundTrip(b *testing.B) {
 	for _, isolation := range []string{"namespaces", "none"} {
 		b.Run(isolation, func(b *testing.B) { benchRoundTrip(b, isolation) })
@@ -76,10 +79,20 @@ func BenchmarkPluginRoundTrip(b *testing.B) {
 // probeSetup is the probe env and a local backend, started as the host
 // starts them, with one sandbox created to lend.
 type probeSetup struct {
-	backend sandboxplugin.Backend
+	backend *sandboxplugin.Client
 	env     envplugin.Environment
-	lent    *envtest.BackendSandbox
+	lent    *envtest.BackendSandbox // relayed by the host
+	leased  *leasedSandbox          // lent by the backend
 }
+
+// leasedSandbox is a sandbox its backend lends, as the runner hands it to
+// an env client.
+type leasedSandbox struct {
+	*envtest.BackendSandbox
+	lease sandboxplugin.Lease
+}
+
+func (s *leasedSandbox) Lease() sandboxplugin.Lease { return s.lease }
 
 // startProbe starts the probe env and a local backend with the given
 // isolation; everything is stopped when the benchmark ends.
@@ -129,14 +142,28 @@ env "probe" {
 	// Registered after StopAll, so it runs before it.
 	b.Cleanup(func() { backend.Destroy(context.Background(), info.ID) })
 	lent := &envtest.BackendSandbox{Backend: backend, SandboxID: info.ID, DefaultTimeout: 10 * time.Second}
-	return probeSetup{backend: backend, env: env, lent: lent}
+	linfo, lease, err := backend.CreateLent(ctx, core.SandboxSpec{}, 10*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { backend.Destroy(context.Background(), linfo.ID) })
+	if lease.Socket == "" {
+		b.Fatal("the local backend lent no sandbox")
+	}
+	leased := &leasedSandbox{&envtest.BackendSandbox{Backend: backend, SandboxID: linfo.ID, DefaultTimeout: 10 * time.Second}, lease}
+	return probeSetup{backend: backend, env: env, lent: lent, leased: leased}
 }
 
 func benchRoundTrip(b *testing.B, isolation string) {
 	ctx := context.Background()
 	p := startProbe(b, isolation)
 	backend, id := p.backend, p.lent.SandboxID
-	sess, _, err := p.env.NewEpisode(ctx, envplugin.Episode{ID: "bench", Task: core.Task{ID: "t0"}, Sandbox: p.lent})
+	relay, _, err := p.env.NewEpisode(ctx, envplugin.Episode{ID: "bench-relay", Task: core.Task{ID: "t0"}, Sandbox: p.lent})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer relay.End(ctx, core.FinishCancelled)
+	sess, _, err := p.env.NewEpisode(ctx, envplugin.Episode{ID: "bench", Task: core.Task{ID: "t0"}, Sandbox: p.leased})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -148,7 +175,7 @@ func benchRoundTrip(b *testing.B, isolation string) {
 	req := core.ExecRequest{Command: []string{"true"}, Timeout: 10 * time.Second}
 	reply := core.Message{Role: core.RoleAssistant, Content: "exec"}
 	noop := core.Message{Role: core.RoleAssistant, Content: "noop"}
-	var bare, direct, full, step []time.Duration
+	var bare, direct, full, relayed, step []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
@@ -168,28 +195,34 @@ func benchRoundTrip(b *testing.B, isolation string) {
 			b.Fatal(err)
 		}
 		t4 := time.Now()
+		if _, err := relay.Step(ctx, reply); err != nil {
+			b.Fatal(err)
+		}
+		t5 := time.Now()
 		bare, direct, full = append(bare, t1.Sub(t0)), append(direct, t2.Sub(t1)), append(full, t3.Sub(t2))
-		step = append(step, t4.Sub(t3))
+		step, relayed = append(step, t4.Sub(t3)), append(relayed, t5.Sub(t4))
 	}
 	b.StopTimer()
-	mb, md, mf, ms := median(bare), median(direct), median(full), median(step)
+	mb, md, mf, ms, mr := median(bare), median(direct), median(full), median(step), median(relayed)
 	b.ReportMetric(us(mb), "bare-us")
 	b.ReportMetric(us(md), "backend-us")
 	b.ReportMetric(us(mf), "env-us")
 	b.ReportMetric(us(mf-md), "env-hop-us")
 	b.ReportMetric(us(ms), "noop-step-us")
+	b.ReportMetric(us(mr-md), "relay-hop-us")
 	if b.N >= 20 {
-		benchRow(b, fmt.Sprintf("| no-op exec, isolation %s | %d | %.0f | %.0f | %.0f | %.0f | %.2f× | %.0f |",
-			isolation, b.N, us(mb), us(md), us(mf), us(mf-md), float64(mf)/float64(md), us(ms)))
+		benchRow(b, fmt.Sprintf("| no-op exec, isolation %s | %d | %.0f | %.0f | %.0f | %.0f | %.2f× | %.0f | %.0f | %.0f |",
+			isolation, b.N, us(mb), us(md), us(mf), us(mf-md), float64(mf)/float64(md), us(ms), us(mr), us(mr-md)))
 	}
 }
 
 // BenchmarkEpisodeLend times what lending a sandbox adds to an episode:
-// NewEpisode, one no-op Step and End on the probe env, with a lent sandbox
-// (leased on the host's one lent-sandbox socket for this env, which the
-// env connected to at its first episode and keeps) and without
-// one, in interleaved rounds. No sandbox call is made: lend-us is the
-// lease's cost alone.
+// NewEpisode, one no-op Step and End on the probe env, with a sandbox its
+// backend lends (its socket and token passed on), with one the host lends
+// (leased on the host's one lent-sandbox socket for this env, which the env
+// connected to at its first episode and keeps) and without one, in
+// interleaved rounds. No sandbox call is made: lend-us is the host lease's
+// cost alone, backend-lend-us the backend lease's.
 func BenchmarkEpisodeLend(b *testing.B) {
 	ctx := context.Background()
 	p := startProbe(b, "none")
@@ -208,19 +241,22 @@ func BenchmarkEpisodeLend(b *testing.B) {
 		}
 		return time.Since(t0)
 	}
-	var lent, bare []time.Duration
+	var lent, leased, bare []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		lent = append(lent, episode(fmt.Sprintf("lent-%d", i), p.lent))
+		leased = append(leased, episode(fmt.Sprintf("leased-%d", i), p.leased))
 		bare = append(bare, episode(fmt.Sprintf("bare-%d", i), nil))
 	}
 	b.StopTimer()
-	ml, mb := median(lent), median(bare)
+	ml, mb, mk := median(lent), median(bare), median(leased)
 	b.ReportMetric(us(ml), "lent-episode-us")
+	b.ReportMetric(us(mk), "backend-lent-episode-us")
 	b.ReportMetric(us(mb), "bare-episode-us")
 	b.ReportMetric(us(ml-mb), "lend-us")
+	b.ReportMetric(us(mk-mb), "backend-lend-us")
 	if b.N > 1 {
-		benchRow(b, fmt.Sprintf("| NewEpisode + no-op Step + End, isolation none | %d | %.0f | %.0f | %.0f |", b.N, us(mb), us(ml), us(ml-mb)))
+		benchRow(b, fmt.Sprintf("| NewEpisode + no-op Step + End, isolation none | %d | %.0f | %.0f | %.0f | %.0f | %.0f |", b.N, us(mb), us(mk), us(mk-mb), us(ml), us(ml-mb)))
 	}
 }
 

@@ -51,22 +51,25 @@ def _path(p: Union[str, bytes]) -> bytes:
 
 
 class Sandbox:
-    """One sandbox, lent by the host to the current episode. Every call names
-    it: the connection is shared by all episodes, and the host routes by id.
-    Safe to use from several threads."""
+    """One sandbox, lent to the current episode on the host's socket or on its
+    backend's. Every call names it and carries the episode's token: the
+    connection is shared by all episodes lent on that socket, which routes
+    by id. Safe to use from several threads."""
 
-    def __init__(self, conn: Connection, sandbox_id: str):
+    def __init__(self, conn: Connection, sandbox_id: str, token: bytes = b""):
         self.id = sandbox_id
         self._conn = conn
+        self._token = token
 
     def _call(self, what: str, call: pb.LentCall, field: str):
+        call.token = self._token
         try:
             rep = self._conn.call(call, timeout=_remaining(), active=_active())
         except CallError as e:
             raise SandboxError(f"{what} in sandbox {self.id}", e) from None
         if rep.WhichOneof("result") != field:
             raise SandboxError(f"{what} in sandbox {self.id}",
-                               CallError("INTERNAL", f"the host answered with {rep.WhichOneof('result')}"))
+                               CallError("INTERNAL", f"the server answered with {rep.WhichOneof('result')}"))
         return getattr(rep, field)
 
     def exec(self, command: Union[str, Sequence[str]], *, stdin: Union[bytes, str] = b"",

@@ -102,7 +102,8 @@ class EnvServicer:
         spec = schema_json(type(self.env).settings)
         return pb.PluginInfo(name=self.env.name, version=self.env.version, kind=KIND_ENV,
                              description=self.env.description, config_schema_json=json.dumps(spec).encode(),
-                             no_sandbox=bool(self.env.no_sandbox), episode_socket=self.episodes.open())
+                             no_sandbox=bool(self.env.no_sandbox), episode_socket=self.episodes.open(),
+                             lent_tokens=True)
 
     def configure(self, req: pb.ConfigureRequest, _context) -> pb.ConfigureResponse:
         settings = json.loads(req.config_json) if req.config_json else {}
@@ -134,7 +135,7 @@ class EnvServicer:
         sandbox = None
         try:
             if req.sandbox_socket:
-                sandbox = Sandbox(self.conns.get(req.sandbox_socket), req.sandbox_id)
+                sandbox = Sandbox(self.conns.get(req.sandbox_socket), req.sandbox_id, req.sandbox_token)
             ep = Episode(id=eid, task=Task.from_pb(req.task), sandbox=sandbox, seed=req.seed,
                          group=req.group, index=req.index)
         except Exception as e:  # noqa: BLE001

@@ -52,6 +52,18 @@ class DescribeTest(unittest.TestCase):
             self.addCleanup(s.episodes.close)
             self.assertEqual(s.describe(None, None).no_sandbox, want)
 
+    def test_lent_tokens_are_declared(self):
+        # The host lends a backend's sandbox on the backend's socket only to
+        # a plugin that declares it carries the token.
+        from rlhost_env.server import EnvServicer
+
+        class Coder(rl.Env):
+            name = "coder"
+
+        s = EnvServicer(Coder())
+        self.addCleanup(s.episodes.close)
+        self.assertTrue(s.describe(None, None).lent_tokens)
+
 
 class TypesTest(unittest.TestCase):
     def test_cty_types(self):
@@ -267,7 +279,7 @@ class LendwireTest(unittest.TestCase):
                    "list_files": pb.LentReply(list_files=pb.ListFilesResponse())}
         host = _FakeHost(lambda c: replies[c.WhichOneof("call")])
         self.addCleanup(host.close)
-        sb = rl.Sandbox(host.conn, "sb-9")
+        sb = rl.Sandbox(host.conn, "sb-9", b"tok-9")
         self.assertEqual(sb.exec(["true"]).exit_code, 3)
         self.assertEqual(sb.read_file("a"), b"x")
         sb.write_file("a", b"x")
@@ -275,6 +287,8 @@ class LendwireTest(unittest.TestCase):
         calls = host.wait_calls(4)
         self.assertEqual([c.WhichOneof("call") for c in calls], ["exec", "read_file", "write_file", "list_files"])
         self.assertEqual([getattr(c, c.WhichOneof("call")).sandbox_id for c in calls], ["sb-9"] * 4)
+        # The episode's token rides on every call: a backend's socket needs it.
+        self.assertEqual([c.token for c in calls], [b"tok-9"] * 4)
         self.assertEqual(len({c.id for c in calls}), 4, "call ids repeat")
 
     def test_errors_keep_their_code(self):

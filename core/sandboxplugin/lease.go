@@ -1,0 +1,77 @@
+package sandboxplugin
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/rlhost/rlhost/core"
+)
+
+// Lease is a sandbox its backend lends itself: the backend's lent-sandbox
+// socket, and the token each call on it must carry. The token is the whole
+// authority over the sandbox there until it is destroyed: hand it to one
+// episode, and never log it. The zero Lease is no lease.
+type Lease struct {
+	Socket string
+	Token  []byte
+}
+
+// LeaseUse is what was done through one sandbox's lent calls.
+type LeaseUse struct {
+	Execs    int64         // exec calls answered
+	Timeouts int64         // of them, commands killed by their timeout
+	ExecTime time.Duration // their total time, from call to answer
+}
+
+// Add returns the sum of u and v.
+func (u LeaseUse) Add(v LeaseUse) LeaseUse {
+	return LeaseUse{Execs: u.Execs + v.Execs, Timeouts: u.Timeouts + v.Timeouts, ExecTime: u.ExecTime + v.ExecTime}
+}
+
+// Lender is a backend that lends its sandboxes to environments itself, on
+// a socket of its own, so an env's calls reach it without the host
+// relaying them. The plugin client is one; the runner uses it when the
+// backend it is given is one.
+type Lender interface {
+	// CreateLent is Create, asking the backend to lend the new sandbox;
+	// defaultTimeout goes into each lent exec that names none. A backend
+	// that does not lend its sandboxes answers the zero Lease.
+	CreateLent(ctx context.Context, spec core.SandboxSpec, defaultTimeout time.Duration) (core.SandboxInfo, Lease, error)
+	// DestroyLent is Destroy, and returns what was done through the
+	// sandbox's lease, which ends first (cutting off its running calls).
+	DestroyLent(ctx context.Context, id string) (LeaseUse, error)
+}
+
+// Leased is a Sandbox its backend lends itself, as the host hands it to an
+// environment client: one with a Lease sends the env there.
+type Leased interface {
+	Sandbox
+	Lease() Lease
+}
+
+// Counted is a Bound that counts its execs.
+type Counted struct {
+	Bound
+
+	execs    atomic.Int64
+	timeouts atomic.Int64
+	execNS   atomic.Int64
+}
+
+// Exec runs a command in the bound sandbox and counts it.
+func (s *Counted) Exec(ctx context.Context, req core.ExecRequest) (core.ExecResult, error) {
+	start := time.Now()
+	res, err := s.Bound.Exec(ctx, req)
+	s.execNS.Add(int64(time.Since(start)))
+	s.execs.Add(1)
+	if res.TimedOut {
+		s.timeouts.Add(1)
+	}
+	return res, err
+}
+
+// Use is what the sandbox's execs have come to so far.
+func (s *Counted) Use() LeaseUse {
+	return LeaseUse{Execs: s.execs.Load(), Timeouts: s.timeouts.Load(), ExecTime: time.Duration(s.execNS.Load())}
+}
