@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -57,18 +56,12 @@ func (e *episodeSocket) open() string {
 	if e.path != "" {
 		return e.path
 	}
-	dir, err := os.MkdirTemp("", "rlhost-env-") // mode 0700
+	ln, sock, err := lendwire.ListenPrivate(lendwire.EpisodeSocket)
 	if err != nil {
 		e.log.Warn("no episode socket; the host will use gRPC", "error", err)
 		return ""
 	}
-	sock := filepath.Join(dir, "episode.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		os.RemoveAll(dir)
-		e.log.Warn("no episode socket; the host will use gRPC", "error", err)
-		return ""
-	}
+	dir := filepath.Dir(sock)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

@@ -73,18 +73,12 @@ func (l *lender) listen() error {
 	if err := l.life.Err(); err != nil {
 		return fmt.Errorf("lend a sandbox: the env plugin is gone: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "rlhost-lend-") // mode 0700
+	ln, sock, err := lendwire.ListenPrivate(lendwire.HostLentSocket)
 	if err != nil {
-		return fmt.Errorf("lend a sandbox: %w", err)
-	}
-	sock := filepath.Join(dir, "sandbox.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		os.RemoveAll(dir)
 		return fmt.Errorf("lend a sandbox: %w", err)
 	}
 	l.sock = sock
-	go l.serve(ln, dir)
+	go l.serve(ln, filepath.Dir(sock))
 	return nil
 }
 

@@ -2038,7 +2038,7 @@ type LentCall_ListFiles struct {
 
 type LentCall_Cancel struct {
 	// The caller of the running call with this id gave up (its deadline
-	// passed or it was cancelled): the host stops the work and sends no
+	// passed or it was cancelled): the server stops the work and sends no
 	// reply, or one it may ignore.
 	Cancel *Empty `protobuf:"bytes,7,opt,name=cancel,proto3,oneof"`
 }

@@ -17,6 +17,17 @@ type Lease struct {
 	Token  []byte
 }
 
+// String names the lease without its token, so no log line can leak it.
+func (l Lease) String() string {
+	if l.Socket == "" {
+		return "no lease"
+	}
+	return "lease on " + l.Socket
+}
+
+// GoString is String, for %#v.
+func (l Lease) GoString() string { return l.String() }
+
 // LeaseUse is what was done through one sandbox's lent calls.
 type LeaseUse struct {
 	Execs    int64         // exec calls answered

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -38,11 +37,17 @@ type lender struct {
 
 // backendLease is one sandbox lent until it is destroyed.
 type backendLease struct {
-	token  []byte
-	sb     *Counted
-	ctx    context.Context // ends with the lease, cutting off its calls
-	cancel context.CancelFunc
+	token   []byte
+	sb      *Counted
+	ctx     context.Context // ends with the lease, cutting off its calls
+	cancel  context.CancelFunc
+	running sync.WaitGroup // its calls; added to only while it is in leases
 }
+
+// releaseWait bounds how long a release waits for the calls it cut off: a
+// backend that does not heed a cancelled context must not hold up its
+// Destroy for good.
+const releaseWait = 10 * time.Second
 
 // tokenBytes is a token's length: 256 random bits.
 const tokenBytes = 32
@@ -85,30 +90,34 @@ func (l *lender) lend(id string, defaultTimeout time.Duration) (Lease, error) {
 // listen opens the socket in a directory only this user can enter. Called
 // with mu held.
 func (l *lender) listen() error {
-	dir, err := os.MkdirTemp("", "rlhost-backend-") // mode 0700
+	ln, sock, err := lendwire.ListenPrivate(lendwire.BackendLentSocket)
 	if err != nil {
-		return err
-	}
-	sock := filepath.Join(dir, "sandbox.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		os.RemoveAll(dir)
 		return err
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	l.sock, l.stop, l.served = sock, stop, make(chan struct{})
+	served := make(chan struct{})
+	l.sock, l.stop, l.served = sock, stop, served
 	go func() {
-		defer close(l.served)
-		defer os.RemoveAll(dir)
+		defer close(served)
+		defer os.RemoveAll(filepath.Dir(sock))
 		if err := lendwire.Serve(ctx, ln, "lent sandbox", l.handle, l.log); err != nil {
 			l.log.Error("lent sandbox socket failed", "error", err)
 		}
+		// Back here early only on a failed accept: the next lease gets a
+		// fresh socket rather than a dead path. (Leases made on this one
+		// are cut off; their episodes fail.)
+		l.mu.Lock()
+		if l.sock == sock {
+			l.sock = ""
+		}
+		l.mu.Unlock()
 	}()
 	return nil
 }
 
 // release ends the lease of sandbox id, if it has one, cutting off its
-// running calls, and returns what was done through it.
+// running calls and waiting for them (up to releaseWait), and returns
+// what was done through it.
 func (l *lender) release(id string) (LeaseUse, bool) {
 	l.mu.Lock()
 	ls := l.leases[id]
@@ -118,6 +127,16 @@ func (l *lender) release(id string) (LeaseUse, bool) {
 		return LeaseUse{}, false
 	}
 	ls.cancel()
+	done := make(chan struct{})
+	go func() {
+		ls.running.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(releaseWait):
+		l.log.Warn("lent calls still running after their lease ended", "sandbox", id, "waited", releaseWait)
+	}
 	return ls.sb.Use(), true
 }
 
@@ -143,10 +162,15 @@ func (l *lender) close() {
 func (l *lender) run(ctx context.Context, id string, token []byte, op func(context.Context, Sandbox) error) error {
 	l.mu.Lock()
 	ls := l.leases[id]
+	ok := ls != nil && subtle.ConstantTimeCompare(ls.token, token) == 1
+	if ok {
+		ls.running.Add(1) // under mu: release cannot be waiting yet
+	}
 	l.mu.Unlock()
-	if ls == nil || subtle.ConstantTimeCompare(ls.token, token) != 1 {
+	if !ok {
 		return fmt.Errorf("sandbox %q is not lent to this caller (destroyed, or a wrong token): %w", id, core.ErrNotFound)
 	}
+	defer ls.running.Done()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(ls.ctx, cancel)()

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -31,6 +33,7 @@ type memBackend struct {
 	mu        sync.Mutex
 	next      int
 	live      map[string]bool
+	events    []string // "ended ID" when a blocked exec returns, "destroyed ID"
 	started   chan struct{}
 	ended     chan error
 	destroyed chan string
@@ -70,6 +73,8 @@ func (b *memBackend) Exec(ctx context.Context, id string, req core.ExecRequest) 
 	case "block":
 		b.started <- struct{}{}
 		<-ctx.Done()
+		time.Sleep(50 * time.Millisecond) // a slow wind-down, so a Destroy that does not wait overtakes it
+		b.event("ended " + id)
 		b.ended <- ctx.Err()
 		return core.ExecResult{}, ctx.Err()
 	case "slow":
@@ -97,8 +102,15 @@ func (b *memBackend) Destroy(_ context.Context, id string) error {
 	b.mu.Lock()
 	delete(b.live, id)
 	b.mu.Unlock()
+	b.event("destroyed " + id)
 	b.destroyed <- id
 	return nil
+}
+
+func (b *memBackend) event(e string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.events = append(b.events, e)
 }
 
 func (*memBackend) Shutdown(context.Context) error { return nil }
@@ -257,7 +269,8 @@ func TestBackendCountsLentExecs(t *testing.T) {
 }
 
 // Destroy ends the lease before the backend destroys the sandbox: a lent
-// call still running sees its context end.
+// call still running sees its context end, and has returned before the
+// backend's Destroy runs.
 func TestDestroyCutsOffRunningLentCalls(t *testing.T) {
 	ctx := context.Background()
 	c, b := serveMem(t)
@@ -288,13 +301,49 @@ func TestDestroyCutsOffRunningLentCalls(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Error("the cut-off call succeeded")
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if want := []string{"ended " + info.ID, "destroyed " + info.ID}; !slices.Equal(b.events, want) {
+		t.Errorf("events %q, want %q", b.events, want)
+	}
+}
+
+// A backend that cannot open its socket lends nothing, and says so with
+// the zero Lease: its sandboxes are still made, and the host relays.
+func TestBackendThatCannotListenLendsNothing(t *testing.T) {
+	ctx := context.Background()
+	c, _ := serveMem(t)
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing")) // the plugin runs in this process
+	info, ls, err := c.CreateLent(ctx, core.SandboxSpec{}, time.Minute)
+	if err != nil || info.ID == "" {
+		t.Fatalf("create: %+v, %v", info, err)
+	}
+	if ls.Socket != "" || ls.Token != nil {
+		t.Errorf("got %v, want no lease", ls)
+	}
+	if res, err := c.Exec(ctx, info.ID, core.ExecRequest{Command: []string{"true"}}); err != nil || res.Stdout == "" {
+		t.Errorf("exec over gRPC: %+v, %v", res, err)
+	}
+	if use, err := c.DestroyLent(ctx, info.ID); err != nil || use != (sandboxplugin.LeaseUse{}) {
+		t.Errorf("destroy: %+v, %v", use, err)
+	}
+}
+
+// A lease's token never reaches a log line through the Lease's formatting.
+func TestLeaseFormatsWithoutItsToken(t *testing.T) {
+	ls := sandboxplugin.Lease{Socket: "/tmp/rlhost-backend-1/sandbox.sock", Token: []byte("secret-token")}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
+		if got := fmt.Sprintf(verb, ls); strings.Contains(got, "secret") || strings.Contains(got, "115") || !strings.Contains(got, ls.Socket) {
+			t.Errorf("%s: %s", verb, got)
+		}
+	}
 }
 
 // The socket lives in a directory only this user can enter, from the first
 // lease to Shutdown, which removes it and lends nothing after.
 func TestShutdownRemovesTheLentSocket(t *testing.T) {
 	ctx := context.Background()
-	c, _ := serveMem(t)
+	c, b := serveMem(t)
 	if _, err := c.Create(ctx, core.SandboxSpec{}); err != nil {
 		t.Fatal(err)
 	}
@@ -318,6 +367,15 @@ func TestShutdownRemovesTheLentSocket(t *testing.T) {
 	}
 	if _, _, err := c.CreateLent(ctx, core.SandboxSpec{}, time.Minute); err == nil {
 		t.Error("a lease after shutdown")
+	}
+	// The sandbox made for it is not left behind.
+	select {
+	case id := <-b.destroyed:
+		if id != "sb-3" {
+			t.Errorf("destroyed %s, want sb-3", id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the sandbox of the refused lease was left")
 	}
 }
 

@@ -3,6 +3,7 @@ package sandboxplugin
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/rlhost/rlhost/core"
 	rlhostpb "github.com/rlhost/rlhost/core/proto"
@@ -45,8 +46,12 @@ func AnswerLent(ctx context.Context, c *rlhostpb.LentCall, run LentRunner) *rlho
 	case *rlhostpb.LentCall_Exec:
 		var r *rlhostpb.ExecResult
 		err = run(ctx, x.Exec.GetSandboxId(), tok, func(ctx context.Context, sb Sandbox) error {
+			start := time.Now()
 			res, err := sb.Exec(ctx, ToExecRequest(x.Exec))
 			if err == nil {
+				if res.Duration == 0 { // as the gRPC server fills it in
+					res.Duration = time.Since(start)
+				}
 				r = FromExecResult(res)
 			}
 			return err

@@ -2,6 +2,7 @@ package sandboxplugin
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
@@ -19,7 +20,7 @@ type Plugin struct {
 	// nil means hclog JSON on stderr, which the host relays.
 	Logger hclog.Logger
 
-	srv *server // the plugin side's, once GRPCServer made it
+	srv atomic.Pointer[server] // the plugin side's, once GRPCServer made it
 }
 
 func (p *Plugin) logger() hclog.Logger {
@@ -35,8 +36,9 @@ var _ plugin.GRPCPlugin = (*Plugin)(nil)
 func (p *Plugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 	// A panic in one sandbox's call fails that call, not every sandbox.
 	log := p.logger()
-	p.srv = newServer(p.Impl, log)
-	s.RegisterService(pluginbase.Recovering(&rlhostpb.SandboxBackend_ServiceDesc, log), p.srv)
+	srv := newServer(p.Impl, log)
+	p.srv.Store(srv)
+	s.RegisterService(pluginbase.Recovering(&rlhostpb.SandboxBackend_ServiceDesc, log), srv)
 	return nil
 }
 
@@ -61,15 +63,15 @@ func (p *Plugin) GRPCClient(ctx context.Context, _ *plugin.GRPCBroker, conn *grp
 func Serve(b Backend) {
 	p := &Plugin{Impl: b}
 	pluginbase.Serve(pluginbase.KindSandbox, p, func(ctx context.Context) {
-		if p.srv != nil {
-			_ = p.srv.shutdown(ctx)
+		if srv := p.srv.Load(); srv != nil {
+			_ = srv.shutdown(ctx)
 			return
 		}
 		_ = b.Shutdown(ctx)
 	})
 	// The host may stop the plugin without a Shutdown call; the socket
 	// goes all the same.
-	if p.srv != nil {
-		p.srv.lend.close()
+	if srv := p.srv.Load(); srv != nil {
+		srv.lend.close()
 	}
 }

@@ -95,9 +95,9 @@ func (s *server) ListFiles(ctx context.Context, r *rlhostpb.ListFilesRequest) (*
 	return FromFiles(fs), nil
 }
 
-// Destroy ends the sandbox's lease first, so no lent call runs on a
-// sandbox being destroyed, or on the one a backend that reuses sandboxes
-// hands out next.
+// Destroy ends the sandbox's lease first, cutting off its lent calls and
+// waiting for them (for a bounded time), so none runs on a sandbox being
+// destroyed, or on the one a backend that reuses sandboxes hands out next.
 func (s *server) Destroy(ctx context.Context, r *rlhostpb.SandboxID) (*rlhostpb.DestroyResponse, error) {
 	out := &rlhostpb.DestroyResponse{}
 	if use, ok := s.lend.release(r.GetId()); ok {

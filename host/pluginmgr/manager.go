@@ -18,6 +18,7 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/envplugin"
+	"github.com/rlhost/rlhost/core/lendwire"
 	"github.com/rlhost/rlhost/core/pluginbase"
 	"github.com/rlhost/rlhost/core/sandboxplugin"
 )
@@ -41,7 +42,8 @@ type Options struct {
 	Logger   hclog.Logger        // plugin logs are re-logged here under the plugin's name
 }
 
-// New makes a Manager.
+// New makes a Manager, after removing the sockets that plugins killed
+// with SIGKILL left in the temp directory (lendwire.SweepDeadSockets).
 func New(o Options) (*Manager, error) {
 	if o.Self == "" {
 		exe, err := os.Executable()
@@ -55,6 +57,11 @@ func New(o Options) (*Manager, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = hclog.New(&hclog.LoggerOptions{Name: "rlhost", Level: hclog.Warn, Output: os.Stderr})
+	}
+	// Plugins killed with SIGKILL, host and all, cannot remove their
+	// sockets; the next manager does.
+	if gone := lendwire.SweepDeadSockets(); len(gone) > 0 {
+		o.Logger.Debug("removed the sockets of plugins that are gone", "sockets", gone)
 	}
 	return &Manager{self: o.Self, builtins: o.Builtins, dirs: o.Dirs, logger: o.Logger}, nil
 }

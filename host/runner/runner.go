@@ -317,6 +317,10 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 				r.Logger.Warn("cannot destroy sandbox", "sandbox", info.ID, "error", derr)
 				t.Info["destroy_error"] = derr.Error()
 			}
+			if derr != nil && lease.Socket != "" {
+				// The backend's count comes with a successful destroy only.
+				t.Info["sandbox_metrics"] = "incomplete: the calls the backend served went uncounted"
+			}
 			// Host-side counters get their own names so an env's metrics of
 			// the same meaning never collide with them. Calls the host
 			// relayed and calls the backend served are both counted.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/envplugin"
+	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/host/output"
 	"github.com/rlhost/rlhost/host/policy"
 )
@@ -437,5 +438,76 @@ func TestResumeReplaysTaskOrder(t *testing.T) {
 	full, resumed := order(0), order(4)
 	if got, want := strings.Join(resumed, " "), strings.Join(full[8:], " "); got != want {
 		t.Errorf("resumed at step 4 ran %s, the full run ran %s there", got, want)
+	}
+}
+
+// lendingBackend is a memBackend that lends its sandboxes itself, as a
+// plugin backend does: each destroy reports the calls it served (two
+// execs, one timed out), and the destroy of failID fails.
+type lendingBackend struct {
+	*memBackend
+	failID string
+}
+
+func (b *lendingBackend) CreateLent(ctx context.Context, spec core.SandboxSpec, defaultTimeout time.Duration) (core.SandboxInfo, sandboxplugin.Lease, error) {
+	info, err := b.Create(ctx, spec)
+	return info, sandboxplugin.Lease{Socket: "/lent/" + info.ID, Token: []byte("tok-" + defaultTimeout.String())}, err
+}
+
+func (b *lendingBackend) DestroyLent(ctx context.Context, id string) (sandboxplugin.LeaseUse, error) {
+	if id == b.failID {
+		return sandboxplugin.LeaseUse{}, errors.New("backend lost it")
+	}
+	return sandboxplugin.LeaseUse{Execs: 2, Timeouts: 1, ExecTime: 3 * time.Millisecond}, b.Destroy(ctx, id)
+}
+
+// leaseEnv is a scoreEnv that records the lease each episode's sandbox
+// came with.
+type leaseEnv struct {
+	scoreEnv
+	mu     sync.Mutex
+	leases map[string]sandboxplugin.Lease // by sandbox id
+}
+
+func (e *leaseEnv) NewEpisode(ctx context.Context, ep envplugin.Episode) (envplugin.Session, envplugin.Observation, error) {
+	if l, ok := ep.Sandbox.(sandboxplugin.Leased); ok {
+		e.mu.Lock()
+		e.leases[ep.Sandbox.ID()] = l.Lease()
+		e.mu.Unlock()
+	}
+	return e.scoreEnv.NewEpisode(ctx, ep)
+}
+
+// With a backend that lends its sandboxes, each episode's sandbox carries
+// the backend's lease to the env client, and the episode's sandbox metrics
+// add the calls the backend served (reported at destroy) to those the host
+// relayed; when the destroy fails, the metrics say they are incomplete.
+func TestBackendLeaseReachesTheEnvAndItsCountsTheMetrics(t *testing.T) {
+	env := &leaseEnv{scoreEnv: scoreEnv{tasks: tasks("a")}, leases: map[string]sandboxplugin.Lease{}}
+	be := &lendingBackend{memBackend: newMemBackend(), failID: "sb2"}
+	p := &funcPolicy{answer: func(_ context.Context, req policy.Request, _ int) (string, error) { return "right:" + req.TaskID, nil }}
+	r, rec := newRunner(env, be, p, Settings{Steps: 1, BatchSize: 1, GroupSize: 2, Concurrency: 1})
+	r.ExecTimeout = 7 * time.Second
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.trajs) != 2 {
+		t.Fatalf("got %d trajectories", len(rec.trajs))
+	}
+	for _, tr := range rec.trajs {
+		if got := env.leases[tr.SandboxID]; got.Socket != "/lent/"+tr.SandboxID || string(got.Token) != "tok-7s" {
+			t.Errorf("%s: the env got %v (token %q)", tr.SandboxID, got, got.Token)
+		}
+		m := tr.Metrics
+		if tr.SandboxID == be.failID {
+			// The host relayed one exec; the backend's two were lost.
+			if m["sandbox_execs"] != 1 || tr.Info["sandbox_metrics"] == "" || tr.Info["destroy_error"] == "" {
+				t.Errorf("%s: metrics %v, info %v", tr.SandboxID, m, tr.Info)
+			}
+			continue
+		}
+		if m["sandbox_execs"] != 3 || m["sandbox_timeouts"] != 1 || m["sandbox_exec_ms"] < 3 || tr.Info["sandbox_metrics"] != "" {
+			t.Errorf("%s: metrics %v, info %v; want 3 execs (1 relayed, 2 served by the backend), 1 timeout, 3+ ms", tr.SandboxID, m, tr.Info)
+		}
 	}
 }
