@@ -136,3 +136,27 @@ func TestStdinWithoutInputIsDevNull(t *testing.T) {
 		})
 	}
 }
+
+// A command in a sandbox holds its three standard streams and nothing
+// else, exec after exec, with and without input: the streams the init
+// makes ahead for the next command never reach this one.
+func TestCommandsHoldOnlyTheirStreams(t *testing.T) {
+	b := newBackend(t, map[string]any{"isolation": "namespaces"}, core.SandboxSpec{})
+	id := create(t, b, core.SandboxSpec{})
+	ctx := context.Background()
+	for i := 0; i < 4; i++ {
+		// The shell's fds, listed by its child (no pipeline: the shell
+		// would hold the pipe's fds for a moment).
+		req := core.ExecRequest{Command: sh(`ls /proc/$$/fd`), Timeout: 10 * time.Second}
+		if i%2 == 1 {
+			req.Stdin = []byte("input")
+		}
+		res, err := b.Exec(ctx, id, req)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec %d: %+v, %v", i, res, err)
+		}
+		if got := strings.Join(strings.Fields(res.Stdout), " "); got != "0 1 2" {
+			t.Errorf("exec %d: the command's fds are %q, want 0 1 2", i, got)
+		}
+	}
+}

@@ -107,6 +107,7 @@ type initServer struct {
 	// pidfdPolls: the kernel reports a process's exit on its pidfd (Linux
 	// 5.3; 5.2 has CLONE_PIDFD without it).
 	pidfdPolls bool
+	fds        spareFDs // the next command's streams, made ahead
 }
 
 func (srv *initServer) setOOMAdj(v string) {
@@ -240,6 +241,7 @@ func newInitServer(s Setup, sp *spawnerThread, netPrepared bool) (*initServer, e
 		<-prewarmed
 		<-signalsSet
 		close(srv.warm)
+		srv.fds.prepare() // the first command's streams, if it is not already here
 	}()
 	return srv, nil
 }
@@ -474,6 +476,9 @@ func (r *reaper) reapAll() {
 type spawnerStarter struct{ srv *initServer }
 
 func (s spawnerStarter) PidfdPolls() bool { return s.srv.pidfdPolls }
+
+func (s spawnerStarter) takePreparedFDs() (execFDs, bool) { return s.srv.fds.take() }
+func (s spawnerStarter) prepareFDs()                      { s.srv.fds.prepare() }
 
 func (s spawnerStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr, atExec func(pid int) error) (int, WaitFunc, error) {
 	<-s.srv.warm

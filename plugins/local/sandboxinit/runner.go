@@ -145,39 +145,27 @@ func StartCmd(ctx context.Context, s ExecSpec, st Starter, isolation string, cou
 	// one thread, with no reader goroutines. A command given no input
 	// reads /dev/null, as it would from exec.Command: one open instead of
 	// a pipe whose other end is closed at once.
-	var stdinW *os.File
-	var stdinR int
-	if len(s.Stdin) > 0 {
-		var w int
-		w, stdinR, err = rawPipe(1)
-		if err == nil {
-			stdinW = os.NewFile(uintptr(w), "stdin")
-		}
-	} else {
-		stdinR, err = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	}
+	fds, err := takeFDs(st)
 	if err != nil {
-		return nil, res, fmt.Errorf("exec: stdin: %w", err)
+		return nil, res, fmt.Errorf("exec: %w", err)
+	}
+	var stdinW *os.File
+	stdinR := fds.null
+	if len(s.Stdin) > 0 {
+		w, r, err := rawPipe(1)
+		if err != nil {
+			fds.close()
+			return nil, res, fmt.Errorf("exec: stdin pipe: %w", err)
+		}
+		unix.Close(fds.null)
+		stdinR, stdinW = r, os.NewFile(uintptr(w), "stdin")
 	}
 	closeStdinW := func() {
 		if stdinW != nil {
 			stdinW.Close()
 		}
 	}
-	outR, outW, err := rawPipe(0)
-	if err != nil {
-		closeStdinW()
-		unix.Close(stdinR)
-		return nil, res, fmt.Errorf("exec: stdout pipe: %w", err)
-	}
-	errR, errW, err := rawPipe(0)
-	if err != nil {
-		closeStdinW()
-		unix.Close(stdinR)
-		unix.Close(outR)
-		unix.Close(outW)
-		return nil, res, fmt.Errorf("exec: stderr pipe: %w", err)
-	}
+	outR, outW, errR, errW := fds.outR, fds.outW, fds.errR, fds.errW
 
 	c := &Cmd{s: s, isolation: isolation, counters: counters, begin: begin, exitFD: -1, ctx: ctx,
 		out: outputs{fds: [2]int{outR, errR}, bufs: [2]capBuf{{max: s.MaxOutput}, {max: s.MaxOutput}}}}
@@ -203,6 +191,9 @@ func StartCmd(ctx context.Context, s ExecSpec, st Starter, isolation string, cou
 	unix.Close(stdinR)
 	unix.Close(outW)
 	unix.Close(errW)
+	if p, ok := st.(fdPreparer); ok {
+		p.prepareFDs() // while this command runs
+	}
 	if err != nil {
 		if pidfd >= 0 {
 			unix.Close(pidfd)
@@ -613,6 +604,84 @@ func ForkExecAt(argv0 string, argv []string, attr *syscall.ProcAttr, atExec func
 // rawPipe makes a close-on-exec pipe and returns our end (0: the read end,
 // 1: the write end), non-blocking, and the other end, blocking, for the
 // command.
+// execFDs are one command's standard streams: /dev/null for its stdin
+// (unless it is given input), and its stdout and stderr pipes, our ends
+// non-blocking.
+type execFDs struct{ null, outR, outW, errR, errW int }
+
+func newExecFDs() (execFDs, error) {
+	f := execFDs{null: -1, outR: -1, outW: -1, errR: -1, errW: -1}
+	var err error
+	if f.null, err = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+		return f, fmt.Errorf("stdin: %w", err)
+	}
+	if f.outR, f.outW, err = rawPipe(0); err != nil {
+		f.close()
+		return f, fmt.Errorf("stdout pipe: %w", err)
+	}
+	if f.errR, f.errW, err = rawPipe(0); err != nil {
+		f.close()
+		return f, fmt.Errorf("stderr pipe: %w", err)
+	}
+	return f, nil
+}
+
+func (f execFDs) close() {
+	for _, fd := range []int{f.null, f.outR, f.outW, f.errR, f.errW} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+// fdPreparer is a Starter that makes the next command's streams ahead,
+// while the one before runs, so an exec does not wait for five syscalls
+// (about 24 µs in a sandbox).
+type fdPreparer interface {
+	takePreparedFDs() (execFDs, bool)
+	prepareFDs()
+}
+
+// takeFDs returns streams st prepared, or new ones.
+func takeFDs(st Starter) (execFDs, error) {
+	if p, ok := st.(fdPreparer); ok {
+		if f, ok := p.takePreparedFDs(); ok {
+			return f, nil
+		}
+	}
+	return newExecFDs()
+}
+
+// spareFDs holds at most one set of prepared streams.
+type spareFDs struct {
+	mu    sync.Mutex
+	spare *execFDs
+}
+
+func (s *spareFDs) take() (execFDs, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.spare == nil {
+		return execFDs{}, false
+	}
+	f := *s.spare
+	s.spare = nil
+	return f, true
+}
+
+// prepare makes a set if none is held; a failure is left for the exec
+// that needs the streams to report.
+func (s *spareFDs) prepare() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.spare != nil {
+		return
+	}
+	if f, err := newExecFDs(); err == nil {
+		s.spare = &f
+	}
+}
+
 func rawPipe(ours int) (int, int, error) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
