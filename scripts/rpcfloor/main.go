@@ -4,7 +4,8 @@
 // the broker) is a "relay": the parent calls the child, whose handler calls
 // back into the parent on a second connection before it answers.
 //
-// It times, interleaved so drift hits all alike, a raw socket round trip
+// It times, interleaved (in a new order each round) so drift and what each
+// call follows hit all alike, a raw socket round trip
 // and relay; the same on rlhost's framed wire (core/lendwire, which carries
 // the hop's Step and lent-sandbox calls); and a gRPC unary round trip and
 // relay both with gRPC's default settings and with the ones rlhost uses
@@ -28,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -430,8 +432,18 @@ func run(n int, gap time.Duration, md bool) error {
 		}
 	}
 	times := make([][]time.Duration, len(ops))
+	// Each round takes the ops in a new order: in a fixed one, what an op
+	// follows shifts its figure (by 50 µs for the framed round trip after
+	// the raw relay, on a 2-core VM), always in its disfavour or favour.
+	rng := rand.New(rand.NewPCG(1, 2))
+	order := make([]int, len(ops))
+	for j := range order {
+		order[j] = j
+	}
 	for i := -10; i < n; i++ { // the first ten warm up
-		for j, o := range ops {
+		rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		for _, j := range order {
+			o := ops[j]
 			time.Sleep(gap)
 			t0 := time.Now()
 			if err := o.call(); err != nil {

@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,7 +56,8 @@ func median(xs []time.Duration) time.Duration {
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 
 // BenchmarkPluginRoundTrip times one no-op exec (`true`) these ways, in
-// interleaved rounds so machine drift hits them all alike:
+// interleaved rounds, in a new order each round, so machine drift and what
+// each path follows hit them all alike:
 //
 //	bare:    fork/exec of true from the host process, no sandbox
 //	backend: host → backend plugin (gRPC) → sandbox exec of true
@@ -176,31 +178,35 @@ func benchRoundTrip(b *testing.B, isolation string) {
 	reply := core.Message{Role: core.RoleAssistant, Content: "exec"}
 	noop := core.Message{Role: core.RoleAssistant, Content: "noop"}
 	var bare, direct, full, relayed, step []time.Duration
+	// Each round runs the paths in a new order: in a fixed one, what a
+	// path follows (a warm backend, a busy env) shifts its figure.
+	paths := []struct {
+		times *[]time.Duration
+		run   func() error
+	}{
+		{&bare, func() error { return exec.Command(truePath).Run() }},
+		{&direct, func() error {
+			res, err := backend.Exec(ctx, id, req)
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("exit %d", res.ExitCode)
+			}
+			return err
+		}},
+		{&full, func() error { _, err := sess.Step(ctx, reply); return err }},
+		{&step, func() error { _, err := sess.Step(ctx, noop); return err }},
+		{&relayed, func() error { _, err := relay.Step(ctx, reply); return err }},
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
-		if err := exec.Command(truePath).Run(); err != nil {
-			b.Fatal(err)
+		rng.Shuffle(len(paths), func(x, y int) { paths[x], paths[y] = paths[y], paths[x] })
+		for _, p := range paths {
+			t0 := time.Now()
+			if err := p.run(); err != nil {
+				b.Fatal(err)
+			}
+			*p.times = append(*p.times, time.Since(t0))
 		}
-		t1 := time.Now()
-		if res, err := backend.Exec(ctx, id, req); err != nil || res.ExitCode != 0 {
-			b.Fatalf("backend exec: %v %+v", err, res)
-		}
-		t2 := time.Now()
-		if _, err := sess.Step(ctx, reply); err != nil {
-			b.Fatal(err)
-		}
-		t3 := time.Now()
-		if _, err := sess.Step(ctx, noop); err != nil {
-			b.Fatal(err)
-		}
-		t4 := time.Now()
-		if _, err := relay.Step(ctx, reply); err != nil {
-			b.Fatal(err)
-		}
-		t5 := time.Now()
-		bare, direct, full = append(bare, t1.Sub(t0)), append(direct, t2.Sub(t1)), append(full, t3.Sub(t2))
-		step, relayed = append(step, t4.Sub(t3)), append(relayed, t5.Sub(t4))
 	}
 	b.StopTimer()
 	mb, md, mf, ms, mr := median(bare), median(direct), median(full), median(step), median(relayed)
