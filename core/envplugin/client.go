@@ -124,7 +124,7 @@ func (c *Client) NewEpisode(ctx context.Context, ep Episode) (Session, Observati
 	}
 	var ls *lease
 	if l := backendLease(ep.Sandbox); c.tokens && l.Socket != "" {
-		req.SandboxId, req.SandboxSocket, req.SandboxToken = ep.Sandbox.ID(), l.Socket, l.Token
+		req.SandboxId, req.SandboxSocket, req.SandboxToken = ep.Sandbox.ID(), l.Socket, l.Token()
 	} else if ep.Sandbox != nil {
 		var err error
 		if ls, err = c.lend.lend(ep.Sandbox); err != nil {

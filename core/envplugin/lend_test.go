@@ -500,7 +500,7 @@ func TestBackendLentSandboxGoesToTheBackend(t *testing.T) {
 	go lendwire.Serve(sctx, ln, "backend", func(_ context.Context, c *rlhostpb.LentCall) *rlhostpb.LentReply {
 		return &rlhostpb.LentReply{Result: &rlhostpb.LentReply_Exec{Exec: &rlhostpb.ExecResult{Stdout: append([]byte("backend "), c.GetToken()...)}}}
 	}, hclog.NewNullLogger())
-	lease := sandboxplugin.Lease{Socket: ln.Addr().String(), Token: []byte("tok-1")}
+	lease := sandboxplugin.NewLease(ln.Addr().String(), []byte("tok-1"))
 
 	cases := []struct {
 		name   string

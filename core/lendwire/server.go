@@ -9,6 +9,8 @@ import (
 	"net"
 	"runtime/debug"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -23,24 +25,43 @@ type Handler = func(ctx context.Context, call *rlhostpb.LentCall) *rlhostpb.Lent
 // and errors. h answers one call; the reply's id is set here, and h's ctx
 // ends when the caller cancels the call or its connection ends. A
 // connection that sends something that is not a frame, or reuses the id of
-// a running call, is closed and logged; the others go on. Serve returns
+// a running call, is closed and logged; the others go on. An accept that
+// fails for want of fds or memory is retried, with backoff; any other
+// failure ends ln and every connection, and is returned. Serve returns
 // once every connection's reader is gone; calls still running see their
 // context end.
 func Serve[CT, RT any, C Call[CT], R Reply[RT]](ctx context.Context, ln net.Listener, what string, h func(context.Context, C) R, log hclog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
-	defer stop()
+	defer context.AfterFunc(ctx, func() { ln.Close() })()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	backoff := time.Duration(0)
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
+			if outOfResources(err) {
+				// Out of fds or memory for now: the connections being served
+				// go on, and accepting resumes once some are freed.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				log.Warn("cannot accept a "+what+" connection; retrying", "error", err, "in", backoff)
+				select {
+				case <-time.After(backoff):
+					continue
+				case <-ctx.Done():
+					return nil
+				}
+			}
+			// The socket is unusable: it and its connections end now, not
+			// when the last peer lets go.
+			cancel()
+			ln.Close()
 			return fmt.Errorf("accept %s connection: %w", what, err)
 		}
+		backoff = 0
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -119,6 +140,13 @@ func serveConn[CT, RT any, C Call[CT], R Reply[RT]](ctx context.Context, conn ne
 			reply(rep)
 		}()
 	}
+}
+
+// outOfResources is an accept error that passes once fds or memory are
+// freed.
+func outOfResources(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
 }
 
 // run calls h; a panic in it fails the call, not the process.

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -305,5 +307,80 @@ func waitNoGoroutines(t *testing.T, fns ...string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("a goroutine is still in %s", left)
 		}
+	}
+}
+
+// failingListener fails the Accepts after the first with errs, in turn,
+// then accepts as usual.
+type failingListener struct {
+	net.Listener
+	mu   sync.Mutex
+	n    int
+	errs []error
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	l.n++
+	if l.n > 1 && len(l.errs) > 0 {
+		err := l.errs[0]
+		l.errs = l.errs[1:]
+		l.mu.Unlock()
+		return nil, err
+	}
+	l.mu.Unlock()
+	return l.Listener.Accept()
+}
+
+// A shortage of fds stops accepting only for a while; any other accept
+// failure ends the socket and its connections at once, rather than when
+// the last peer lets go.
+func TestAcceptFailures(t *testing.T) {
+	cases := []struct {
+		name      string
+		errs      []error
+		keepsOpen bool
+	}{
+		{"out of fds, twice", []error{syscall.EMFILE, syscall.ENFILE}, true},
+		{"a broken socket", []error{syscall.EINVAL}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sock := filepath.Join(t.TempDir(), "s.sock")
+			ln, err := net.Listen("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fl := &failingListener{Listener: ln, errs: tc.errs}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- Serve(ctx, fl, "test", echo, hclog.NewNullLogger()) }()
+			first := dial(t, sock) // the first Accept succeeds; the next fail
+			if tc.keepsOpen {
+				if _, err := first.Call(ctx, info("a")); err != nil {
+					t.Fatal(err)
+				}
+				second := dial(t, sock)
+				if _, err := second.Call(ctx, info("b")); err != nil {
+					t.Errorf("a connection after the shortage: %v", err)
+				}
+				if _, err := first.Call(ctx, info("c")); err != nil {
+					t.Errorf("the first connection after the shortage: %v", err)
+				}
+				return
+			}
+			select {
+			case err := <-done:
+				if !errors.Is(err, syscall.EINVAL) {
+					t.Errorf("Serve returned %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Serve waited for its open connection")
+			}
+			if _, err := first.Call(ctx, info("c")); err == nil {
+				t.Error("the connection outlived its socket")
+			}
+		})
 	}
 }

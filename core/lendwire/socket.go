@@ -54,14 +54,21 @@ func ListenPrivate(k SocketKind) (net.Listener, string, error) {
 // is left empty: only a socket of a known kind where ListenPrivate puts
 // them, so a wrong path, or one a plugin made up, costs nothing else. A
 // plugin that was killed cannot do it itself; the host does, for it.
-func RemoveSocket(path string) {
+// It reports whether the socket went.
+func RemoveSocket(path string) bool {
 	if !privatePath(path) {
-		return
+		return false
 	}
-	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSocket != 0 {
-		_ = os.Remove(path)
-		_ = os.Remove(filepath.Dir(path))
+	// The directory itself, not a link to one elsewhere.
+	if di, err := os.Lstat(filepath.Dir(path)); err != nil || !di.IsDir() {
+		return false
 	}
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode()&fs.ModeSocket == 0 || os.Remove(path) != nil {
+		return false
+	}
+	_ = os.Remove(filepath.Dir(path))
+	return true
 }
 
 // privatePath reports whether path is where ListenPrivate puts a socket
@@ -100,8 +107,7 @@ func SweepDeadSockets() []string {
 				continue
 			}
 			path := filepath.Join(os.TempDir(), e.Name(), k.Name)
-			if deadSocket(path) {
-				RemoveSocket(path)
+			if deadSocket(path) && RemoveSocket(path) {
 				removed = append(removed, path)
 			}
 		}

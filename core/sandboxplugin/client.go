@@ -85,7 +85,7 @@ func (c *Client) create(ctx context.Context, req *rlhostpb.CreateRequest) (core.
 	}
 	var ls Lease
 	if l := r.GetLease(); l.GetSocket() != "" {
-		ls = Lease{Socket: l.GetSocket(), Token: l.GetToken()}
+		ls = NewLease(l.GetSocket(), l.GetToken())
 		c.watchSocket(ls.Socket)
 	}
 	return toSandboxInfo(r), ls, nil

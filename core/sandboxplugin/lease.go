@@ -11,13 +11,31 @@ import (
 // Lease is a sandbox its backend lends itself: the backend's lent-sandbox
 // socket, and the token each call on it must carry. The token is the whole
 // authority over the sandbox there until it is destroyed: hand it to one
-// episode, and never log it. The zero Lease is no lease.
+// episode, and never log it. It is kept out of reach of printing and
+// encoding: fmt shows an address where the token is, even in a struct that
+// holds a Lease, and encoding/json (hclog's JSON format) leaves it out. The
+// zero Lease is no lease.
 type Lease struct {
 	Socket string
-	Token  []byte
+	// A closure: reflection, and so fmt, sees only an address.
+	token func() []byte
 }
 
-// String names the lease without its token, so no log line can leak it.
+// NewLease is the lease of the sandbox served on socket to calls carrying
+// token.
+func NewLease(socket string, token []byte) Lease {
+	return Lease{Socket: socket, token: func() []byte { return token }}
+}
+
+// Token is what each call on the lease must carry; nil for no lease.
+func (l Lease) Token() []byte {
+	if l.token == nil {
+		return nil
+	}
+	return l.token()
+}
+
+// String names the lease without its token.
 func (l Lease) String() string {
 	if l.Socket == "" {
 		return "no lease"

@@ -84,7 +84,7 @@ func (l *lender) lend(id string, defaultTimeout time.Duration) (Lease, error) {
 	ls := &backendLease{token: tok, sb: &Counted{Bound: Bound{Backend: l.ops, SandboxID: id, DefaultTimeout: defaultTimeout}}}
 	ls.ctx, ls.cancel = context.WithCancel(context.Background())
 	l.leases[id] = ls
-	return Lease{Socket: l.sock, Token: tok}, nil
+	return NewLease(l.sock, tok), nil
 }
 
 // listen opens the socket in a directory only this user can enter. Called
@@ -103,9 +103,9 @@ func (l *lender) listen() error {
 		if err := lendwire.Serve(ctx, ln, "lent sandbox", l.handle, l.log); err != nil {
 			l.log.Error("lent sandbox socket failed", "error", err)
 		}
-		// Back here early only on a failed accept: the next lease gets a
-		// fresh socket rather than a dead path. (Leases made on this one
-		// are cut off; their episodes fail.)
+		// Back here early only when the socket broke (Serve retries a
+		// shortage of fds): the next lease gets a fresh socket rather than
+		// a dead path. The calls on this one were cut off with it.
 		l.mu.Lock()
 		if l.sock == sock {
 			l.sock = ""
@@ -116,9 +116,9 @@ func (l *lender) listen() error {
 }
 
 // release ends the lease of sandbox id, if it has one, cutting off its
-// running calls and waiting for them (up to releaseWait), and returns
-// what was done through it.
-func (l *lender) release(id string) (LeaseUse, bool) {
+// running calls and waiting for them (up to releaseWait, or until ctx
+// ends), and returns what was done through it.
+func (l *lender) release(ctx context.Context, id string) (LeaseUse, bool) {
 	l.mu.Lock()
 	ls := l.leases[id]
 	delete(l.leases, id)
@@ -134,14 +134,15 @@ func (l *lender) release(id string) (LeaseUse, bool) {
 	}()
 	select {
 	case <-done:
+	case <-ctx.Done():
 	case <-time.After(releaseWait):
 		l.log.Warn("lent calls still running after their lease ended", "sandbox", id, "waited", releaseWait)
 	}
 	return ls.sb.Use(), true
 }
 
-// close ends every lease and the socket, and removes it; nothing is lent
-// after.
+// close ends every lease, waiting (up to releaseWait) for the calls it cut
+// off, then the socket, and removes it; nothing is lent after.
 func (l *lender) close() {
 	l.mu.Lock()
 	l.closed = true
@@ -151,6 +152,19 @@ func (l *lender) close() {
 	l.mu.Unlock()
 	for _, ls := range leases {
 		ls.cancel()
+	}
+	// The backend's Shutdown must not overlap lent calls either.
+	done := make(chan struct{})
+	go func() {
+		for _, ls := range leases {
+			ls.running.Wait()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(releaseWait):
+		l.log.Warn("lent calls still running at shutdown", "waited", releaseWait)
 	}
 	if stop != nil {
 		stop()

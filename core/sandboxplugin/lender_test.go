@@ -2,6 +2,7 @@ package sandboxplugin_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -113,7 +114,10 @@ func (b *memBackend) event(e string) {
 	b.events = append(b.events, e)
 }
 
-func (*memBackend) Shutdown(context.Context) error { return nil }
+func (b *memBackend) Shutdown(context.Context) error {
+	b.event("shutdown")
+	return nil
+}
 
 // serveMem serves a memBackend over real gRPC as a plugin and returns the
 // host's client of it.
@@ -146,7 +150,7 @@ func lentCalls(id string) map[string]*rlhostpb.LentCall {
 
 func dialLease(t *testing.T, ls sandboxplugin.Lease) *lendwire.Client {
 	t.Helper()
-	if ls.Socket == "" || len(ls.Token) < 16 {
+	if ls.Socket == "" || len(ls.Token()) < 16 {
 		t.Fatalf("no usable lease: %+v", ls)
 	}
 	c, err := lendwire.Dial(context.Background(), ls.Socket)
@@ -171,7 +175,7 @@ func TestBackendLendsOnlyToItsToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if la.Socket != lb.Socket || string(la.Token) == string(lb.Token) {
+	if la.Socket != lb.Socket || string(la.Token()) == string(lb.Token()) {
 		t.Fatalf("want one socket and two tokens: %+v %+v", la, lb)
 	}
 	plain, err := c.Create(ctx, core.SandboxSpec{})
@@ -179,7 +183,7 @@ func TestBackendLendsOnlyToItsToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn := dialLease(t, la)
-	wrong := append([]byte(nil), la.Token...)
+	wrong := append([]byte(nil), la.Token()...)
 	wrong[0] ^= 1
 	cases := []struct {
 		name  string
@@ -187,14 +191,14 @@ func TestBackendLendsOnlyToItsToken(t *testing.T) {
 		token []byte
 		ok    bool
 	}{
-		{"its own token", a.ID, la.Token, true},
+		{"its own token", a.ID, la.Token(), true},
 		{"no token", a.ID, nil, false},
 		{"one bit off", a.ID, wrong, false},
-		{"a prefix of it", a.ID, la.Token[:8], false},
-		{"another sandbox's token", a.ID, lb.Token, false},
-		{"its token on another sandbox", b.ID, la.Token, false},
-		{"a sandbox created without a lease", plain.ID, la.Token, false},
-		{"no such sandbox", "sb-99", la.Token, false},
+		{"a prefix of it", a.ID, la.Token()[:8], false},
+		{"another sandbox's token", a.ID, lb.Token(), false},
+		{"its token on another sandbox", b.ID, la.Token(), false},
+		{"a sandbox created without a lease", plain.ID, la.Token(), false},
+		{"no such sandbox", "sb-99", la.Token(), false},
 	}
 	for _, tc := range cases {
 		for name, call := range lentCalls(tc.id) {
@@ -212,14 +216,14 @@ func TestBackendLendsOnlyToItsToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, call := range lentCalls(a.ID) {
-		call.Token = la.Token
+		call.Token = la.Token()
 		if _, err := conn.Call(ctx, call); !errors.Is(err, core.ErrNotFound) {
 			t.Errorf("%s after destroy: want NOT_FOUND, got %v", name, err)
 		}
 	}
 	// The other lease is untouched.
 	call := lentCalls(b.ID)["Exec"]
-	call.Token = lb.Token
+	call.Token = lb.Token()
 	if _, err := conn.Call(ctx, call); err != nil {
 		t.Errorf("the other sandbox after the first's destroy: %v", err)
 	}
@@ -236,7 +240,7 @@ func TestBackendCountsLentExecs(t *testing.T) {
 	}
 	conn := dialLease(t, ls)
 	exec := func(cmd string, timeout time.Duration) *rlhostpb.ExecResult {
-		rep, err := conn.Call(ctx, &rlhostpb.LentCall{Token: ls.Token, Call: &rlhostpb.LentCall_Exec{Exec: &rlhostpb.ExecRequest{
+		rep, err := conn.Call(ctx, &rlhostpb.LentCall{Token: ls.Token(), Call: &rlhostpb.LentCall_Exec{Exec: &rlhostpb.ExecRequest{
 			SandboxId: info.ID, Command: [][]byte{[]byte(cmd)}, TimeoutMs: timeout.Milliseconds(),
 		}}})
 		if err != nil {
@@ -281,7 +285,7 @@ func TestDestroyCutsOffRunningLentCalls(t *testing.T) {
 	conn := dialLease(t, ls)
 	done := make(chan error, 1)
 	go func() {
-		_, err := conn.Call(ctx, &rlhostpb.LentCall{Token: ls.Token, Call: &rlhostpb.LentCall_Exec{Exec: &rlhostpb.ExecRequest{
+		_, err := conn.Call(ctx, &rlhostpb.LentCall{Token: ls.Token(), Call: &rlhostpb.LentCall_Exec{Exec: &rlhostpb.ExecRequest{
 			SandboxId: info.ID, Command: [][]byte{[]byte("block")},
 		}}})
 		done <- err
@@ -308,6 +312,30 @@ func TestDestroyCutsOffRunningLentCalls(t *testing.T) {
 	}
 }
 
+// Shutdown, like Destroy, cuts off the lent calls still running and waits
+// for them before the backend's own Shutdown runs.
+func TestShutdownCutsOffRunningLentCalls(t *testing.T) {
+	ctx := context.Background()
+	c, b := serveMem(t)
+	info, ls, err := c.CreateLent(ctx, core.SandboxSpec{}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := dialLease(t, ls)
+	go conn.Call(ctx, &rlhostpb.LentCall{Token: ls.Token(), Call: &rlhostpb.LentCall_Exec{Exec: &rlhostpb.ExecRequest{
+		SandboxId: info.ID, Command: [][]byte{[]byte("block")},
+	}}})
+	<-b.started
+	if err := c.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if want := []string{"ended " + info.ID, "shutdown"}; !slices.Equal(b.events, want) {
+		t.Errorf("events %q, want %q", b.events, want)
+	}
+}
+
 // A backend that cannot open its socket lends nothing, and says so with
 // the zero Lease: its sandboxes are still made, and the host relays.
 func TestBackendThatCannotListenLendsNothing(t *testing.T) {
@@ -318,7 +346,7 @@ func TestBackendThatCannotListenLendsNothing(t *testing.T) {
 	if err != nil || info.ID == "" {
 		t.Fatalf("create: %+v, %v", info, err)
 	}
-	if ls.Socket != "" || ls.Token != nil {
+	if ls.Socket != "" || ls.Token() != nil {
 		t.Errorf("got %v, want no lease", ls)
 	}
 	if res, err := c.Exec(ctx, info.ID, core.ExecRequest{Command: []string{"true"}}); err != nil || res.Stdout == "" {
@@ -331,11 +359,27 @@ func TestBackendThatCannotListenLendsNothing(t *testing.T) {
 
 // A lease's token never reaches a log line through the Lease's formatting.
 func TestLeaseFormatsWithoutItsToken(t *testing.T) {
-	ls := sandboxplugin.Lease{Socket: "/tmp/rlhost-backend-1/sandbox.sock", Token: []byte("secret-token")}
-	for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
-		if got := fmt.Sprintf(verb, ls); strings.Contains(got, "secret") || strings.Contains(got, "115") || !strings.Contains(got, ls.Socket) {
-			t.Errorf("%s: %s", verb, got)
+	ls := sandboxplugin.NewLease("/tmp/rlhost-backend-1/sandbox.sock", []byte("secret-token"))
+	// As it is, and inside a struct that holds it unexported (fmt calls no
+	// method there) or exported.
+	held := struct {
+		id    string
+		lease sandboxplugin.Lease
+		Lease sandboxplugin.Lease
+	}{"sb-1", ls, ls}
+	leaks := func(got string) bool {
+		return strings.Contains(got, "secret") || strings.Contains(got, "115 101 99") || strings.Contains(got, "736563726574")
+	}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%x"} {
+		for _, v := range []any{ls, held} {
+			if got := fmt.Sprintf(verb, v); leaks(got) {
+				t.Errorf("%s: %s", verb, got)
+			}
 		}
+	}
+	js, err := json.Marshal(held)
+	if err != nil || leaks(string(js)) || strings.Contains(string(js), "c2VjcmV0") {
+		t.Errorf("JSON: %s, %v", js, err)
 	}
 }
 

@@ -54,7 +54,7 @@ func (s *server) Create(ctx context.Context, r *rlhostpb.CreateRequest) (*rlhost
 			return nil, rlhostpb.ToStatus(err)
 		}
 		if ls.Socket != "" {
-			out.Lease = &rlhostpb.Lease{Socket: ls.Socket, Token: ls.Token}
+			out.Lease = &rlhostpb.Lease{Socket: ls.Socket, Token: ls.Token()}
 		}
 	}
 	return out, nil
@@ -100,7 +100,7 @@ func (s *server) ListFiles(ctx context.Context, r *rlhostpb.ListFilesRequest) (*
 // destroyed, or on the one a backend that reuses sandboxes hands out next.
 func (s *server) Destroy(ctx context.Context, r *rlhostpb.SandboxID) (*rlhostpb.DestroyResponse, error) {
 	out := &rlhostpb.DestroyResponse{}
-	if use, ok := s.lend.release(r.GetId()); ok {
+	if use, ok := s.lend.release(ctx, r.GetId()); ok {
 		out.LeaseUse = &rlhostpb.LeaseUse{Execs: use.Execs, Timeouts: use.Timeouts, ExecNs: int64(use.ExecTime)}
 	}
 	if err := s.impl.Destroy(ctx, r.GetId()); err != nil {

@@ -451,7 +451,7 @@ type lendingBackend struct {
 
 func (b *lendingBackend) CreateLent(ctx context.Context, spec core.SandboxSpec, defaultTimeout time.Duration) (core.SandboxInfo, sandboxplugin.Lease, error) {
 	info, err := b.Create(ctx, spec)
-	return info, sandboxplugin.Lease{Socket: "/lent/" + info.ID, Token: []byte("tok-" + defaultTimeout.String())}, err
+	return info, sandboxplugin.NewLease("/lent/"+info.ID, []byte("tok-"+defaultTimeout.String())), err
 }
 
 func (b *lendingBackend) DestroyLent(ctx context.Context, id string) (sandboxplugin.LeaseUse, error) {
@@ -495,8 +495,8 @@ func TestBackendLeaseReachesTheEnvAndItsCountsTheMetrics(t *testing.T) {
 		t.Fatalf("got %d trajectories", len(rec.trajs))
 	}
 	for _, tr := range rec.trajs {
-		if got := env.leases[tr.SandboxID]; got.Socket != "/lent/"+tr.SandboxID || string(got.Token) != "tok-7s" {
-			t.Errorf("%s: the env got %v (token %q)", tr.SandboxID, got, got.Token)
+		if got := env.leases[tr.SandboxID]; got.Socket != "/lent/"+tr.SandboxID || string(got.Token()) != "tok-7s" {
+			t.Errorf("%s: the env got %v (token %q)", tr.SandboxID, got, got.Token())
 		}
 		m := tr.Metrics
 		if tr.SandboxID == be.failID {

@@ -601,9 +601,6 @@ func ForkExecAt(argv0 string, argv []string, attr *syscall.ProcAttr, atExec func
 	return pid, nil, nil
 }
 
-// rawPipe makes a close-on-exec pipe and returns our end (0: the read end,
-// 1: the write end), non-blocking, and the other end, blocking, for the
-// command.
 // execFDs are one command's standard streams: /dev/null for its stdin
 // (unless it is given input), and its stdout and stderr pipes, our ends
 // non-blocking.
@@ -682,6 +679,9 @@ func (s *spareFDs) prepare() {
 	}
 }
 
+// rawPipe makes a close-on-exec pipe and returns our end (0: the read end,
+// 1: the write end), non-blocking, and the other end, blocking, for the
+// command.
 func rawPipe(ours int) (int, int, error) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
