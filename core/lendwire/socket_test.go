@@ -21,6 +21,16 @@ func deadSocketAt(t *testing.T, path string) {
 	ln.Close()
 }
 
+// deadIn leaves an old dead socket named name in a new directory dir
+// (with mode) under tmp, and returns its path.
+func deadIn(t *testing.T, tmp, dir, name string, mode os.FileMode) string {
+	t.Helper()
+	p := mkdir(t, tmp, dir, name, mode)
+	deadSocketAt(t, p)
+	age(t, p)
+	return p
+}
+
 func age(t *testing.T, path string) {
 	t.Helper()
 	old := time.Now().Add(-time.Minute)
@@ -40,24 +50,9 @@ func TestSweepDeadSockets(t *testing.T) {
 		make   func(t *testing.T) string // returns the socket path
 		remove bool
 	}{
-		{"a dead episode socket", func(t *testing.T) string {
-			p := mkdir(t, tmp, "rlhost-env-1", EpisodeSocket.Name, 0o700)
-			deadSocketAt(t, p)
-			age(t, p)
-			return p
-		}, true},
-		{"a dead backend socket", func(t *testing.T) string {
-			p := mkdir(t, tmp, "rlhost-backend-1", BackendLentSocket.Name, 0o700)
-			deadSocketAt(t, p)
-			age(t, p)
-			return p
-		}, true},
-		{"a dead host lent socket", func(t *testing.T) string {
-			p := mkdir(t, tmp, "rlhost-lend-1", HostLentSocket.Name, 0o700)
-			deadSocketAt(t, p)
-			age(t, p)
-			return p
-		}, true},
+		{"a dead episode socket", func(t *testing.T) string { return deadIn(t, tmp, "rlhost-env-1", EpisodeSocket.Name, 0o700) }, true},
+		{"a dead backend socket", func(t *testing.T) string { return deadIn(t, tmp, "rlhost-backend-1", BackendLentSocket.Name, 0o700) }, true},
+		{"a dead host lent socket", func(t *testing.T) string { return deadIn(t, tmp, "rlhost-lend-1", HostLentSocket.Name, 0o700) }, true},
 		{"a live socket", func(t *testing.T) string {
 			ln, p, err := ListenPrivate(BackendLentSocket)
 			if err != nil {
@@ -88,24 +83,9 @@ func TestSweepDeadSockets(t *testing.T) {
 			os.WriteFile(filepath.Join(filepath.Dir(p), "keep"), nil, 0o600)
 			return p
 		}, false},
-		{"a directory others may enter", func(t *testing.T) string {
-			p := mkdir(t, tmp, "rlhost-env-4", EpisodeSocket.Name, 0o755)
-			deadSocketAt(t, p)
-			age(t, p)
-			return p
-		}, false},
-		{"another prefix", func(t *testing.T) string {
-			p := mkdir(t, tmp, "rlhost-other-1", EpisodeSocket.Name, 0o700)
-			deadSocketAt(t, p)
-			age(t, p)
-			return p
-		}, false},
-		{"another socket name", func(t *testing.T) string {
-			p := mkdir(t, tmp, "rlhost-env-5", "grpc.sock", 0o700)
-			deadSocketAt(t, p)
-			age(t, p)
-			return p
-		}, false},
+		{"a directory others may enter", func(t *testing.T) string { return deadIn(t, tmp, "rlhost-env-4", EpisodeSocket.Name, 0o755) }, false},
+		{"another prefix", func(t *testing.T) string { return deadIn(t, tmp, "rlhost-other-1", EpisodeSocket.Name, 0o700) }, false},
+		{"another socket name", func(t *testing.T) string { return deadIn(t, tmp, "rlhost-env-5", "grpc.sock", 0o700) }, false},
 		{"a file, not a socket", func(t *testing.T) string {
 			p := mkdir(t, tmp, "rlhost-backend-2", BackendLentSocket.Name, 0o700)
 			os.WriteFile(p, nil, 0o600)

@@ -272,67 +272,60 @@ func TestBackendCountsLentExecs(t *testing.T) {
 	}
 }
 
-// Destroy ends the lease before the backend destroys the sandbox: a lent
-// call still running sees its context end, and has returned before the
-// backend's Destroy runs.
-func TestDestroyCutsOffRunningLentCalls(t *testing.T) {
-	ctx := context.Background()
-	c, b := serveMem(t)
-	info, ls, err := c.CreateLent(ctx, core.SandboxSpec{}, time.Minute)
-	if err != nil {
-		t.Fatal(err)
+// Destroy ends the sandbox's lease, and Shutdown every lease, before the
+// backend's own Destroy or Shutdown runs: a lent call still running sees
+// its context end, and has returned before then.
+func TestEndingALeaseCutsOffRunningCalls(t *testing.T) {
+	cases := []struct {
+		name string
+		end  func(ctx context.Context, c *sandboxplugin.Client, id string) error
+		last func(id string) string // the backend's event after the call's end
+	}{
+		{"destroy", func(ctx context.Context, c *sandboxplugin.Client, id string) error {
+			_, err := c.DestroyLent(ctx, id)
+			return err
+		}, func(id string) string { return "destroyed " + id }},
+		{"shutdown", func(ctx context.Context, c *sandboxplugin.Client, _ string) error {
+			return c.Shutdown(ctx)
+		}, func(string) string { return "shutdown" }},
 	}
-	conn := dialLease(t, ls)
-	done := make(chan error, 1)
-	go func() {
-		_, err := conn.Call(ctx, &rlhostpb.LentCall{Token: ls.Token(), Call: &rlhostpb.LentCall_Exec{Exec: &rlhostpb.ExecRequest{
-			SandboxId: info.ID, Command: [][]byte{[]byte("block")},
-		}}})
-		done <- err
-	}()
-	<-b.started
-	if _, err := c.DestroyLent(ctx, info.ID); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-b.ended:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("the running call ended with %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("destroy left the lent call running")
-	}
-	if err := <-done; err == nil {
-		t.Error("the cut-off call succeeded")
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if want := []string{"ended " + info.ID, "destroyed " + info.ID}; !slices.Equal(b.events, want) {
-		t.Errorf("events %q, want %q", b.events, want)
-	}
-}
-
-// Shutdown, like Destroy, cuts off the lent calls still running and waits
-// for them before the backend's own Shutdown runs.
-func TestShutdownCutsOffRunningLentCalls(t *testing.T) {
-	ctx := context.Background()
-	c, b := serveMem(t)
-	info, ls, err := c.CreateLent(ctx, core.SandboxSpec{}, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := dialLease(t, ls)
-	go conn.Call(ctx, &rlhostpb.LentCall{Token: ls.Token(), Call: &rlhostpb.LentCall_Exec{Exec: &rlhostpb.ExecRequest{
-		SandboxId: info.ID, Command: [][]byte{[]byte("block")},
-	}}})
-	<-b.started
-	if err := c.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if want := []string{"ended " + info.ID, "shutdown"}; !slices.Equal(b.events, want) {
-		t.Errorf("events %q, want %q", b.events, want)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			c, b := serveMem(t)
+			info, ls, err := c.CreateLent(ctx, core.SandboxSpec{}, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn := dialLease(t, ls)
+			done := make(chan error, 1)
+			go func() {
+				_, err := conn.Call(ctx, &rlhostpb.LentCall{Token: ls.Token(), Call: &rlhostpb.LentCall_Exec{Exec: &rlhostpb.ExecRequest{
+					SandboxId: info.ID, Command: [][]byte{[]byte("block")},
+				}}})
+				done <- err
+			}()
+			<-b.started
+			if err := tc.end(ctx, c, info.ID); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-b.ended:
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("the running call ended with %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the lent call was left running")
+			}
+			if err := <-done; err == nil {
+				t.Error("the cut-off call succeeded")
+			}
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if want := []string{"ended " + info.ID, tc.last(info.ID)}; !slices.Equal(b.events, want) {
+				t.Errorf("events %q, want %q", b.events, want)
+			}
+		})
 	}
 }
 
