@@ -14,8 +14,9 @@ import (
 )
 
 // server is the plugin-side gRPC server. It owns the live sessions, keyed by
-// episode id, the connection to the host's lent-sandbox socket, and the
-// episode socket it serves the host's episode calls on beside gRPC.
+// episode id, the connections to the lent-sandbox sockets (the host's, or
+// a backend's; one per socket), and the episode socket it serves the
+// host's episode calls on beside gRPC.
 type server struct {
 	rlhostpb.UnimplementedEnvironmentServer
 	impl     Environment

@@ -49,11 +49,11 @@ type waiter[R any] struct {
 	read  chan struct{} // it is to read next
 }
 
-// Client is the plugin's end of one connection to the host's lent-sandbox
-// socket, shared by every episode.
+// Client is the plugin's end of one connection to a lent-sandbox socket
+// (the host's, or a backend's), shared by every episode lent there.
 type Client = Conn[rlhostpb.LentCall, rlhostpb.LentReply, *rlhostpb.LentCall, *rlhostpb.LentReply]
 
-// Dial connects to the host's lent-sandbox socket at path.
+// Dial connects to the lent-sandbox socket at path.
 func Dial(ctx context.Context, path string) (*Client, error) {
 	return DialConn[rlhostpb.LentCall, rlhostpb.LentReply](ctx, path, "lent sandbox")
 }

@@ -2476,9 +2476,10 @@ type NewEpisodeRequest struct {
 	Seed      int64                  `protobuf:"varint,5,opt,name=seed,proto3" json:"seed,omitempty"`
 	Group     int32                  `protobuf:"varint,6,opt,name=group,proto3" json:"group,omitempty"`
 	Index     int32                  `protobuf:"varint,7,opt,name=index,proto3" json:"index,omitempty"`
-	// The path of the host's lent-sandbox socket, the same for every episode
-	// of this env plugin: the env connects once and keeps the connection.
-	// Empty: no sandbox.
+	// The path of the lent-sandbox socket the sandbox is lent on: its
+	// backend's, or the host's (see LentCall). Most episodes name the same
+	// path: the env connects once per path and keeps the connection. Empty:
+	// no sandbox.
 	SandboxSocket string `protobuf:"bytes,8,opt,name=sandbox_socket,json=sandboxSocket,proto3" json:"sandbox_socket,omitempty"`
 	// Put in each call on that socket (LentCall.token). Sent only to an env
 	// that declares lent_tokens.

@@ -82,8 +82,8 @@ class _Waiter:
 
 
 class Connection:
-    """One connection to the host's lent-sandbox socket, shared by every
-    episode. Safe to use from several threads."""
+    """One connection to a lent-sandbox socket (the host's, or a backend's),
+    shared by every episode lent there. Safe to use from several threads."""
 
     def __init__(self, path: str, connect: Optional[Callable[[str], socket.socket]] = None):
         self._sock = (connect or _connect_unix)(path)

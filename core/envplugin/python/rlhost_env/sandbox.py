@@ -1,6 +1,6 @@
-"""The sandbox the host lends to one episode, reached over the host's
-lent-sandbox socket on the one connection all episodes share (see
-lendwire). Calls block and return plain Python values; a failed call raises
+"""The sandbox lent to one episode, reached over its lent-sandbox socket
+(its backend's, or the host's) on the one connection all episodes lent
+there share (see lendwire). Calls block and return plain Python values; a failed call raises
 SandboxError."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Serves an Env as rlhost's Environment gRPC service inside a go-plugin
 plugin process, and NewEpisode, Step and End also on its episode socket
-(see episodes). It owns the live episodes and the one connection to the
-host's lent-sandbox socket, and turns an author's exception into that call's
-error."""
+(see episodes). It owns the live episodes and the connections to the
+lent-sandbox sockets (the host's, or a backend's), one per socket, and turns
+an author's exception into that call's error."""
 
 from __future__ import annotations
 

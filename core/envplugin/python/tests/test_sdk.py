@@ -161,7 +161,7 @@ class _FakeConn:
 
 
 class ConnectionsTest(unittest.TestCase):
-    """The plugin connects to the host's lent-sandbox socket once and keeps
+    """The plugin connects to each lent-sandbox socket once and keeps
     the connection for every episode lent on it."""
 
     def _connections(self, fail=()):
@@ -270,7 +270,7 @@ def _error(code: int, message: str) -> pb.LentReply:
 
 
 class LendwireTest(unittest.TestCase):
-    """The framed calls to the host's lent-sandbox socket."""
+    """The framed calls on a lent-sandbox socket (the host's, or a backend's)."""
 
     def test_requests_name_the_sandbox(self):
         replies = {"exec": pb.LentReply(exec=pb.ExecResult(exit_code=3, stdout=b"out")),
