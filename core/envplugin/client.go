@@ -20,11 +20,11 @@ import (
 // sends episode calls (NewEpisode, Step, End) as frames on the plugin's
 // episode socket when it serves one. It lends each episode's Sandbox to the
 // plugin from the episode's start to its end, over one socket for the
-// client's life (see lender).
+// client's life (see newLender), unless its backend lends it.
 type Client struct {
 	rpc  rlhostpb.EnvironmentClient
 	eps  *episodeConn // nil: episode calls go over gRPC
-	lend *lender
+	lend *sandboxplugin.LendSocket
 	info pluginbase.Info
 	// The plugin puts each lent call's token in it, so a sandbox its
 	// backend lends can be lent on the backend's socket.
@@ -122,25 +122,25 @@ func (c *Client) NewEpisode(ctx context.Context, ep Episode) (Session, Observati
 		EpisodeId: ep.ID, Task: fromTask(ep.Task), Seed: ep.Seed,
 		Group: int32(ep.Group), Index: int32(ep.Index),
 	}
-	var ls *lease
+	var loan *sandboxplugin.Loan
 	if l := backendLease(ep.Sandbox); c.tokens && l.Socket != "" {
 		req.SandboxId, req.SandboxSocket, req.SandboxToken = ep.Sandbox.ID(), l.Socket, l.Token()
 	} else if ep.Sandbox != nil {
 		var err error
-		if ls, err = c.lend.lend(ep.Sandbox); err != nil {
+		if loan, err = c.lend.Lend(ep.Sandbox, nil); err != nil {
 			return nil, Observation{}, fmt.Errorf("start episode %s: %w", ep.ID, err)
 		}
-		req.SandboxId, req.SandboxSocket = ls.id, ls.sock
+		req.SandboxId, req.SandboxSocket = ep.Sandbox.ID(), loan.Socket()
 	}
 	r, err := c.episodeCall(ctx, &rlhostpb.EnvCall{Call: &rlhostpb.EnvCall_NewEpisode{NewEpisode: req}},
 		func(ctx context.Context) (*rlhostpb.Observation, error) { return c.rpc.NewEpisode(ctx, req) })
 	if err != nil {
-		if ls != nil {
-			c.lend.release(ls)
+		if loan != nil {
+			loan.Release(ctx)
 		}
 		return nil, Observation{}, fmt.Errorf("start episode %s: %w", ep.ID, err)
 	}
-	return &clientSession{c: c, id: ep.ID, lease: ls}, toObservation(r), nil
+	return &clientSession{c: c, id: ep.ID, loan: loan}, toObservation(r), nil
 }
 
 // backendLease is the lease of a sandbox its backend lends; zero for any
@@ -153,9 +153,9 @@ func backendLease(sb Sandbox) sandboxplugin.Lease {
 }
 
 type clientSession struct {
-	c     *Client
-	id    string
-	lease *lease // nil: no sandbox, or one lent by its backend
+	c    *Client
+	id   string
+	loan *sandboxplugin.Loan // nil: no sandbox, or one lent by its backend
 }
 
 func (s *clientSession) Step(ctx context.Context, reply core.Message) (Observation, error) {
@@ -170,9 +170,9 @@ func (s *clientSession) Step(ctx context.Context, reply core.Message) (Observati
 
 func (s *clientSession) End(ctx context.Context, reason string) (Observation, error) {
 	// The env may still use the sandbox while it ends (scoring), so the
-	// lease ends after the call, whatever its outcome.
-	if s.lease != nil {
-		defer s.c.lend.release(s.lease)
+	// loan ends after the call, whatever its outcome.
+	if s.loan != nil {
+		defer s.loan.Release(ctx)
 	}
 	req := &rlhostpb.EndRequest{EpisodeId: s.id, Reason: reason}
 	r, err := s.c.episodeCall(ctx, &rlhostpb.EnvCall{Call: &rlhostpb.EnvCall_End{End: req}},

@@ -219,8 +219,8 @@ func TestEpisodesShareOneConnection(t *testing.T) {
 		sess := start(t, client, ep, &memSandbox{id: id})
 		sc := env.sandbox(t, ep)
 		if sock == "" {
-			sock, conn = currentSocket(client), sc.c
-		} else if got := currentSocket(client); got != sock || sc.c != conn {
+			sock, conn = currentSocket(t, client), sc.c
+		} else if got := currentSocket(t, client); got != sock || sc.c != conn {
 			t.Fatalf("episode %s was lent its sandbox on %s (a new connection: %v), the first on %s", ep, got, sc.c != conn, sock)
 		}
 		res, err := sc.Exec(ctx, core.ExecRequest{Command: []string{"true"}})
@@ -236,10 +236,16 @@ func TestEpisodesShareOneConnection(t *testing.T) {
 	}
 }
 
-func currentSocket(c *Client) string {
-	c.lend.mu.Lock()
-	defer c.lend.mu.Unlock()
-	return c.lend.sock
+// currentSocket is the socket the client's lender serves now: the one a
+// probe sandbox is lent on (released at once).
+func currentSocket(t *testing.T, c *Client) string {
+	t.Helper()
+	loan, err := c.lend.Lend(&memSandbox{id: "socket-probe"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loan.Release(context.Background())
+	return loan.Socket()
 }
 
 // A start that fails, whether or not it reached the plugin, leaves the
@@ -269,8 +275,8 @@ func TestFailedStartKeepsTheSocket(t *testing.T) {
 					t.Fatalf("start %d: %v", i, err)
 				}
 				if sock == "" {
-					sock = currentSocket(client)
-				} else if got := currentSocket(client); got != sock {
+					sock = currentSocket(t, client)
+				} else if got := currentSocket(t, client); got != sock {
 					t.Fatalf("start %d moved the socket from %s to %s", i, sock, got)
 				}
 				if !reach {
@@ -283,7 +289,7 @@ func TestFailedStartKeepsTheSocket(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			waitGoroutines(t, "envplugin.(*lender).serve", 1)
+			waitGoroutines(t, "sandboxplugin.(*LendSocket).serve", 1)
 		})
 	}
 }
@@ -342,7 +348,7 @@ func TestGarbageOnTheSocketClosesOnlyItsConnection(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			conn, err := net.Dial("unix", currentSocket(client))
+			conn, err := net.Dial("unix", currentSocket(t, client))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -380,9 +386,9 @@ func TestSandboxLentTwiceAtOnceIsRefused(t *testing.T) {
 func TestLenderStopsWithTheClient(t *testing.T) {
 	client, _, gc := serveKeep(t)
 	start(t, client, "ep", &memSandbox{id: "sb"})
-	const serving = "envplugin.(*lender).serve"
+	const serving = "sandboxplugin.(*LendSocket).serve"
 	waitGoroutines(t, serving, 1)
-	dir := filepath.Dir(currentSocket(client))
+	dir := filepath.Dir(currentSocket(t, client))
 	if err := gc.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +405,7 @@ func TestLenderStopsWithTheClient(t *testing.T) {
 func TestLentSocketIsPrivate(t *testing.T) {
 	client, _, _ := serveKeep(t)
 	start(t, client, "ep", &memSandbox{id: "sb"})
-	fi, err := os.Stat(filepath.Dir(currentSocket(client)))
+	fi, err := os.Stat(filepath.Dir(currentSocket(t, client)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,6 +72,32 @@ type Lender interface {
 	DestroyLent(ctx context.Context, id string) (LeaseUse, error)
 }
 
+// lifecycle is a backend's Create and Destroy.
+type lifecycle interface {
+	Create(ctx context.Context, spec core.SandboxSpec) (core.SandboxInfo, error)
+	Destroy(ctx context.Context, id string) error
+}
+
+// LenderOf is b as a Lender: b itself when it is one, else one that lends
+// nothing (the zero Lease, and no use at destroy).
+func LenderOf(b lifecycle) Lender {
+	if l, ok := b.(Lender); ok {
+		return l
+	}
+	return noLender{b}
+}
+
+type noLender struct{ lifecycle }
+
+func (n noLender) CreateLent(ctx context.Context, spec core.SandboxSpec, _ time.Duration) (core.SandboxInfo, Lease, error) {
+	info, err := n.Create(ctx, spec)
+	return info, Lease{}, err
+}
+
+func (n noLender) DestroyLent(ctx context.Context, id string) (LeaseUse, error) {
+	return LeaseUse{}, n.Destroy(ctx, id)
+}
+
 // Leased is a Sandbox its backend lends itself, as the host hands it to an
 // environment client: one with a Lease sends the env there.
 type Leased interface {

@@ -281,17 +281,8 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 		spec.Labels[LabelEpisode] = fmt.Sprintf("s%d-g%d-e%d", step, group, index)
 		// A backend that lends its sandboxes itself serves the env's calls
 		// without the host relaying them; it counts what it served.
-		lender, direct := r.Backend.(sandboxplugin.Lender)
-		var (
-			info  core.SandboxInfo
-			lease sandboxplugin.Lease
-			err   error
-		)
-		if direct {
-			info, lease, err = lender.CreateLent(ctx, spec, r.ExecTimeout)
-		} else {
-			info, err = r.Backend.Create(ctx, spec)
-		}
+		lender := sandboxplugin.LenderOf(r.Backend)
+		info, lease, err := lender.CreateLent(ctx, spec, r.ExecTimeout)
 		if err != nil {
 			return fail(finishFor(parent, ctx, core.FinishError), err)
 		}
@@ -304,15 +295,7 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 		defer func() {
 			cctx, ccancel := cleanup()
 			defer ccancel()
-			var (
-				backendUse sandboxplugin.LeaseUse
-				derr       error
-			)
-			if direct {
-				backendUse, derr = lender.DestroyLent(cctx, info.ID)
-			} else {
-				derr = r.Backend.Destroy(cctx, info.ID)
-			}
+			backendUse, derr := lender.DestroyLent(cctx, info.ID)
 			if derr != nil && !errors.Is(derr, core.ErrNotFound) {
 				r.Logger.Warn("cannot destroy sandbox", "sandbox", info.ID, "error", derr)
 				t.Info["destroy_error"] = derr.Error()

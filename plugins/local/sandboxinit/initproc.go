@@ -477,8 +477,7 @@ type spawnerStarter struct{ srv *initServer }
 
 func (s spawnerStarter) PidfdPolls() bool { return s.srv.pidfdPolls }
 
-func (s spawnerStarter) takePreparedFDs() (execFDs, bool) { return s.srv.fds.take() }
-func (s spawnerStarter) prepareFDs()                      { s.srv.fds.prepare() }
+func (s spawnerStarter) spareFDs() *spareFDs { return &s.srv.fds }
 
 func (s spawnerStarter) Start(argv0 string, argv []string, attr *syscall.ProcAttr, atExec func(pid int) error) (int, WaitFunc, error) {
 	<-s.srv.warm

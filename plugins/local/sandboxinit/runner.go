@@ -192,7 +192,7 @@ func StartCmd(ctx context.Context, s ExecSpec, st Starter, isolation string, cou
 	unix.Close(outW)
 	unix.Close(errW)
 	if p, ok := st.(fdPreparer); ok {
-		p.prepareFDs() // while this command runs
+		p.spareFDs().prepare() // while this command runs
 	}
 	if err != nil {
 		if pidfd >= 0 {
@@ -635,14 +635,13 @@ func (f execFDs) close() {
 // while the one before runs, so an exec does not wait for five syscalls
 // (about 24 µs in a sandbox).
 type fdPreparer interface {
-	takePreparedFDs() (execFDs, bool)
-	prepareFDs()
+	spareFDs() *spareFDs
 }
 
 // takeFDs returns streams st prepared, or new ones.
 func takeFDs(st Starter) (execFDs, error) {
 	if p, ok := st.(fdPreparer); ok {
-		if f, ok := p.takePreparedFDs(); ok {
+		if f, ok := p.spareFDs().take(); ok {
 			return f, nil
 		}
 	}

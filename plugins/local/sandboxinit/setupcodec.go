@@ -71,10 +71,7 @@ func (s *Setup) appendBinary(b []byte) []byte {
 		e.str(f.Dst)
 		e.bytes(f.Data)
 	}
-	e.uint(uint64(len(s.Hide)))
-	for _, h := range s.Hide {
-		e.str(h)
-	}
+	e.strs(s.Hide)
 	e.int(s.TmpBytes)
 	e.int(s.WorkspaceBytes)
 	e.str(s.WorkspaceDir)
@@ -114,9 +111,7 @@ func (s *Setup) unmarshalBinary(b []byte) error {
 	for n := d.count(2, 0); n > 0 && d.err == nil; n-- {
 		s.Files = append(s.Files, File{Dst: d.str(), Data: d.bytes()})
 	}
-	for n := d.count(1, 0); n > 0 && d.err == nil; n-- {
-		s.Hide = append(s.Hide, d.str())
-	}
+	s.Hide = d.strs()
 	s.TmpBytes = d.int()
 	s.WorkspaceBytes = d.int()
 	s.WorkspaceDir = d.str()
