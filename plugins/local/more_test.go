@@ -2,6 +2,8 @@ package local
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -159,4 +161,49 @@ func TestCommandsHoldOnlyTheirStreams(t *testing.T) {
 			t.Errorf("exec %d: the command's fds are %q, want 0 1 2", i, got)
 		}
 	}
+}
+
+// The init reaps orphans (it is their PID 1) without SIGCHLD, by polling
+// while any process but itself is alive: orphans that exit while a command
+// runs must not pile up as zombies until the sandbox's pids limit stops
+// the command, and one that exits while the sandbox is idle must not stay
+// a zombie.
+func TestInitReapsOrphans(t *testing.T) {
+	b := newBackend(t, map[string]any{"isolation": "namespaces"}, core.SandboxSpec{})
+	id := create(t, b, core.SandboxSpec{Limits: core.Limits{Pids: 32}})
+	ctx := context.Background()
+	// 200 orphans, each exiting at once: far more than 32 if none were
+	// reaped before the loop ends.
+	res, err := b.Exec(ctx, id, core.ExecRequest{Timeout: 60 * time.Second,
+		Command: sh(`i=0; while [ $i -lt 200 ]; do (true &); i=$((i+1)); done; echo done`)})
+	if err != nil || res.ExitCode != 0 || res.PidsExceeded || strings.TrimSpace(res.Stdout) != "done" {
+		t.Fatalf("orphans while a command runs: %+v, %v", res, err)
+	}
+	// Seen from the host: a request would make the init reap on its way.
+	b.mu.Lock()
+	uid := b.boxes[id].meta.HostUID
+	b.mu.Unlock()
+	execOK(t, b, id, sh(`(sleep 0.2 &)`)...)
+	time.Sleep(300 * time.Millisecond) // until the orphan has exited
+	eventually(t, "the idle sandbox's exited orphan reaped", func() bool { return len(zombiesOfUID(uid)) == 0 })
+	if len(procsOfUID(uid)) != 1 {
+		t.Errorf("processes of the sandbox's uid: %v, want the init alone", procsOfUID(uid))
+	}
+}
+
+// zombiesOfUID lists host processes of real uid uid that have exited and
+// are not yet reaped.
+func zombiesOfUID(uid int) []int {
+	var out []int
+	for _, pid := range procsOfUID(uid) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// The state follows the command name's closing parenthesis.
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && strings.HasPrefix(string(b[i:]), ") Z") {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

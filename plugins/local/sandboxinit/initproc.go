@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -146,14 +147,9 @@ func newInitServer(s Setup, sp *spawnerThread, netPrepared bool) (*initServer, e
 	// critical path, hence this list rather than all 31.
 	// TestInitSurvivesEverySignal sends all of them.
 	signalsSet := make(chan struct{})
-	// SIGCHLD too, for the reaper: registered here, on the same goroutine,
-	// since registrations take turns on one lock and would otherwise keep
-	// the init waiting for all of these.
 	reap := &reaper{waiters: map[int]chan waitRes{}}
-	sigchld := make(chan os.Signal, 1)
 	go func() {
-		signal.Notify(sigchld, syscall.SIGCHLD)
-		go reap.run(sigchld)
+		defaultChildSignal()
 		sigs := make(chan os.Signal, 16)
 		signal.Notify(sigs, fatalToGo...)
 		close(signalsSet)
@@ -430,6 +426,12 @@ func dropPrivileges() error {
 type reaper struct {
 	mu      sync.Mutex
 	waiters map[int]chan waitRes
+	last    atomic.Int64 // when reapAll last ran, in Unix nanoseconds
+}
+
+// due reports whether reapAll last ran reapEvery ago or more.
+func (r *reaper) due() bool {
+	return time.Now().UnixNano()-r.last.Load() >= int64(reapEvery)
 }
 
 type waitRes struct {
@@ -437,16 +439,28 @@ type waitRes struct {
 	ru syscall.Rusage
 }
 
-// run reaps on every SIGCHLD of sig.
-func (r *reaper) run(sig chan os.Signal) {
-	for range sig {
-		r.reapAll()
-	}
+// defaultChildSignal sets SIGCHLD back to its default disposition, under
+// which the kernel discards it. Go's runtime installs a handler for every
+// signal; with it, each command's exit interrupted a thread of the init,
+// and when the signal was wanted (it was, to reap orphans) woke two more
+// to pass it to a goroutine: about 40 µs of a warm exec's critical path.
+// Nothing here needs the signal: a command's exit shows on its pidfd,
+// blocking waits do not use it, and orphans are reaped by polling while
+// any process but the init is alive (reapPace; see awaitRequest and
+// Cmd.Collect). SIG_IGN would be wrong: children would be reaped by the
+// kernel, exit statuses lost.
+func defaultChildSignal() {
+	var act [4]uint64 // struct kernel_sigaction: handler (SIG_DFL), flags, restorer, mask
+	unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(syscall.SIGCHLD), uintptr(unsafe.Pointer(&act[0])), 0, 8, 0, 0)
 }
 
-func (r *reaper) reapAll() {
+// reapAll reaps every child that has exited, handing the statuses of
+// commands to their waiters. It reports whether any child is left, and
+// whether it reaped one.
+func (r *reaper) reapAll() (alive, reaped bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.last.Store(time.Now().UnixNano())
 	for {
 		var ws syscall.WaitStatus
 		var ru syscall.Rusage
@@ -454,9 +468,16 @@ func (r *reaper) reapAll() {
 		if err == syscall.EINTR {
 			continue
 		}
-		if pid <= 0 || err != nil {
-			return
+		if pid == 0 {
+			return true, reaped // children, none exited
 		}
+		if err == syscall.ECHILD {
+			return false, reaped // no process but this one
+		}
+		if err != nil {
+			return true, reaped // unexpected: keep polling rather than stop reaping
+		}
+		reaped = true
 		if ws.Stopped() {
 			// A command that asked to be traced by its parent, the init,
 			// stops at its next exec until its timeout kills it.
@@ -520,36 +541,37 @@ func (s spawnerStarter) Start(argv0 string, argv []string, attr *syscall.ProcAtt
 	}
 	r.waiters[pid] = ch
 	return pid, func() (syscall.WaitStatus, syscall.Rusage, error) {
-		// Wait on this pid directly, without reaping (WNOWAIT; at once
-		// when its pidfd has already reported the exit), rather than
-		// through SIGCHLD and the reaper; then reap it under the reaper's
-		// lock, unless the reaper got there first (then the status is in
-		// ch).
-		var si unix.Siginfo
+		// Reap this pid under the reaper's lock, unless a reapAll got
+		// there first (then the status is in ch). Usually its pidfd has
+		// already reported the exit, so the first try reaps it; until it
+		// exits, wait on the pid without reaping (WNOWAIT).
 		for {
-			err := unix.Waitid(unix.P_PID, pid, &si, unix.WEXITED|unix.WNOWAIT, nil)
-			if err != unix.EINTR {
-				break
+			r.mu.Lock()
+			select {
+			case w := <-ch:
+				r.mu.Unlock()
+				return w.ws, w.ru, nil
+			default:
+			}
+			var ws syscall.WaitStatus
+			var ru syscall.Rusage
+			got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, &ru)
+			if err == nil && got == pid {
+				delete(r.waiters, pid)
+				r.mu.Unlock()
+				return ws, ru, nil
+			}
+			r.mu.Unlock()
+			if err != nil && err != syscall.EINTR {
+				w := <-ch // reaped meanwhile by a reapAll
+				return w.ws, w.ru, nil
+			}
+			var si unix.Siginfo
+			if err := unix.Waitid(unix.P_PID, pid, &si, unix.WEXITED|unix.WNOWAIT, nil); err != nil && err != unix.EINTR {
+				w := <-ch
+				return w.ws, w.ru, nil
 			}
 		}
-		r.mu.Lock()
-		select {
-		case w := <-ch:
-			r.mu.Unlock()
-			return w.ws, w.ru, nil
-		default:
-		}
-		var ws syscall.WaitStatus
-		var ru syscall.Rusage
-		got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, &ru)
-		if err == nil && got == pid {
-			delete(r.waiters, pid)
-			r.mu.Unlock()
-			return ws, ru, nil
-		}
-		r.mu.Unlock()
-		w := <-ch // reaped meanwhile by the reaper
-		return w.ws, w.ru, nil
 	}, nil
 }
 
@@ -561,6 +583,9 @@ func (s spawnerStarter) Start(argv0 string, argv []string, attr *syscall.ProcAtt
 // the next request.
 func (srv *initServer) serve(ctl *os.File, in *bufio.Reader) {
 	for {
+		if in.Buffered() == 0 {
+			srv.awaitRequest()
+		}
 		req, err := ReadRequest(in)
 		if err != nil {
 			return // the backend is gone: exiting kills the sandbox
@@ -585,6 +610,42 @@ func (srv *initServer) serve(ctl *os.File, in *bufio.Reader) {
 		}
 		go func() { srv.answer(ctl, req.ID, run(), cancel) }()
 	}
+}
+
+// awaitRequest returns when the control socket has a request to read (or
+// has failed). Meanwhile it reaps exited orphans, paced by reapPace, while
+// any process but the init is alive; once none is, nothing can exit before
+// the next command is forked, and it leaves the wait to the read. It blocks
+// first and reaps after: it runs right after an answer, whose reader the
+// kernel often wakes on this CPU, to run once this thread sleeps.
+func (srv *initServer) awaitRequest() {
+	if srv.reap.due() {
+		srv.reap.reapAll() // requests keep coming before the poll below times out
+	}
+	fds := []unix.PollFd{{Fd: ctlFD, Events: unix.POLLIN}}
+	var pace reapPace
+	wait := pace.next(false)
+	for {
+		n, err := unix.Poll(fds, int(wait/time.Millisecond))
+		if n > 0 || (err != nil && err != unix.EINTR) {
+			return
+		}
+		if err != nil {
+			continue
+		}
+		alive, reaped := srv.reap.reapAll()
+		if !alive {
+			return
+		}
+		wait = pace.next(reaped)
+	}
+}
+
+func (srv *initServer) reapOnce() { srv.reap.reapAll() }
+
+func (s spawnerStarter) reapOrphans() bool {
+	_, reaped := s.srv.reap.reapAll()
+	return reaped
 }
 
 // kernelAtLeast reports whether a kernel release ("6.18.44-fc") is at
@@ -660,7 +721,7 @@ func (srv *initServer) handle(ctx context.Context, req Request) Response {
 	case "list":
 		resp.Files, err = srv.workspace().List(req.Path, MaxListEntries)
 	case "killpg":
-		killGroupAndWait(req.Pgid, 2*time.Second)
+		killGroupAndWait(req.Pgid, 2*time.Second, srv.reapOnce)
 	case "reset":
 		err = srv.reset(time.Now().Add(resetTimeout))
 	case "ping":

@@ -41,7 +41,7 @@ func (srv *initServer) resetOn(deadline time.Time) error {
 		tr = &Tracer{what: "init reset", start: time.Now(), last: time.Now()}
 		defer tr.Done()
 	}
-	if err := killAllBut1(deadline); err != nil {
+	if err := killAllBut1(deadline, srv.reapOnce); err != nil {
 		return err
 	}
 	tr.Mark("kill")
@@ -81,10 +81,11 @@ func (srv *initServer) resetOn(deadline time.Time) error {
 // killAllBut1 kills every process of the sandbox's PID namespace but this
 // one, until /proc lists no other. kill(-1) from PID 1 reaches them all,
 // nested namespaces included; it is repeated, since a process forked
-// during one sweep may have been missed by it.
-func killAllBut1(deadline time.Time) error {
+// during one sweep may have been missed by it. reap collects the dead.
+func killAllBut1(deadline time.Time, reap func()) error {
 	for {
 		unix.Kill(-1, unix.SIGKILL)
+		reap()
 		left, err := otherPids()
 		if err != nil {
 			return err
@@ -95,7 +96,7 @@ func killAllBut1(deadline time.Time) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("reset: %d processes still alive (%v)", len(left), left[:min(len(left), 8)])
 		}
-		time.Sleep(200 * time.Microsecond) // the reaper collects the dead
+		time.Sleep(200 * time.Microsecond)
 	}
 }
 

@@ -91,8 +91,11 @@ type Cmd struct {
 	exitFD int
 	waited chan waitOut
 	out    outputs // our ends of the output pipes, non-blocking
-	oom0   uint64
-	pids0  uint64
+	// reap, when the starter is a PID 1 that reaps by polling, is called
+	// while the command runs, paced by reapPace (see orphanReaper).
+	reap  func() bool
+	oom0  uint64
+	pids0 uint64
 
 	// finished stops a late timer or cancellation from killing the group
 	// after the command has ended: its background children are meant to
@@ -169,6 +172,9 @@ func StartCmd(ctx context.Context, s ExecSpec, st Starter, isolation string, cou
 
 	c := &Cmd{s: s, isolation: isolation, counters: counters, begin: begin, exitFD: -1, ctx: ctx,
 		out: outputs{fds: [2]int{outR, errR}, bufs: [2]capBuf{{max: s.MaxOutput}, {max: s.MaxOutput}}}}
+	if r, ok := st.(orphanReaper); ok {
+		c.reap = r.reapOrphans
+	}
 	if counters != nil {
 		c.oom0, c.pids0 = counters()
 	}
@@ -293,7 +299,7 @@ func (c *Cmd) killGroup(timeout bool) {
 // goes on from there. It reports whether all is done.
 func (c *Cmd) Collect(stop int) bool {
 	if !c.exited {
-		if !c.out.collectUntil(c.exitFD, stop) {
+		if !c.out.collectUntil(c.exitFD, stop, c.reap) {
 			return false
 		}
 		unix.Close(c.exitFD)
@@ -324,7 +330,11 @@ func (c *Cmd) Collect(stop int) bool {
 		// ends as soon as the group is empty; the bound is only for a kernel
 		// that cannot reap at all, and must allow for a loaded machine, where
 		// reaping a killed tree can take longer than half a second.
-		killGroupAndWait(c.pid, groupGoneLimit)
+		killGroupAndWait(c.pid, groupGoneLimit, func() {
+			if c.reap != nil {
+				c.reap()
+			}
+		})
 		c.groupGone = true
 		now := time.Now()
 		c.grace, c.graceMax = now.Add(drainGrace), now.Add(drainMax)
@@ -389,14 +399,35 @@ type outputs struct {
 }
 
 // collectUntil reads output until exitFD turns readable (the command has
-// exited: true) or stop does first (false). A negative stop is none.
-func (o *outputs) collectUntil(exitFD, stop int) bool {
+// exited: true) or stop does first (false). A negative stop is none. A
+// non-nil reap is called meanwhile, paced by reapPace.
+func (o *outputs) collectUntil(exitFD, stop int, reap func() bool) bool {
 	pfd := []unix.PollFd{{Fd: int32(exitFD), Events: unix.POLLIN}, {}, {}, {Fd: int32(stop), Events: unix.POLLIN}}
+	var pace reapPace
+	var reapAt time.Time
+	if reap != nil {
+		reapAt = time.Now().Add(pace.next(false))
+	}
 	for {
 		// A negative fd is skipped by poll: a pipe at EOF.
 		pfd[1] = unix.PollFd{Fd: int32(o.fds[0]), Events: unix.POLLIN}
 		pfd[2] = unix.PollFd{Fd: int32(o.fds[1]), Events: unix.POLLIN}
-		if _, err := unix.Poll(pfd, -1); err != nil {
+		timeout := -1
+		if reap != nil {
+			// A deadline, not a timeout per poll: output that keeps coming
+			// must not put the reaping off.
+			wait := time.Until(reapAt)
+			if wait <= 0 {
+				wait = pace.next(reap())
+				reapAt = time.Now().Add(wait)
+			}
+			timeout = int((wait + time.Millisecond - 1) / time.Millisecond)
+		}
+		n, err := unix.Poll(pfd, timeout)
+		if err == nil && n == 0 {
+			continue
+		}
+		if err != nil {
 			if err == unix.EINTR {
 				continue
 			}
@@ -424,15 +455,25 @@ func (o *outputs) readReady(pfd []unix.PollFd) {
 	}
 }
 
-// read empties pipe i, closing it at EOF.
+// read empties pipe i, closing it at EOF. Reads go through a small
+// buffer on the stack until one fills it: most commands print little or
+// nothing, and a 64 KiB buffer per command cost a warm exec about 30 µs
+// (a large allocation, zeroed, page-faulted in again after each
+// scavenge, and the garbage collections it brought on).
 func (o *outputs) read(i int) {
-	if o.chunk == nil {
-		o.chunk = make([]byte, 64<<10)
+	var small [2 << 10]byte
+	buf := small[:]
+	if o.chunk != nil {
+		buf = o.chunk
 	}
 	for {
-		n, err := unix.Read(o.fds[i], o.chunk)
+		n, err := unix.Read(o.fds[i], buf)
 		if n > 0 {
-			o.bufs[i].add(o.chunk[:n])
+			o.bufs[i].add(buf[:n])
+			if n == len(buf) && o.chunk == nil {
+				o.chunk = make([]byte, 64<<10) // a large output: fewer reads
+				buf = o.chunk
+			}
 			continue
 		}
 		if err == unix.EINTR {
@@ -631,6 +672,37 @@ func (f execFDs) close() {
 	}
 }
 
+// orphanReaper is a Starter whose process adopts orphans (a sandbox's
+// PID 1) and reaps them by polling rather than on SIGCHLD. reapOrphans
+// reports whether it reaped any.
+type orphanReaper interface {
+	reapOrphans() bool
+}
+
+// reapEvery and reapEveryMax pace a PID 1 that reaps by polling (see
+// reapPace): an orphan that has exited holds its pid, which counts against
+// the sandbox's pids limit, until it is reaped.
+const (
+	reapEvery    = 10 * time.Millisecond
+	reapEveryMax = 160 * time.Millisecond
+)
+
+// reapPace spaces the reaps of a wait that polls for exited orphans:
+// reapEvery at first and after a reap that collected a process, twice the
+// previous wait after one that did not, up to reapEveryMax. Orphans that
+// keep exiting are reaped every reapEvery; processes that run on cost a
+// wake-up every reapEveryMax.
+type reapPace struct{ wait time.Duration }
+
+func (p *reapPace) next(reaped bool) time.Duration {
+	if p.wait == 0 || reaped {
+		p.wait = reapEvery
+	} else {
+		p.wait = min(2*p.wait, reapEveryMax)
+	}
+	return p.wait
+}
+
 // fdPreparer is a Starter that makes the next command's streams ahead,
 // while the one before runs, so an exec does not wait for five syscalls
 // (about 24 µs in a sandbox).
@@ -778,8 +850,9 @@ const groupGoneLimit = 5 * time.Second
 
 // killGroupAndWait kills a process group until no member is left (members
 // stay in it until reaped), so its pids are free and no part of the tree
-// runs on. It gives up after limit.
-func killGroupAndWait(pgid int, limit time.Duration) {
+// runs on. It gives up after limit. A non-nil reap reaps what has exited:
+// members whose parent died are the caller's to reap when it is a PID 1.
+func killGroupAndWait(pgid int, limit time.Duration, reap func()) {
 	if pgid <= 1 {
 		return
 	}
@@ -787,6 +860,9 @@ func killGroupAndWait(pgid int, limit time.Duration) {
 	for time.Now().Before(deadline) {
 		if err := syscall.Kill(-pgid, syscall.SIGKILL); err == syscall.ESRCH {
 			return
+		}
+		if reap != nil {
+			reap()
 		}
 		time.Sleep(time.Millisecond)
 	}

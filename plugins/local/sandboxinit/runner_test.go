@@ -132,14 +132,17 @@ func TestDrainCollectsPendingOutputAndCuts(t *testing.T) {
 
 // collectUntil reads output as it comes and returns true once the exit fd
 // turns readable, even while the pipes stay open, and false when the stop
-// fd does first (the init then hands the command to a goroutine).
+// fd does first (the init then hands the command to a goroutine). While
+// it waits, it calls its reap func (see reapPace).
 func TestCollectUntil(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		exit bool // else stop turns readable
+		late bool // only once reap has been called
 	}{
 		{name: "exit", exit: true},
 		{name: "stop"},
+		{name: "exit after reaping", exit: true, late: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, w, err := rawPipe(0)
@@ -160,15 +163,31 @@ func TestCollectUntil(t *testing.T) {
 			defer unix.Close(stopR)
 			defer unix.Close(stopW)
 			o := outputs{fds: [2]int{r, -1}, bufs: [2]capBuf{{max: 100}, {max: 100}}}
+			reaped := make(chan struct{}, 1)
+			reap := func() bool {
+				select {
+				case reaped <- struct{}{}:
+				default:
+				}
+				return false
+			}
 			go func() {
 				unix.Write(w, []byte("out"))
+				if tc.late {
+					// The reaping goes on while nothing else happens.
+					select {
+					case <-reaped:
+					case <-time.After(10 * time.Second):
+						t.Error("reap was not called")
+					}
+				}
 				if tc.exit {
 					unix.Write(exitW, []byte{0})
 				} else {
 					unix.Write(stopW, []byte{0})
 				}
 			}()
-			if got := o.collectUntil(exitR, stopR); got != tc.exit {
+			if got := o.collectUntil(exitR, stopR, reap); got != tc.exit {
 				t.Fatalf("collectUntil = %v, want %v", got, tc.exit)
 			}
 			unix.Close(w)
@@ -241,6 +260,32 @@ func TestKernelAtLeast(t *testing.T) {
 	} {
 		if got := kernelAtLeast(tc.release, 5, 3); got != tc.want {
 			t.Errorf("kernelAtLeast(%q, 5, 3) = %v, want %v", tc.release, got, tc.want)
+		}
+	}
+}
+
+// Reaps come every reapEvery while they collect something, and back off
+// to reapEveryMax while they do not.
+func TestReapPace(t *testing.T) {
+	var p reapPace
+	for i, step := range []struct {
+		reaped bool
+		want   time.Duration
+	}{
+		{false, reapEvery}, // the first wait
+		{false, 2 * reapEvery},
+		{false, 4 * reapEvery},
+		{true, reapEvery},
+		{false, 2 * reapEvery},
+		{false, 4 * reapEvery},
+		{false, 8 * reapEvery},
+		{false, 16 * reapEvery},
+		{false, reapEveryMax},
+		{false, reapEveryMax},
+		{true, reapEvery},
+	} {
+		if got := p.next(step.reaped); got != step.want {
+			t.Fatalf("step %d: next(%v) = %v, want %v", i, step.reaped, got, step.want)
 		}
 	}
 }
