@@ -221,7 +221,8 @@ type sandboxCgroup struct {
 	// tens of microseconds, and the os.File and strings.Split path spent
 	// about 5 of them per read.
 	mu           sync.Mutex
-	opened       bool
+	opened       bool // and not closed
+	closed       bool // by destroy: not to be opened again
 	oomFD, pidFD int
 }
 
@@ -434,7 +435,10 @@ func (c *sandboxCgroup) addProc(pid int) error {
 func (c *sandboxCgroup) counters() (oom, pids uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.opened {
+	if c.closed {
+		return 0, 0
+	}
+	if !c.opened || (c.oomFD < 0 && c.pidFD < 0) {
 		var oomPath, pidsPath string
 		switch c.Kind {
 		case cgroupV2:
@@ -484,11 +488,8 @@ func keyValue(b []byte, key string) uint64 {
 			b = nil
 		}
 		if len(line) > len(key) && line[len(key)] == ' ' && string(line[:len(key)]) == key {
-			v, err := strconv.ParseUint(string(bytes.TrimSpace(line[len(key)+1:])), 10, 64)
-			if err != nil {
-				return 0
-			}
-			return v
+			v, _ := strconv.ParseUint(string(bytes.TrimSpace(line[len(key)+1:])), 10, 64)
+			return v // the largest value on overflow, 0 if it is no number
 		}
 	}
 	return 0
@@ -497,6 +498,7 @@ func keyValue(b []byte, key string) uint64 {
 func (c *sandboxCgroup) closeFiles() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.closed = true
 	if !c.opened {
 		return
 	}
@@ -505,7 +507,7 @@ func (c *sandboxCgroup) closeFiles() {
 			unix.Close(fd)
 		}
 	}
-	c.opened = false
+	c.opened, c.oomFD, c.pidFD = false, -1, -1
 }
 
 // destroy kills every process left in the cgroup and removes it, its

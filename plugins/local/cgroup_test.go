@@ -22,6 +22,7 @@ func TestKeyValue(t *testing.T) {
 		{"no final newline", "max 9", "max", 9},
 		{"large", "max 18446744073709551615\n", "max", 1<<64 - 1},
 		{"garbage value", "max x\n", "max", 0},
+		{"overflow", "max 18446744073709551616\n", "max", 1<<64 - 1},
 		{"empty", "", "max", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -147,7 +147,7 @@ func newInitServer(s Setup, sp *spawnerThread, netPrepared bool) (*initServer, e
 	// critical path, hence this list rather than all 31.
 	// TestInitSurvivesEverySignal sends all of them.
 	signalsSet := make(chan struct{})
-	reap := &reaper{waiters: map[int]chan waitRes{}}
+	reap := newReaper()
 	go func() {
 		defaultChildSignal()
 		sigs := make(chan os.Signal, 16)
@@ -426,12 +426,21 @@ func dropPrivileges() error {
 type reaper struct {
 	mu      sync.Mutex
 	waiters map[int]chan waitRes
-	last    atomic.Int64 // when reapAll last ran, in Unix nanoseconds
+	born    time.Time    // monotonic reading the times below count from
+	last    atomic.Int64 // when reapAll last ran, in nanoseconds since born
 }
 
-// due reports whether reapAll last ran reapEvery ago or more.
+func newReaper() *reaper {
+	return &reaper{waiters: map[int]chan waitRes{}, born: time.Now()}
+}
+
+// reapDue is how long a stream of requests may keep awaitRequest from
+// reaping on a timeout.
+const reapDue = 10 * time.Millisecond
+
+// due reports whether reapAll last ran reapDue ago or more.
 func (r *reaper) due() bool {
-	return time.Now().UnixNano()-r.last.Load() >= int64(reapEvery)
+	return int64(time.Since(r.born))-r.last.Load() >= int64(reapDue)
 }
 
 type waitRes struct {
@@ -460,7 +469,7 @@ func defaultChildSignal() {
 func (r *reaper) reapAll() (alive, reaped bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.last.Store(time.Now().UnixNano())
+	r.last.Store(int64(time.Since(r.born)))
 	for {
 		var ws syscall.WaitStatus
 		var ru syscall.Rusage
@@ -556,6 +565,14 @@ func (s spawnerStarter) Start(argv0 string, argv []string, attr *syscall.ProcAtt
 			var ws syscall.WaitStatus
 			var ru syscall.Rusage
 			got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, &ru)
+			if err == nil && got == pid && (ws.Stopped() || ws.Continued()) {
+				// A command that asked to be traced by its parent, the init,
+				// stops at its next exec (until its timeout kills it): that
+				// is not its exit, and now consumed, it leaves the wait
+				// below blocked until the exit.
+				r.mu.Unlock()
+				continue
+			}
 			if err == nil && got == pid {
 				delete(r.waiters, pid)
 				r.mu.Unlock()

@@ -340,7 +340,7 @@ func (c *Cmd) Collect(stop int) bool {
 		c.grace, c.graceMax = now.Add(drainGrace), now.Add(drainMax)
 	}
 	if !c.drained {
-		if !c.out.drain(&c.grace, c.graceMax, stop) {
+		if !c.out.drain(&c.grace, c.graceMax, stop, c.reap) {
 			return false
 		}
 		c.drained = true
@@ -497,9 +497,14 @@ func (o *outputs) read(i int) {
 // pipe holds unread bytes when it ends, up to graceMax; a pipe that stays
 // empty, held open by a background child, is cut. With stop >= 0 it
 // returns false as soon as stop turns readable, to be called again.
-func (o *outputs) drain(grace *time.Time, graceMax time.Time, stop int) bool {
+func (o *outputs) drain(grace *time.Time, graceMax time.Time, stop int, reap func() bool) bool {
 	pfd := make([]unix.PollFd, 3)
+	var reaped time.Time
 	for o.fds[0] >= 0 || o.fds[1] >= 0 {
+		if reap != nil && time.Since(reaped) >= reapEvery {
+			reap() // the background children that hold the pipes may leave orphans
+			reaped = time.Now()
+		}
 		for i := range o.fds {
 			pfd[i] = unix.PollFd{Fd: int32(o.fds[i]), Events: unix.POLLIN}
 		}
@@ -681,9 +686,10 @@ type orphanReaper interface {
 
 // reapEvery and reapEveryMax pace a PID 1 that reaps by polling (see
 // reapPace): an orphan that has exited holds its pid, which counts against
-// the sandbox's pids limit, until it is reaped.
+// the sandbox's pids limit, until it is reaped. A shell loop that starts
+// orphans (`(cmd &)`) makes one about every 0.3 to 1 ms.
 const (
-	reapEvery    = 10 * time.Millisecond
+	reapEvery    = 2 * time.Millisecond
 	reapEveryMax = 160 * time.Millisecond
 )
 

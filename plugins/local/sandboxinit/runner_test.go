@@ -117,7 +117,7 @@ func TestDrainCollectsPendingOutputAndCuts(t *testing.T) {
 			}
 			o := outputs{fds: [2]int{r, -1}, bufs: [2]capBuf{{max: tc.max}, {max: tc.max}}}
 			grace := time.Now().Add(drainGrace)
-			if !o.drain(&grace, grace.Add(drainMax), -1) {
+			if !o.drain(&grace, grace.Add(drainMax), -1, nil) {
 				t.Fatal("drain stopped without a stop fd")
 			}
 			if got := string(o.bufs[0].buf); got != tc.want || o.bufs[0].truncated != tc.truncated {
@@ -192,7 +192,7 @@ func TestCollectUntil(t *testing.T) {
 			}
 			unix.Close(w)
 			grace := time.Now().Add(drainGrace)
-			o.drain(&grace, grace.Add(drainMax), -1)
+			o.drain(&grace, grace.Add(drainMax), -1, nil)
 			if got := string(o.bufs[0].buf); got != "out" {
 				t.Errorf("got %q, want %q", got, "out")
 			}
@@ -264,28 +264,27 @@ func TestKernelAtLeast(t *testing.T) {
 	}
 }
 
-// Reaps come every reapEvery while they collect something, and back off
-// to reapEveryMax while they do not.
+// Reaps come every reapEvery while they collect something, and back off,
+// doubling, to reapEveryMax while they do not.
 func TestReapPace(t *testing.T) {
 	var p reapPace
-	for i, step := range []struct {
-		reaped bool
-		want   time.Duration
-	}{
-		{false, reapEvery}, // the first wait
-		{false, 2 * reapEvery},
-		{false, 4 * reapEvery},
-		{true, reapEvery},
-		{false, 2 * reapEvery},
-		{false, 4 * reapEvery},
-		{false, 8 * reapEvery},
-		{false, 16 * reapEvery},
-		{false, reapEveryMax},
-		{false, reapEveryMax},
-		{true, reapEvery},
-	} {
-		if got := p.next(step.reaped); got != step.want {
-			t.Fatalf("step %d: next(%v) = %v, want %v", i, step.reaped, got, step.want)
+	if got := p.next(false); got != reapEvery {
+		t.Fatalf("first wait %v, want %v", got, reapEvery)
+	}
+	for round := 0; round < 2; round++ {
+		prev := reapEvery
+		for i := 0; i < 20; i++ {
+			got := p.next(false)
+			if want := min(2*prev, reapEveryMax); got != want {
+				t.Fatalf("round %d, wait %d after nothing reaped: %v, want %v", round, i, got, want)
+			}
+			prev = got
+		}
+		if prev != reapEveryMax {
+			t.Fatalf("round %d: backed off to %v, want %v", round, prev, reapEveryMax)
+		}
+		if got := p.next(true); got != reapEvery {
+			t.Fatalf("round %d: wait after a reap %v, want %v", round, got, reapEvery)
 		}
 	}
 }
