@@ -1,5 +1,5 @@
 run_block "Local sandbox backend: latency and throughput" \
-"Create → first exec of \`true\` → destroy (cold, and from a warm pool), exec round trips in a warm sandbox, and 64 sandboxes alive at once running Python; baselines in the same run: \`bwrap --unshare-all\` (Debian bubblewrap) and bare fork/exec of the same command." \
+"Create → first exec of \`true\` → destroy (cold, and from a warm pool), exec round trips in a warm sandbox (each taking turns with a bare fork/exec of the same command), and 64 sandboxes alive at once running Python; baselines in the same run: \`bwrap --unshare-all\` (Debian bubblewrap) and bare fork/exec of the same command." \
   sh plugins/local/bench/run.sh -n 300 -concurrent 64
 run_block "Local sandbox backend: the floor, interleaved" \
 "The two latency figures the local backend aims at, each iteration taking turns between the backend and its baseline so load on a shared machine hits both alike: cold create → first exec of \`true\` against \`bwrap --unshare-all\` (goal ≤ 1.0x), and a warm exec round trip against a bare fork/exec (goal ≤ 1.2x). A third row starts inits without the launcher." \

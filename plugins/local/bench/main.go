@@ -108,6 +108,27 @@ func measure(n int, f func() error) (stats, error) {
 	return pct(ds), nil
 }
 
+// measurePair times a and b n times each, taking turns (b first every
+// other round), so a machine that speeds up or slows down during the run
+// weighs on both alike.
+func measurePair(n int, a, b func() error) (stats, stats, error) {
+	var da, db []time.Duration
+	for i := 0; i < n; i++ {
+		for j := 0; j < 2; j++ {
+			f, into := a, &da
+			if (i+j)%2 == 1 {
+				f, into = b, &db
+			}
+			t0 := time.Now()
+			if err := f(); err != nil {
+				return stats{}, stats{}, err
+			}
+			*into = append(*into, time.Since(t0))
+		}
+	}
+	return pct(da), pct(db), nil
+}
+
 // runOK execs argv in sandbox id and fails unless it exits 0.
 func runOK(ctx context.Context, b *local.Backend, id string, argv ...string) error {
 	r, err := b.Exec(ctx, id, core.ExecRequest{Command: argv})
@@ -223,16 +244,13 @@ func run(n, conc int, stateDir, helper string) error {
 		if err != nil {
 			return err
 		}
-		base, err := measure(n, bare(append([]string{path}, argv[1:]...)...))
-		if err != nil {
-			return err
-		}
 		settle(cold)
-		in, err := measure(n, func() error { return runOK(ctx, cold, info.ID, argv...) })
+		base, in, err := measurePair(n, bare(append([]string{path}, argv[1:]...)...),
+			func() error { return runOK(ctx, cold, info.ID, argv...) })
 		if err != nil {
 			return err
 		}
-		row("exec round trip, warm sandbox", strings.Join(argv, " "), "bare fork/exec p50 "+ms(base.p50),
+		row("exec round trip, warm sandbox", strings.Join(argv, " "), "bare fork/exec, interleaved, p50 "+ms(base.p50),
 			fmt.Sprintf("p50 %s / p95 %s", ms(in.p50), ms(in.p95)), fmt.Sprintf("%.2fx bare (p50)", float64(in.p50)/float64(base.p50)))
 	}
 	cold.Destroy(ctx, info.ID)
