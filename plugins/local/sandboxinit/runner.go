@@ -499,7 +499,7 @@ func (o *outputs) read(i int) {
 // returns false as soon as stop turns readable, to be called again.
 func (o *outputs) drain(grace *time.Time, graceMax time.Time, stop int, reap func() bool) bool {
 	pfd := make([]unix.PollFd, 3)
-	var reaped time.Time
+	reaped := time.Now() // the first after reapEvery: most drains end sooner
 	for o.fds[0] >= 0 || o.fds[1] >= 0 {
 		if reap != nil && time.Since(reaped) >= reapEvery {
 			reap() // the background children that hold the pipes may leave orphans
