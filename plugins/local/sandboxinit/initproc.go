@@ -658,12 +658,13 @@ func (srv *initServer) awaitRequest() {
 	}
 }
 
-func (srv *initServer) reapOnce() { srv.reap.reapAll() }
-
-func (s spawnerStarter) reapOrphans() bool {
-	_, reaped := s.srv.reap.reapAll()
+// reapOrphans reaps what has exited and reports whether it reaped any.
+func (srv *initServer) reapOrphans() bool {
+	_, reaped := srv.reap.reapAll()
 	return reaped
 }
+
+func (s spawnerStarter) reapOrphans() bool { return s.srv.reapOrphans() }
 
 // kernelAtLeast reports whether a kernel release ("6.18.44-fc") is at
 // least major.minor.
@@ -738,7 +739,7 @@ func (srv *initServer) handle(ctx context.Context, req Request) Response {
 	case "list":
 		resp.Files, err = srv.workspace().List(req.Path, MaxListEntries)
 	case "killpg":
-		killGroupAndWait(req.Pgid, 2*time.Second, srv.reapOnce)
+		killGroupAndWait(req.Pgid, 2*time.Second, srv.reapOrphans)
 	case "reset":
 		err = srv.reset(time.Now().Add(resetTimeout))
 	case "ping":

@@ -41,7 +41,7 @@ func (srv *initServer) resetOn(deadline time.Time) error {
 		tr = &Tracer{what: "init reset", start: time.Now(), last: time.Now()}
 		defer tr.Done()
 	}
-	if err := killAllBut1(deadline, srv.reapOnce); err != nil {
+	if err := killAllBut1(deadline, srv.reapOrphans); err != nil {
 		return err
 	}
 	tr.Mark("kill")
@@ -82,7 +82,7 @@ func (srv *initServer) resetOn(deadline time.Time) error {
 // one, until /proc lists no other. kill(-1) from PID 1 reaches them all,
 // nested namespaces included; it is repeated, since a process forked
 // during one sweep may have been missed by it. reap collects the dead.
-func killAllBut1(deadline time.Time, reap func()) error {
+func killAllBut1(deadline time.Time, reap func() bool) error {
 	for {
 		unix.Kill(-1, unix.SIGKILL)
 		reap()

@@ -330,11 +330,7 @@ func (c *Cmd) Collect(stop int) bool {
 		// ends as soon as the group is empty; the bound is only for a kernel
 		// that cannot reap at all, and must allow for a loaded machine, where
 		// reaping a killed tree can take longer than half a second.
-		killGroupAndWait(c.pid, groupGoneLimit, func() {
-			if c.reap != nil {
-				c.reap()
-			}
-		})
+		killGroupAndWait(c.pid, groupGoneLimit, c.reap)
 		c.groupGone = true
 		now := time.Now()
 		c.grace, c.graceMax = now.Add(drainGrace), now.Add(drainMax)
@@ -858,7 +854,7 @@ const groupGoneLimit = 5 * time.Second
 // stay in it until reaped), so its pids are free and no part of the tree
 // runs on. It gives up after limit. A non-nil reap reaps what has exited:
 // members whose parent died are the caller's to reap when it is a PID 1.
-func killGroupAndWait(pgid int, limit time.Duration, reap func()) {
+func killGroupAndWait(pgid int, limit time.Duration, reap func() bool) {
 	if pgid <= 1 {
 		return
 	}
