@@ -50,6 +50,11 @@ type Turn struct {
 	// StopReason is the server's finish reason: stop, length (truncated),
 	// tool_calls.
 	StopReason string `json:"stop_reason,omitempty"`
+	// WeightsVersion is the version of the weights that sampled every
+	// token of this turn, when the server says: the number of training
+	// steps applied to them (0 before the first). A turn never mixes two
+	// versions.
+	WeightsVersion *int `json:"weights_version,omitempty"`
 }
 
 // Trajectory is one finished episode: one line of trajectories.jsonl.

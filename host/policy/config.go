@@ -26,6 +26,7 @@ type Config struct {
 
 	// openai
 	BaseURL     *string  `hcl:"base_url,optional"`    // default https://api.openai.com/v1
+	BaseURLs    []string `hcl:"base_urls,optional"`   // several servers of one model (vLLM replicas)
 	Model       *string  `hcl:"model,optional"`       // required
 	APIKeyEnv   *string  `hcl:"api_key_env,optional"` // env var holding the key; absent: no key
 	Temperature *float64 `hcl:"temperature,optional"` // 0..2; server default when absent

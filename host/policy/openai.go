@@ -4,17 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/rlhost/rlhost/core"
@@ -32,8 +35,7 @@ const (
 // openAIPolicy calls an OpenAI-compatible Chat Completions endpoint.
 type openAIPolicy struct {
 	label       string
-	baseURL     string
-	client      *openai.Client
+	fleet       *fleet // the servers: base_url, or each of base_urls
 	http        *http.Client
 	model       string
 	temperature float32 // 0: leave to the server (see newOpenAI)
@@ -46,9 +48,10 @@ type openAIPolicy struct {
 	backoffMax  time.Duration
 	// returnTokens asks for token ids and log-probs with every request.
 	returnTokens bool
-	// requestModel, when set, names the model each request asks for
-	// instead of model (provider vllm: the current LoRA adapter).
-	requestModel func() string
+	// notFound, when set, is asked to make model known to server s after
+	// s answered that it does not serve it (provider vllm: the server
+	// restarted and forgot a LoRA adapter); the attempt is then repeated.
+	notFound func(ctx context.Context, s *server, model string) error
 
 	apiKey string // sent by the adapter routes of provider vllm
 
@@ -71,7 +74,7 @@ type openAIPolicy struct {
 func NewOpenAI(cfg Config, baseDir string) (Policy, error) { return newOpenAI(cfg, baseDir) }
 
 func newOpenAI(cfg Config, _ string) (Policy, error) {
-	if err := cfg.rejectUnused("base_url", "model", "api_key_env", "temperature", "top_p", "max_tokens",
+	if err := cfg.rejectUnused("base_url", "base_urls", "model", "api_key_env", "temperature", "top_p", "max_tokens",
 		"stop", "timeout", "max_retries", "backoff_base", "backoff_max", "return_token_ids"); err != nil {
 		return nil, err
 	}
@@ -87,12 +90,9 @@ func newOpenAI(cfg Config, _ string) (Policy, error) {
 	}
 	p.model = *cfg.Model
 	p.returnTokens = cfg.ReturnTokenIDs != nil && *cfg.ReturnTokenIDs
-	baseURL := DefaultBaseURL
-	if cfg.BaseURL != nil {
-		if *cfg.BaseURL == "" {
-			return nil, cfg.attrErr("base_url", "empty")
-		}
-		baseURL = *cfg.BaseURL
+	urls, err := cfg.baseURLs()
+	if err != nil {
+		return nil, err
 	}
 	key := ""
 	if cfg.APIKeyEnv != nil && *cfg.APIKeyEnv != "" {
@@ -130,7 +130,6 @@ func newOpenAI(cfg Config, _ string) (Policy, error) {
 		}
 		p.maxRetries = *v
 	}
-	var err error
 	if p.timeout, err = cfg.duration("timeout", cfg.Timeout, DefaultTimeout); err != nil {
 		return nil, err
 	}
@@ -150,12 +149,46 @@ func newOpenAI(cfg Config, _ string) (Policy, error) {
 	tr.MaxIdleConnsPerHost = 256
 	p.http = &http.Client{Transport: tr}
 	p.apiKey = key
-	p.baseURL = baseURL
-	oc := openai.DefaultConfig(key)
-	oc.BaseURL = baseURL
-	oc.HTTPClient = headerCapture{p.http}
-	p.client = openai.NewClientWithConfig(oc)
+	p.fleet = newFleet(p.label, urls, func(url string) *openai.Client {
+		oc := openai.DefaultConfig(key)
+		oc.BaseURL = url
+		oc.HTTPClient = headerCapture{p.http}
+		return openai.NewClientWithConfig(oc)
+	})
+	p.fleet.probe = func(ctx context.Context, s *server) error {
+		_, err := s.client.ListModels(ctx)
+		return err
+	}
 	return p, nil
+}
+
+// baseURLs are the block's servers: base_url, or base_urls, or OpenAI's.
+func (c Config) baseURLs() ([]string, error) {
+	switch {
+	case c.BaseURL != nil && c.BaseURLs != nil:
+		return nil, c.attrErr("base_urls", "set base_url (one server) or base_urls (several), not both")
+	case c.BaseURL != nil:
+		if *c.BaseURL == "" {
+			return nil, c.attrErr("base_url", "empty")
+		}
+		return []string{*c.BaseURL}, nil
+	case c.BaseURLs != nil:
+		if len(c.BaseURLs) == 0 {
+			return nil, c.attrErr("base_urls", "empty: name at least one server")
+		}
+		seen := map[string]bool{}
+		for _, u := range c.BaseURLs {
+			if u == "" {
+				return nil, c.attrErr("base_urls", "an empty URL")
+			}
+			if seen[u] {
+				return nil, c.attrErr("base_urls", "%s is listed twice", u)
+			}
+			seen[u] = true
+		}
+		return c.BaseURLs, nil
+	}
+	return []string{DefaultBaseURL}, nil
 }
 
 // retryAfterSlot carries a per-attempt place for the Retry-After header
@@ -246,16 +279,19 @@ func restoreEmptyContent(body []byte) ([]byte, error) {
 }
 
 func (p *openAIPolicy) Complete(ctx context.Context, req Request) (Response, error) {
+	return p.complete(ctx, req, p.model, nil)
+}
+
+// complete asks for req's completions from model. version is the weights
+// version model names (a vllm policy's adapter); nil reads it from the
+// response (rlhost's server says it in system_fingerprint).
+func (p *openAIPolicy) complete(ctx context.Context, req Request, model string, version *int) (Response, error) {
 	n, err := numChoices(req)
 	if err != nil {
 		return Response{}, err
 	}
 	if needsContentPatch(req.Messages) {
 		ctx = context.WithValue(ctx, contentPatch{}, true)
-	}
-	model := p.model
-	if p.requestModel != nil {
-		model = p.requestModel()
 	}
 	base := openai.ChatCompletionRequest{
 		Model:       model,
@@ -270,7 +306,7 @@ func (p *openAIPolicy) Complete(ctx context.Context, req Request) (Response, err
 	var resp Response
 	first := 0
 	if n == 1 || !p.nIgnored.Load() {
-		r, err := p.create(ctx, withN(base, n, req.Seed, 0), req)
+		r, err := p.create(ctx, withN(base, n, req.Seed, 0), req, version)
 		if err != nil {
 			return Response{}, err
 		}
@@ -297,7 +333,9 @@ func (p *openAIPolicy) Complete(ctx context.Context, req Request) (Response, err
 	for i := range rest {
 		wg.Go(func() {
 			var err error
-			rest[i], err = p.create(ctx, withN(base, 1, req.Seed, int64(first+i)), req)
+			one := req
+			one.Index = req.Index + first + i
+			rest[i], err = p.create(ctx, withN(base, 1, req.Seed, int64(first+i)), one, version)
 			if err != nil {
 				errOnce.Do(func() { firstErr = err; cancel() })
 			}
@@ -338,32 +376,37 @@ func addUsage(a, b core.Usage) core.Usage {
 	}
 }
 
-// create sends one request, retrying failures worth retrying with
-// exponential backoff and full jitter, or the server's Retry-After.
-func (p *openAIPolicy) create(ctx context.Context, creq openai.ChatCompletionRequest, req Request) (Response, error) {
+// create sends one request to the fleet's least loaded server (the
+// episode's own, where it can), retrying failures worth retrying with
+// exponential backoff and full jitter, or the server's Retry-After. A
+// failure that says the server is gone takes it out of the fleet and
+// repeats the request on another at once.
+func (p *openAIPolicy) create(ctx context.Context, creq openai.ChatCompletionRequest, req Request, version *int) (Response, error) {
 	where := fmt.Sprintf("%s: task %q turn %d", p.label, req.TaskID, req.Turn)
+	var avoid *server
+	failovers, reloaded := 0, map[*server]bool{}
 	for attempt := 0; ; attempt++ {
-		var retryAfter string
-		actx := context.WithValue(ctx, retryAfterSlot{}, &retryAfter)
-		var extras *tokenExtras
-		if p.returnTokens {
-			extras = &tokenExtras{}
-			actx = context.WithValue(actx, tokenSlot{}, extras)
-		}
-		actx, cancel := context.WithTimeout(actx, p.timeout)
-		out, err := p.client.CreateChatCompletion(actx, creq)
-		cancel()
+		s, done := p.fleet.pick(req.Episode(), max(1, creq.N), avoid)
+		out, retryAfter, err := p.send(ctx, s, creq)
+		done()
 		if err == nil {
+			s.answered()
 			resp := Response{Usage: core.Usage{
 				PromptTokens:     out.Usage.PromptTokens,
 				CompletionTokens: out.Usage.CompletionTokens,
 				TotalTokens:      out.Usage.TotalTokens,
 			}}
-			for _, c := range out.Choices {
-				resp.Choices = append(resp.Choices, fromOpenAIChoice(c))
+			v := version
+			if v == nil {
+				v = fingerprintVersion(out.SystemFingerprint)
 			}
-			if extras != nil {
-				if err := extras.attach(resp.Choices, out.Choices); err != nil {
+			for _, c := range out.Choices {
+				ch := fromOpenAIChoice(c)
+				ch.WeightsVersion = v
+				resp.Choices = append(resp.Choices, ch)
+			}
+			if out.extras != nil {
+				if err := out.extras.attach(resp.Choices, out.Choices); err != nil {
 					return Response{}, fmt.Errorf("%s: %w", where, err)
 				}
 			}
@@ -372,24 +415,92 @@ func (p *openAIPolicy) create(ctx context.Context, creq openai.ChatCompletionReq
 		if ctx.Err() != nil {
 			return Response{}, fmt.Errorf("%s: %w (last error: %s)", where, ctx.Err(), describe(err))
 		}
+		if len(p.fleet.servers) > 1 {
+			where = fmt.Sprintf("%s: task %q turn %d (server %s)", p.label, req.TaskID, req.Turn, s.url)
+		}
+		if serverDown(err) && p.fleet.takeOut(s, err) && failovers < len(p.fleet.servers) {
+			// Another server is in: repeat there without waiting.
+			failovers++
+			avoid = s
+			continue
+		}
 		switch classify(err) {
 		case contextLength:
 			return Response{}, fmt.Errorf("%s: %w: %s", where, ErrContextLength, describe(err))
 		case permanent:
+			if p.notFound != nil && creq.Model != p.model && modelNotFound(err) {
+				if reloaded[s] {
+					return Response{}, fmt.Errorf("%w %q at %s, even after loading it again: %w", ErrUnknownAdapter, creq.Model, s.url, err)
+				}
+				reloaded[s] = true
+				if rerr := p.notFound(ctx, s, creq.Model); rerr != nil {
+					return Response{}, fmt.Errorf("%s: the server at %s no longer knows LoRA adapter %q (did it restart?), and loading it again failed: %w",
+						p.label, s.url, creq.Model, rerr)
+				}
+				avoid = nil
+				continue
+			}
 			return Response{}, fmt.Errorf("%s: %w: %w%s", where, ErrRejected, serverError{err}, p.unauthorized(err))
 		}
-		if attempt >= p.maxRetries {
+		if attempt >= p.maxRetries+failovers {
 			return Response{}, fmt.Errorf("%s: giving up after %d attempts: %s", where, attempt+1, describe(err))
 		}
+		avoid = s
 		wait, ok := parseRetryAfter(retryAfter, time.Now())
 		if !ok {
 			// Full jitter: uniform in [0, base*2^attempt], capped.
-			wait = time.Duration(p.jitter(int64(backoffCeiling(attempt, p.backoffBase, p.backoffMax)) + 1))
+			wait = time.Duration(p.jitter(int64(backoffCeiling(attempt-failovers, p.backoffBase, p.backoffMax)) + 1))
 		}
 		if serr := p.sleep(ctx, wait); serr != nil {
 			return Response{}, fmt.Errorf("%s: %w while backing off (last error: %s)", where, serr, describe(err))
 		}
 	}
+}
+
+// sent is one answered attempt: go-openai's response and the token ids
+// read beside it.
+type sent struct {
+	openai.ChatCompletionResponse
+	extras *tokenExtras
+}
+
+// send makes one attempt on s. retryAfter is the server's Retry-After,
+// if it sent one. When s is taken out of the fleet mid-attempt, the
+// error says so (errServerOut).
+func (p *openAIPolicy) send(ctx context.Context, s *server, creq openai.ChatCompletionRequest) (sent, string, error) {
+	var retryAfter string
+	actx := context.WithValue(ctx, retryAfterSlot{}, &retryAfter)
+	var extras *tokenExtras
+	if p.returnTokens {
+		extras = &tokenExtras{}
+		actx = context.WithValue(actx, tokenSlot{}, extras)
+	}
+	actx, end := s.begin(actx)
+	defer end()
+	tctx, cancel := context.WithTimeout(actx, p.timeout)
+	defer cancel()
+	out, err := s.client.CreateChatCompletion(tctx, creq)
+	if err != nil {
+		if cause := context.Cause(actx); errors.Is(cause, errServerOut) {
+			return sent{}, retryAfter, cause
+		}
+		return sent{}, retryAfter, err
+	}
+	return sent{ChatCompletionResponse: out, extras: extras}, retryAfter, nil
+}
+
+// fingerprintVersion reads the weights version rlhost's own server puts
+// in system_fingerprint ("rlhost-weights-N"); nil for other servers.
+func fingerprintVersion(fp string) *int {
+	rest, ok := strings.CutPrefix(fp, "rlhost-weights-")
+	if !ok {
+		return nil
+	}
+	v, err := strconv.Atoi(rest)
+	if err != nil || v < 0 {
+		return nil
+	}
+	return &v
 }
 
 // unauthorized explains a 401 that an unset api_key_env variable explains.
@@ -400,15 +511,27 @@ func (p *openAIPolicy) unauthorized(err error) string {
 	return fmt.Sprintf(" (the server wants an API key, and api_key_env names %s, which is not set)", p.unsetKeyEnv)
 }
 
-// Check asks GET {base_url}/models whether the server is up, accepts the
-// key, and serves the configured model. Failures worth retrying get the
-// same retries and backoff as a completion.
+// Check asks every server GET {base_url}/models whether it is up,
+// accepts the key, and serves the configured model. Failures worth
+// retrying get the same retries and backoff as a completion. Every
+// server must pass: a fleet that starts a server short is more likely a
+// typo than a plan.
 func (p *openAIPolicy) Check(ctx context.Context, notify func(msg string)) error {
-	url := strings.TrimSuffix(p.baseURL, "/") + "/models"
+	errs := make([]error, len(p.fleet.servers))
+	var wg sync.WaitGroup
+	for i, s := range p.fleet.servers {
+		wg.Go(func() { errs[i] = p.checkServer(ctx, s, notify) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (p *openAIPolicy) checkServer(ctx context.Context, s *server, notify func(msg string)) error {
+	url := strings.TrimSuffix(s.url, "/") + "/models"
 	for attempt := 0; ; attempt++ {
 		var retryAfter string
 		actx, cancel := context.WithTimeout(context.WithValue(ctx, retryAfterSlot{}, &retryAfter), p.timeout)
-		list, err := p.client.ListModels(actx)
+		list, err := s.client.ListModels(actx)
 		cancel()
 		if err == nil {
 			var ids []string
@@ -448,7 +571,17 @@ func (p *openAIPolicy) Check(ctx context.Context, notify func(msg string)) error
 	}
 }
 
+// EndEpisode forgets which server the episode used.
+func (p *openAIPolicy) EndEpisode(k EpisodeKey) { p.fleet.EndEpisode(k) }
+
+// SetLogger sets where the policy says that a server went out or came back.
+func (p *openAIPolicy) SetLogger(l hclog.Logger) { p.fleet.SetLogger(l) }
+
+// Servers describes each server of the policy.
+func (p *openAIPolicy) Servers() []ServerStats { return p.fleet.Servers() }
+
 func (p *openAIPolicy) Close() error {
+	p.fleet.close()
 	p.http.CloseIdleConnections()
 	return nil
 }

@@ -65,6 +65,10 @@ type Choice struct {
 	// CompletionTokens is this choice's own completion length when known
 	// (from TokenIDs or logprobs), else 0.
 	CompletionTokens int
+	// WeightsVersion is the version of the weights that sampled every
+	// token of the choice (the number of training steps applied to
+	// them), when the server says; nil when it does not.
+	WeightsVersion *int
 }
 
 // Errors callers act on, matched with errors.Is.

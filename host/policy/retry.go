@@ -52,6 +52,9 @@ func apiFailure(err error) (status int, code, msg string) {
 // context-length complaint, other client errors and go-openai's own request
 // validation (which never reaches the server) are not.
 func classify(err error) errClass {
+	if errors.Is(err, errServerOut) {
+		return retryable
+	}
 	status, code, msg := apiFailure(err)
 	if status == 0 {
 		var urlErr *url.Error

@@ -39,21 +39,25 @@ var (
 	ErrUnknownAdapter = errors.New("the server does not know the LoRA adapter")
 )
 
-// Adapters is a policy whose server hot-loads LoRA adapters. Training with
-// weights_sync = "lora" pushes each step's adapter through it.
+// Adapters is a policy whose servers hot-load LoRA adapters. Training
+// with weights_sync = "lora" pushes each step's adapter through it.
 type Adapters interface {
 	Policy
-	// CheckAdapterAPI confirms the server has the runtime adapter routes.
+	// CheckAdapterAPI confirms every server has the runtime adapter routes.
 	CheckAdapterAPI(ctx context.Context) error
-	// SwitchAdapter loads the PEFT directory path as adapter name, makes
-	// the following requests name it, and unloads the adapter used
-	// before. A failed load leaves the previous adapter in use. An error
-	// unloading the previous one is returned with the switch done
-	// (errors.Is(err, ErrUnknownAdapter) when the server had forgotten it).
-	SwitchAdapter(ctx context.Context, name, path string) error
-	// Adapter is the adapter requests name now ("" for the base model).
+	// SwitchAdapter loads the PEFT directory path as adapter name into
+	// every server, then makes the following requests name it; version
+	// is the weights version it holds (the training steps applied), which
+	// the choices it samples report. Requests already running keep the
+	// adapter they named; each adapter switched away from is unloaded once
+	// no request names it. A failed load leaves the previous adapter in
+	// use. An error unloading a previous one is returned with the switch
+	// done (errors.Is(err, ErrUnknownAdapter) when a server had forgotten
+	// it).
+	SwitchAdapter(ctx context.Context, name, path string, version int) error
+	// Adapter is the adapter requests name now (the base model before any).
 	Adapter() string
-	// Reloads counts adapters loaded again because the server had
+	// Reloads counts adapters loaded again because a server had
 	// forgotten them (it restarted).
 	Reloads() int
 }
@@ -61,21 +65,28 @@ type Adapters interface {
 // VLLM is the "vllm" provider's policy.
 type VLLM struct {
 	*openAIPolicy
-	base string // the server's base model name (the block's model)
+	base string // the servers' base model name (the block's model)
 
 	mu      sync.Mutex
-	adapter string // "" until the first SwitchAdapter
-	path    string
-	gen     int // bumped by every load, so concurrent reloads run once
+	current adapterRef            // name "" until the first SwitchAdapter
+	known   map[string]adapterRef // every adapter loaded and not yet unloaded, by name
+	inUse   map[string]int        // requests in flight naming each adapter
 	reloads int
+}
+
+// adapterRef is one adapter: its name on the servers, its PEFT
+// directory, and the weights version it holds.
+type adapterRef struct {
+	name, path string
+	version    int
 }
 
 var _ Adapters = (*VLLM)(nil)
 
 // NewVLLM builds a "vllm"-provider policy from cfg.
 func NewVLLM(cfg Config, baseDir string) (*VLLM, error) {
-	if cfg.BaseURL == nil {
-		return nil, cfg.attrErr("base_url", "required for provider \"vllm\": the server's OpenAI base URL, for example http://127.0.0.1:8000/v1")
+	if cfg.BaseURL == nil && cfg.BaseURLs == nil {
+		return nil, cfg.attrErr("base_url", "required for provider \"vllm\": the server's OpenAI base URL, for example http://127.0.0.1:8000/v1 (or base_urls for several servers)")
 	}
 	if cfg.ReturnTokenIDs != nil {
 		return nil, cfg.attrErr("return_token_ids", "not used by provider \"vllm\": it always asks for token ids and log-probs")
@@ -91,8 +102,9 @@ func NewVLLM(cfg Config, baseDir string) (*VLLM, error) {
 		return nil, err
 	}
 	op := p.(*openAIPolicy)
-	v := &VLLM{openAIPolicy: op, base: op.model}
-	op.requestModel = v.Adapter
+	v := &VLLM{openAIPolicy: op, base: op.model, known: map[string]adapterRef{}, inUse: map[string]int{}}
+	op.notFound = v.reload
+	op.fleet.rejoin = v.rejoin
 	return v, nil
 }
 
@@ -102,39 +114,164 @@ func newVLLM(cfg Config, baseDir string) (Policy, error) { return NewVLLM(cfg, b
 func (v *VLLM) Adapter() string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.adapter == "" {
+	if v.current.name == "" {
 		return v.base
 	}
-	return v.adapter
+	return v.current.name
 }
 
-// Reloads counts adapters loaded again after the server forgot them.
+// Reloads counts adapters loaded again after a server forgot them.
 func (v *VLLM) Reloads() int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.reloads
 }
 
-// Complete is the openai provider's, plus one recovery: when the server
-// says the current adapter does not exist (it restarted and forgot it),
-// the adapter is loaded again from its directory and the request repeated.
+// Complete is the openai provider's, naming the current adapter. Every
+// attempt of the request names that same adapter, so a turn is sampled by
+// one set of weights even when the adapter switches meanwhile. When a
+// server says the adapter does not exist (it restarted and forgot it),
+// the adapter is loaded there again from its directory and the request
+// repeated.
 func (v *VLLM) Complete(ctx context.Context, req Request) (Response, error) {
+	ref := v.acquire()
+	defer v.release(ref)
+	if ref.name == "" {
+		return v.complete(ctx, req, v.base, nil)
+	}
+	version := ref.version
+	return v.complete(ctx, req, ref.name, &version)
+}
+
+// acquire counts a request naming the current adapter.
+func (v *VLLM) acquire() adapterRef {
 	v.mu.Lock()
-	gen, name := v.gen, v.adapter
+	defer v.mu.Unlock()
+	v.inUse[v.current.name]++
+	return v.current
+}
+
+// release ends a request's hold on ref; an adapter switched away from is
+// unloaded with the last request that named it.
+func (v *VLLM) release(ref adapterRef) {
+	v.mu.Lock()
+	v.inUse[ref.name]--
+	retire := ref.name != "" && ref.name != v.current.name && v.inUse[ref.name] == 0
+	if retire {
+		delete(v.inUse, ref.name)
+		delete(v.known, ref.name)
+	}
 	v.mu.Unlock()
-	resp, err := v.openAIPolicy.Complete(ctx, req)
-	if err == nil || name == "" || !modelNotFound(err) {
-		return resp, err
+	if retire {
+		ctx, cancel := context.WithTimeout(context.Background(), v.timeout)
+		defer cancel()
+		if err := v.unloadEverywhere(ctx, ref.name); err != nil {
+			v.fleet.log().Warn(fmt.Sprintf("%s: unloading adapter %q: %v", v.label, ref.name, err))
+		}
 	}
-	if rerr := v.reload(ctx, gen); rerr != nil {
-		return Response{}, fmt.Errorf("%s: the server at %s no longer knows LoRA adapter %q (did it restart?), and loading it again failed: %w",
-			v.label, v.baseURL, name, rerr)
+}
+
+// reload loads model, an adapter s has forgotten, into s again.
+func (v *VLLM) reload(ctx context.Context, s *server, model string) error {
+	v.mu.Lock()
+	ref, ok := v.known[model]
+	v.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownAdapter, model)
 	}
-	resp, err = v.openAIPolicy.Complete(ctx, req)
-	if err != nil && modelNotFound(err) {
-		return Response{}, fmt.Errorf("%w %q at %s, even after loading it again: %w", ErrUnknownAdapter, v.Adapter(), v.baseURL, err)
+	if err := v.load(ctx, s, ref); err != nil {
+		return err
 	}
-	return resp, err
+	v.mu.Lock()
+	v.reloads++
+	v.mu.Unlock()
+	return nil
+}
+
+// rejoin loads the current adapter into a server coming back to the
+// fleet, before it takes requests again.
+func (v *VLLM) rejoin(ctx context.Context, s *server) error {
+	v.mu.Lock()
+	ref := v.current
+	v.mu.Unlock()
+	s.mu.Lock()
+	s.adapters = map[string]bool{} // a restarted server has none
+	s.mu.Unlock()
+	if ref.name == "" {
+		return nil
+	}
+	return v.load(ctx, s, ref)
+}
+
+// load loads ref into s, replacing an adapter of that name s has already.
+func (v *VLLM) load(ctx context.Context, s *server, ref adapterRef) error {
+	err := v.post(ctx, s, "load_lora_adapter", map[string]any{"lora_name": ref.name, "lora_path": ref.path})
+	if errors.Is(err, errAlreadyLoaded) {
+		// Left by an earlier process of a resumed run, or loaded before the
+		// server was taken out: replace it.
+		err = v.post(ctx, s, "load_lora_adapter", map[string]any{"lora_name": ref.name, "lora_path": ref.path, "load_inplace": true})
+	}
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.adapters[ref.name] = true
+	s.mu.Unlock()
+	return nil
+}
+
+// SwitchAdapter loads name from path into every server in the fleet, makes
+// requests name it, and unloads the previous adapter once no request
+// names it. A server that fails to take the adapter while others take it
+// is taken out of the fleet (it loads the adapter when it rejoins).
+func (v *VLLM) SwitchAdapter(ctx context.Context, name, path string, version int) error {
+	if name == "" || path == "" {
+		return fmt.Errorf("%s: an adapter needs a name and a path", v.label)
+	}
+	ref := adapterRef{name: name, path: path, version: version}
+	var targets []*server
+	for _, s := range v.fleet.servers {
+		if !s.isOut() || len(v.fleet.servers) == 1 {
+			targets = append(targets, s)
+		}
+	}
+	errs := make([]error, len(targets))
+	var wg sync.WaitGroup
+	for i, s := range targets {
+		wg.Go(func() { errs[i] = v.load(ctx, s, ref) })
+	}
+	wg.Wait()
+	loaded := 0
+	for _, err := range errs {
+		if err == nil {
+			loaded++
+		}
+	}
+	if loaded == 0 {
+		return errors.Join(errs...)
+	}
+	for i, err := range errs {
+		if err != nil {
+			v.fleet.takeOut(targets[i], fmt.Errorf("loading adapter %q: %w", name, err))
+		}
+	}
+	v.mu.Lock()
+	prev := v.current
+	v.current = ref
+	v.known[name] = ref
+	retire := prev.name != "" && prev.name != name && v.inUse[prev.name] == 0
+	if retire {
+		delete(v.inUse, prev.name)
+		delete(v.known, prev.name)
+	}
+	v.mu.Unlock()
+	if !retire {
+		return nil
+	}
+	if err := v.unloadEverywhere(ctx, prev.name); err != nil {
+		return fmt.Errorf("adapter %q is in use, but unloading %q failed: %w", name, prev.name, err)
+	}
+	return nil
 }
 
 // modelNotFound reports vLLM's answer to a model (adapter) name it does
@@ -152,60 +289,38 @@ func modelNotFound(err error) bool {
 	return strings.Contains(msg, "does not exist")
 }
 
-// reload loads the current adapter again, unless another request did so
-// since gen.
-func (v *VLLM) reload(ctx context.Context, gen int) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.gen != gen {
-		return nil
+// unloadEverywhere unloads adapter name from every server that has it. A
+// server that had forgotten it is no failure for the others; its error is
+// returned when every server had.
+func (v *VLLM) unloadEverywhere(ctx context.Context, name string) error {
+	var errs []error
+	for _, s := range v.fleet.servers {
+		s.mu.Lock()
+		has := s.adapters[name]
+		delete(s.adapters, name)
+		s.mu.Unlock()
+		if !has {
+			continue
+		}
+		if err := v.post(ctx, s, "unload_lora_adapter", map[string]any{"lora_name": name}); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	err := v.post(ctx, "load_lora_adapter", map[string]any{"lora_name": v.adapter, "lora_path": v.path})
-	if err != nil && !errors.Is(err, errAlreadyLoaded) {
-		return err
-	}
-	v.gen++
-	v.reloads++
-	return nil
+	return errors.Join(errs...)
 }
 
-// SwitchAdapter loads name from path, makes requests name it, and unloads
-// the previous adapter.
-func (v *VLLM) SwitchAdapter(ctx context.Context, name, path string) error {
-	if name == "" || path == "" {
-		return fmt.Errorf("%s: an adapter needs a name and a path", v.label)
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	err := v.post(ctx, "load_lora_adapter", map[string]any{"lora_name": name, "lora_path": path})
-	if errors.Is(err, errAlreadyLoaded) {
-		// Left by an earlier process of a resumed run: replace it.
-		err = v.post(ctx, "load_lora_adapter", map[string]any{"lora_name": name, "lora_path": path, "load_inplace": true})
-	}
-	if err != nil {
-		return err
-	}
-	prev := v.adapter
-	v.adapter, v.path = name, path
-	v.gen++
-	if prev == "" || prev == name {
-		return nil
-	}
-	if err := v.post(ctx, "unload_lora_adapter", map[string]any{"lora_name": prev}); err != nil {
-		return fmt.Errorf("adapter %q is in use, but unloading %q failed: %w", name, prev, err)
-	}
-	return nil
-}
-
-// CheckAdapterAPI asks to unload an adapter name no one uses: a server
-// with the routes answers 404 in the OpenAI error shape ("cannot be
-// found"), one without them FastAPI's bare 404.
+// CheckAdapterAPI asks every server to unload an adapter name no one
+// uses: a server with the routes answers 404 in the OpenAI error shape
+// ("cannot be found"), one without them FastAPI's bare 404.
 func (v *VLLM) CheckAdapterAPI(ctx context.Context) error {
-	err := v.post(ctx, "unload_lora_adapter", map[string]any{"lora_name": "rlhost-probe-" + fmt.Sprint(time.Now().UnixNano())})
-	if err == nil || errors.Is(err, ErrUnknownAdapter) {
-		return nil
+	var errs []error
+	for _, s := range v.fleet.servers {
+		err := v.post(ctx, s, "unload_lora_adapter", map[string]any{"lora_name": "rlhost-probe-" + fmt.Sprint(time.Now().UnixNano())})
+		if err != nil && !errors.Is(err, ErrUnknownAdapter) {
+			errs = append(errs, err)
+		}
 	}
-	return err
+	return errors.Join(errs...)
 }
 
 // errAlreadyLoaded is vLLM's 400 for a name that is loaded already.
@@ -214,8 +329,8 @@ var errAlreadyLoaded = errors.New("already loaded")
 // post sends one adapter request, retrying with the policy's backoff
 // while no HTTP answer comes back (a restarting server). vLLM answers a
 // load that fails inside the engine with a 500, which is not retried. Errors name the URL and what the server said.
-func (v *VLLM) post(ctx context.Context, route string, body map[string]any) error {
-	url := strings.TrimSuffix(v.baseURL, "/") + "/" + route
+func (v *VLLM) post(ctx context.Context, s *server, route string, body map[string]any) error {
+	url := strings.TrimSuffix(s.url, "/") + "/" + route
 	data, _ := json.Marshal(body)
 	name, _ := body["lora_name"].(string)
 	for attempt := 0; ; attempt++ {

@@ -70,7 +70,7 @@ func TestVLLMSwitchAdapter(t *testing.T) {
 		t.Errorf("choice carries ids %v, prompt ids %v, log-probs %v; want [1], [1 2 3] and one log-prob", c.TokenIDs, c.PromptTokenIDs, c.LogProbs)
 	}
 	for _, step := range []string{"run-step-1", "run-step-2", "run-step-3"} {
-		if err := v.SwitchAdapter(ctx, step, peftDir(t, 8)); err != nil {
+		if err := v.SwitchAdapter(ctx, step, peftDir(t, 8), 1); err != nil {
 			t.Fatalf("switch to %s: %v", step, err)
 		}
 		if _, err := v.Complete(ctx, hello); err != nil {
@@ -105,13 +105,13 @@ func TestVLLMAdapterErrors(t *testing.T) {
 	}{
 		{"runtime updating off", fakevllm.Options{}, func(v *VLLM) error { return v.CheckAdapterAPI(ctx) },
 			ErrRuntimeLoRADisabled, []string{"VLLM_ALLOW_RUNTIME_LORA_UPDATING=True", "/v1/unload_lora_adapter"}},
-		{"runtime updating off, load", fakevllm.Options{}, func(v *VLLM) error { return v.SwitchAdapter(ctx, "a", peftDir(t, 8)) },
+		{"runtime updating off, load", fakevllm.Options{}, func(v *VLLM) error { return v.SwitchAdapter(ctx, "a", peftDir(t, 8), 1) },
 			ErrRuntimeLoRADisabled, []string{"/v1/load_lora_adapter"}},
 		{"rank above max_lora_rank", fakevllm.Options{AllowRuntimeLoRA: true, MaxLoRARank: 8},
-			func(v *VLLM) error { return v.SwitchAdapter(ctx, "big", peftDir(t, 32)) },
+			func(v *VLLM) error { return v.SwitchAdapter(ctx, "big", peftDir(t, 32), 1) },
 			ErrAdapterRefused, []string{`"big"`, "HTTP 500", "max_lora_rank 8"}},
 		{"no adapter at the path", fakevllm.Options{AllowRuntimeLoRA: true},
-			func(v *VLLM) error { return v.SwitchAdapter(ctx, "gone", "/nonexistent/adapter") },
+			func(v *VLLM) error { return v.SwitchAdapter(ctx, "gone", "/nonexistent/adapter", 1) },
 			ErrAdapterRefused, []string{"HTTP 404", "No adapter found for /nonexistent/adapter"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,7 +136,7 @@ func TestVLLMServerRestartReloadsAdapter(t *testing.T) {
 	ctx := context.Background()
 	v, fv, sl := newTestVLLM(t, fakevllm.Options{AllowRuntimeLoRA: true})
 	dir := peftDir(t, 8)
-	if err := v.SwitchAdapter(ctx, "run-step-4", dir); err != nil {
+	if err := v.SwitchAdapter(ctx, "run-step-4", dir, 4); err != nil {
 		t.Fatal(err)
 	}
 	fv.Restart(2)
@@ -162,7 +162,7 @@ func TestVLLMUnknownAdapterAfterRestart(t *testing.T) {
 	ctx := context.Background()
 	v, fv, _ := newTestVLLM(t, fakevllm.Options{AllowRuntimeLoRA: true})
 	dir := peftDir(t, 8)
-	if err := v.SwitchAdapter(ctx, "run-step-2", dir); err != nil {
+	if err := v.SwitchAdapter(ctx, "run-step-2", dir, 2); err != nil {
 		t.Fatal(err)
 	}
 	// The server forgets the adapter and its directory is gone: the

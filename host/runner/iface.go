@@ -42,6 +42,7 @@ type Step struct {
 	Metrics     *core.StepMetrics
 	Interrupted bool          // Ctrl-C hit during the step: it is incomplete
 	Rollout     time.Duration // wall clock of the episodes (generation and scoring)
+	Started     time.Time     // when its first episode was launched
 }
 
 // StepSink consumes each step after its episodes end and before its
@@ -70,6 +71,12 @@ type Settings struct {
 	// StartStep skips the steps a resumed run already did; the task order
 	// is replayed so step k sees the same tasks as in an uninterrupted run.
 	StartStep int
+	// MaxOffPolicySteps is how many steps the rollouts may run ahead of
+	// the sinks: step s starts once the sinks are done with step
+	// s-1-MaxOffPolicySteps. With a trainer among the sinks it bounds how
+	// many updates old the weights that sampled a trained token may be.
+	// 0 runs step after step: roll out, then train, then roll out again.
+	MaxOffPolicySteps int
 	// MaxPolicyFailures stops the run after this many consecutive failed
 	// policy requests (0: DefaultMaxPolicyFailures), so a dead server costs
 	// a few seconds rather than every remaining episode.

@@ -151,7 +151,7 @@ func (s *LoRASync) Push(ctx context.Context, step int) (string, error) {
 		return "", fmt.Errorf("write adapter %s: %w", name, err)
 	}
 	s.pushed = append(s.pushed, dir)
-	err := s.Policy.SwitchAdapter(ctx, name, dir)
+	err := s.Policy.SwitchAdapter(ctx, name, dir, step)
 	if err != nil && s.Policy.Adapter() != name {
 		return "", fmt.Errorf("load adapter %s from %s: %w", name, dir, err)
 	}
