@@ -36,6 +36,10 @@ type Run struct {
 	Concurrency    int // episodes in flight at once
 	MaxTurns       int
 	EpisodeTimeout time.Duration
+	// MaxOffPolicySteps bounds how far rollouts run ahead of training
+	// (max_off_policy_steps); nil leaves it to the policy provider's
+	// default (host/training).
+	MaxOffPolicySteps *int
 	Env            string // env block used; defaults to the only one
 	Policy         string // policy block used; defaults to the only one
 	DefRange       hcl.Range

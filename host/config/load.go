@@ -204,6 +204,7 @@ type runHCL struct {
 	Concurrency    *int     `hcl:"concurrency,optional"`
 	MaxTurns       *int     `hcl:"max_turns,optional"`
 	EpisodeTimeout *string  `hcl:"episode_timeout,optional"`
+	MaxOffPolicy   *int     `hcl:"max_off_policy_steps,optional"`
 	Env            *string  `hcl:"env,optional"`
 	Policy         *string  `hcl:"policy,optional"`
 	Remain         hcl.Body `hcl:",remain"`
@@ -256,6 +257,15 @@ func (d *decoder) run() hcl.Diagnostics {
 	positive("max_turns", h.MaxTurns, &r.MaxTurns, 1)
 	if h.Seed != nil {
 		r.Seed = *h.Seed
+	}
+	if h.MaxOffPolicy != nil {
+		if *h.MaxOffPolicy < 0 {
+			diags = append(diags, attrErr(b.Body, b.DefRange, "max_off_policy_steps", "Invalid value",
+				fmt.Sprintf("max_off_policy_steps must be at least 0 (0 trains on every step's own rollouts), got %d.", *h.MaxOffPolicy)))
+		} else {
+			k := *h.MaxOffPolicy
+			r.MaxOffPolicySteps = &k
+		}
 	}
 	if h.EpisodeTimeout != nil {
 		dur, err := duration.Positive(*h.EpisodeTimeout)

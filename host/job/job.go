@@ -87,10 +87,17 @@ func Prepare(ctx context.Context, f *config.File, mgr *pluginmgr.Manager, o Opti
 
 // Settings converts the run block into the runner's plain settings.
 func Settings(r config.Run) runner.Settings {
-	return runner.Settings{
+	s := runner.Settings{
 		Steps: r.Steps, BatchSize: r.BatchSize, GroupSize: r.GroupSize, Seed: r.Seed,
 		Concurrency: r.Concurrency, MaxTurns: r.MaxTurns, EpisodeTimeout: r.EpisodeTimeout,
 	}
+	if r.MaxOffPolicySteps != nil {
+		// A run that trains resolves the provider's default instead
+		// (training.Settings.MaxOffPolicySteps); one that does not runs
+		// its steps one after another unless told otherwise.
+		s.MaxOffPolicySteps = *r.MaxOffPolicySteps
+	}
+	return s
 }
 
 // Runner builds the runner for this job: the run block's settings, the

@@ -46,6 +46,17 @@ type Progress struct {
 	stepStart time.Time
 	drawn     time.Time // when the status line was last drawn; zero: none shown
 	reported  bool      // EpisodeStarted has been called
+	// ahead counts the episodes of steps after step, which run while step
+	// is being trained when rollouts run ahead of training; launching is
+	// the step EpisodeStarted counts for.
+	ahead     map[int]*stepCounts
+	launching int
+}
+
+// stepCounts are the counts of a step that runs ahead.
+type stepCounts struct {
+	started, done, failed int
+	start                 time.Time
 }
 
 // NewProgress renders to w; it draws the live line only when w is a
@@ -64,24 +75,54 @@ func newProgress(w io.Writer, live bool, totalSteps, perStep, concurrency int, n
 		now: now, stepStart: now()}
 }
 
-// StepStarted resets the counts for step (0-based, as on disk).
+// StepStarted resets the counts for step (0-based, as on disk); a step
+// after the one the status line shows is counted apart until the shown
+// one's step line is written.
 func (p *Progress) StepStarted(step int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.launching = step
+	if step > p.step && (p.started > 0 || p.done > 0) {
+		// The step shown has not had its step line yet: this one runs
+		// ahead of it.
+		p.aheadLocked(step)
+		return
+	}
 	p.startStepLocked(step)
 }
 
 func (p *Progress) startStepLocked(step int) {
 	p.step, p.started, p.done, p.failed = step, 0, 0, 0
 	p.stepStart = p.now()
+	if c, ok := p.ahead[step]; ok {
+		p.started, p.done, p.failed, p.stepStart = c.started, c.done, c.failed, c.start
+		delete(p.ahead, step)
+	}
 }
 
-// EpisodeStarted counts an episode that began.
+// aheadLocked is the counts of a step after the one shown.
+func (p *Progress) aheadLocked(step int) *stepCounts {
+	if p.ahead == nil {
+		p.ahead = map[int]*stepCounts{}
+	}
+	c, ok := p.ahead[step]
+	if !ok {
+		c = &stepCounts{start: p.now()}
+		p.ahead[step] = c
+	}
+	return c
+}
+
+// EpisodeStarted counts an episode that began, of the step last started.
 func (p *Progress) EpisodeStarted() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.reported = true
-	p.started++
+	if p.launching > p.step {
+		p.aheadLocked(p.launching).started++
+	} else {
+		p.started++
+	}
 	p.drawLocked(false)
 }
 
@@ -97,10 +138,22 @@ func (p *Progress) EpisodeFinished(failed bool) {
 }
 
 // Trajectory is EpisodeFinished for a written trajectory, in the shape of
-// Writer.OnTrajectory; a trajectory of a later step starts that step.
+// Writer.OnTrajectory. A trajectory of a later step starts that step, or,
+// while the step shown still has episodes running (rollouts ahead of
+// training), counts for that later step apart.
 func (p *Progress) Trajectory(t core.Trajectory) {
 	p.mu.Lock()
-	if t.Step != p.step {
+	switch {
+	case t.Step > p.step && (p.started > p.done || p.ahead[t.Step] != nil):
+		c := p.aheadLocked(t.Step)
+		c.done++
+		if t.Error != "" {
+			c.failed++
+		}
+		p.drawLocked(false)
+		p.mu.Unlock()
+		return
+	case t.Step != p.step:
 		p.startStepLocked(t.Step)
 	}
 	p.mu.Unlock()
@@ -160,6 +213,13 @@ func (p *Progress) statusLocked(now time.Time) string {
 		fmt.Fprintf(&b, "/%d", p.perStep)
 	}
 	fmt.Fprintf(&b, " done, %d in flight, %d failed", p.inFlightLocked(), p.failed)
+	if len(p.ahead) > 0 {
+		done := 0
+		for _, c := range p.ahead {
+			done += c.done
+		}
+		fmt.Fprintf(&b, "; %d of later steps done", done)
+	}
 	if p.done > 0 && p.perStep > p.done {
 		per := now.Sub(p.stepStart) / time.Duration(p.done)
 		eta := per * time.Duration(p.perStep-p.done)
@@ -174,7 +234,11 @@ func (p *Progress) statusLocked(now time.Time) string {
 
 func (p *Progress) inFlightLocked() int {
 	if p.reported {
-		return max(0, p.started-p.done)
+		n := max(0, p.started-p.done)
+		for _, c := range p.ahead {
+			n += max(0, c.started-c.done)
+		}
+		return n
 	}
 	left := p.perStep - p.done
 	if p.concurrency > 0 {

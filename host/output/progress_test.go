@@ -53,6 +53,7 @@ func TestProgressOnTerminal(t *testing.T) {
 	}
 
 	// Reported starts replace the concurrency estimate.
+	p.Write([]byte(ProgressLine(core.StepMetrics{Step: 1, Episodes: 8}, 4) + "\n"))
 	p.StepStarted(2)
 	for range 3 {
 		p.EpisodeStarted()
@@ -107,5 +108,37 @@ func TestWriterFeedsProgress(t *testing.T) {
 	}
 	if len(got) != 3 || got[2] != 2 {
 		t.Fatalf("observed %v", got)
+	}
+}
+
+// With rollouts running ahead of training, the status line stays on the
+// oldest step without its step line, counts later steps' episodes apart,
+// and moves to the next step, counts intact, once the step line is out.
+func TestProgressWithStepsAhead(t *testing.T) {
+	var out bytes.Buffer
+	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	p := newProgress(&out, true, 4, 4, 4, clk.now)
+	p.StepStarted(0)
+	for range 4 {
+		p.EpisodeStarted()
+	}
+	for range 3 {
+		p.Trajectory(core.Trajectory{Step: 0})
+	}
+	p.StepStarted(1)
+	p.EpisodeStarted()
+	p.EpisodeStarted()
+	clk.t = clk.t.Add(time.Second)
+	p.Trajectory(core.Trajectory{Step: 1, Error: "boom"})
+	if !strings.HasSuffix(out.String(), "step 0 (1/4)  episodes 3/4 done, 2 in flight, 0 failed; 1 of later steps done  ETA <1s") {
+		t.Fatalf("with a step ahead: %q", out.String())
+	}
+	p.Trajectory(core.Trajectory{Step: 0})
+	out.Reset()
+	p.Write([]byte(ProgressLine(core.StepMetrics{Step: 0, Episodes: 4}, 4) + "\n"))
+	clk.t = clk.t.Add(time.Second)
+	p.Trajectory(core.Trajectory{Step: 1})
+	if !strings.HasSuffix(out.String(), "step 1 (2/4)  episodes 2/4 done, 0 in flight, 1 failed  ETA 2s") {
+		t.Fatalf("after the step line: %q", out.String())
 	}
 }

@@ -19,6 +19,10 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 	t = core.Trajectory{RunID: r.RunID, Step: step, Group: group, Index: index, TaskID: task.ID, Env: r.EnvName,
 		StartedAt: start.UTC(), Metrics: map[string]float64{}, Info: map[string]string{}}
 	defer func() { t.DurationMS = ms(time.Since(start)) }()
+	if e, ok := r.Policy.(policy.EpisodeEnder); ok {
+		// A fleet keeps an episode on one server while it runs.
+		defer e.EndEpisode(policy.EpisodeKey{Step: step, Group: group, Index: index})
+	}
 
 	ctx, cancel := context.WithTimeout(parent, r.Settings.EpisodeTimeout)
 	defer cancel()

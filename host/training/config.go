@@ -36,6 +36,25 @@ type Settings struct {
 	Warmup *Warmup
 	// Sync is set when the policy is served elsewhere (weights_sync).
 	Sync *WeightsSync
+	// MaxOffPolicySteps is the run block's max_off_policy_steps, or the
+	// policy provider's default (DefaultMaxOffPolicySteps): how many
+	// steps rollouts may run ahead of training, and so how many updates
+	// old the weights that sampled a trained token may be.
+	MaxOffPolicySteps int
+}
+
+// DefaultMaxOffPolicySteps is max_off_policy_steps when the run block does
+// not set it. The embedded server shares the trainer's device: it cannot
+// sample while the trainer updates, so running ahead overlaps only the
+// sandboxes' work with training, and costs the run its reproducibility;
+// it trains on-policy. A vLLM server samples on its own GPUs while the
+// trainer updates, and one step ahead keeps both busy
+// (docs/training.md has the measurements).
+func DefaultMaxOffPolicySteps(provider string) int {
+	if provider == VLLMProviderName {
+		return 1
+	}
+	return 0
 }
 
 // Warmup is the trainer block's warmup block: supervised fine-tuning on
@@ -140,6 +159,19 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 	s.Sync, d = decodeSync(f, given)
 	if diags = append(diags, d...); diags.HasErrors() {
 		return nil, diags
+	}
+	provider := ""
+	if pb := f.Policy(); pb != nil {
+		provider = pb.Provider
+	}
+	s.MaxOffPolicySteps = DefaultMaxOffPolicySteps(provider)
+	if k := f.Run.MaxOffPolicySteps; k != nil {
+		s.MaxOffPolicySteps = *k
+	}
+	if _, set := given["sampling_correction"]; !set && s.MaxOffPolicySteps > 0 {
+		// Off-policy rollouts need the correction (truncated importance
+		// sampling, as TRL's vllm_importance_sampling_correction).
+		g.SamplingCorrection = grpo.CorrectionTokenTruncate
 	}
 	g.Temperature = temperature
 	// One optimiser update per step (num_iterations more).

@@ -50,9 +50,10 @@ type Engine struct {
 	// that is not Server (weights_sync); nil otherwise.
 	Sync *LoRASync
 
-	tokDir string // directory holding tokenizer.json (+ tokenizer_config.json)
-	stop   context.CancelFunc
-	closer func()
+	tokDir  string // directory holding tokenizer.json (+ tokenizer_config.json)
+	stop    context.CancelFunc
+	closer  func()
+	version int // GRPO updates applied to the weights (see Version)
 }
 
 // EngineOptions configure Open.
@@ -65,6 +66,9 @@ type EngineOptions struct {
 	// NoServe opens the model and trainer without a server (offline
 	// training on recorded trajectories).
 	NoServe bool
+	// Version is the weights' version when they come from a checkpoint:
+	// the GRPO updates applied before it (RunState.WeightsVersion).
+	Version int
 }
 
 // Open loads or creates the model, the trainer and the server, and starts
@@ -95,7 +99,7 @@ func Open(ctx context.Context, o EngineOptions) (e *Engine, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e = &Engine{ModelName: o.ModelName, closer: be.Close, Device: chosen}
+	e = &Engine{ModelName: o.ModelName, closer: be.Close, Device: chosen, version: o.Version}
 	opened := e // the returns below set e to nil
 	defer func() {
 		if err != nil {
@@ -187,6 +191,10 @@ func Open(ctx context.Context, o EngineOptions) (e *Engine, err error) {
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	e.stop = stop
 	if e.BaseURL, err = e.Server.Listen(sctx, "127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	// The server names the version in every response it gives.
+	if err := e.Server.UpdateVersion(ctx, func(uint64) (uint64, error) { return uint64(e.version), nil }); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -281,13 +289,40 @@ func (e *Engine) copyTokenizer(dir string) error {
 	return nil
 }
 
+// Version is the version of the weights: the GRPO updates applied to them
+// since the model was loaded or created (a resumed run's count goes on
+// from its checkpoint's). The embedded server reports it with every
+// response, and each turn of a trajectory records it; a warm-up does not
+// count.
+func (e *Engine) Version() int { return e.version }
+
 // Exclusive runs fn while no generation is in flight, so fn may read or
-// change the weights.
+// change the weights. The weights keep their version unless fn reports
+// that it applied a GRPO update, which makes them one version newer.
 func (e *Engine) Exclusive(ctx context.Context, fn func() error) error {
-	if e.Server == nil {
-		return fn()
+	return e.Update(ctx, func() (bool, error) { return false, fn() })
+}
+
+// Update is Exclusive for a training step: fn reports whether it changed
+// the weights (an update the trainer skipped leaves them as they were).
+func (e *Engine) Update(ctx context.Context, fn func() (changed bool, err error)) error {
+	step := func(v int) (int, error) {
+		changed, err := fn()
+		if changed {
+			v++
+		}
+		return v, err
 	}
-	return e.Server.Update(ctx, fn)
+	if e.Server == nil {
+		v, err := step(e.version)
+		e.version = v
+		return err
+	}
+	return e.Server.UpdateVersion(ctx, func(cur uint64) (uint64, error) {
+		v, err := step(e.version)
+		e.version = v
+		return uint64(v), err
+	})
 }
 
 // Checkpoint writes everything a resume needs under dir: the trainer's

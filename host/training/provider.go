@@ -29,6 +29,9 @@ type ProviderOptions struct {
 	// start with it), and the step a resumed run starts at.
 	OutDir, RunID string
 	ResumeStep    int
+	// ResumeVersion is the resumed checkpoint's weights version
+	// (RunState.Version).
+	ResumeVersion int
 }
 
 // Provider makes providers "embedded" and "vllm" known to policy.New
@@ -65,7 +68,7 @@ func embeddedProvider(ctx context.Context, slot **Engine, o ProviderOptions) pol
 			}
 			maxBatch = *cfg.MaxBatch
 		}
-		e, err := Open(ctx, EngineOptions{Source: src, ModelName: name, Train: o.Train, MaxBatch: maxBatch, Logger: o.Logger})
+		e, err := Open(ctx, EngineOptions{Source: src, ModelName: name, Train: o.Train, MaxBatch: maxBatch, Logger: o.Logger, Version: o.ResumeVersion})
 		if err != nil {
 			// Diagnostics inside err (the trainer block's) keep their paths.
 			return nil, fmt.Errorf("policy %q: %w", cfg.Name, err)

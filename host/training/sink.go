@@ -34,9 +34,13 @@ const (
 // belongs to and the next step to run. It is written last, so a checkpoint
 // without it is incomplete and is never resumed from.
 type RunState struct {
-	RunID    string    `json:"run_id"`
-	NextStep int       `json:"next_step"`
-	SavedAt  time.Time `json:"saved_at"`
+	RunID    string `json:"run_id"`
+	NextStep int    `json:"next_step"`
+	// WeightsVersion is the GRPO updates applied to the checkpoint's
+	// weights (Engine.Version); absent in older checkpoints, which count
+	// NextStep (Version).
+	WeightsVersion *int      `json:"weights_version,omitempty"`
+	SavedAt        time.Time `json:"saved_at"`
 	// Steps are the metrics of the steps before NextStep as the trainer
 	// saw them. The runner writes a step's metrics line after the step's
 	// checkpoint, so a crash between the two leaves the line only here;
@@ -76,6 +80,17 @@ func NewSink(e *Engine, s *Settings, runID, outDir string, resumeAt int, earlier
 
 // EndStep trains on the step's groups and records what happened in its
 // metrics. An interrupted step is not trained on: its groups are partial.
+//
+// One GRPO step, from the runner's finished step to the AdamW update:
+//  1. the rollout's timings go into the metrics;
+//  2. batch: the episodes to learn from become GRPO samples, grouped by
+//     task (text-only turns from vLLM retokenised, episodes sampled by
+//     weights too old dropped; samples.go, offpolicy.go);
+//  3. update: grpo.Trainer.Step (trainer/grpo/trainer.go: advantages,
+//     forward, loss, backward, AdamW) while the embedded server holds
+//     generation off, the weights one version newer after it;
+//  4. after: the reward plot, a checkpoint when due, and for a policy
+//     served by vLLM the new adapter loaded there.
 func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 	m := st.Metrics
 	put := func(key string, v float64) { m.Extra[key] = v }
@@ -89,13 +104,44 @@ func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 	if msg := k.stall.observe(m.Episodes > 0 && m.RewardStd == 0, m.RewardMean); msg != "" {
 		k.logf("%s", msg)
 	}
+	batch, err := k.batch(st, put)
+	if err != nil {
+		return fmt.Errorf("training on step %d: %w", st.Index+1, err)
+	}
+	if !k.worthUpdating(st, batch, put) {
+		return k.after(ctx, st)
+	}
+	stats, err := k.update(ctx, batch)
+	if err != nil {
+		return fmt.Errorf("training on step %d: %w", st.Index+1, err)
+	}
+	k.record(st, stats, len(batch.Groups), put)
+	if err := k.after(ctx, st); err != nil {
+		return err
+	}
+	if k.Engine.Sync == nil || stats.Updates == 0 {
+		return nil
+	}
+	return k.push(ctx, st, put)
+}
+
+// batch turns the step's episodes into GRPO groups.
+func (k *Sink) batch(st *runner.Step, put func(string, float64)) (Batch, error) {
 	trajs := st.Trajectories
 	if k.Engine.Sync != nil {
 		trajs = k.retokenize(trajs, put)
 	}
+	if limit := k.Settings.MaxOffPolicySteps; limit > 0 {
+		var ages StaleStats
+		trajs, ages = dropStale(trajs, k.Engine.Version(), limit)
+		ages.put(put)
+		if ages.Dropped > 0 {
+			k.logf("step %d: %d episodes were sampled by weights more than max_off_policy_steps = %d updates old and are left out of training", st.Index+1, ages.Dropped, limit)
+		}
+	}
 	batch, err := Samples(trajs)
 	if err != nil {
-		return fmt.Errorf("training on step %d: %w", st.Index+1, err)
+		return Batch{}, err
 	}
 	for reason, n := range batch.Skipped {
 		put("train/skipped_"+reason, float64(n))
@@ -103,10 +149,16 @@ func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 	if batch.SplitTurns > 0 {
 		put("train/split_turns", float64(batch.SplitTurns))
 	}
+	return batch, nil
+}
+
+// worthUpdating reports whether the batch can move the weights; when not,
+// it records why the update is skipped.
+func (k *Sink) worthUpdating(st *runner.Step, batch Batch, put func(string, float64)) bool {
 	if len(batch.Groups) == 0 {
 		k.logf("step %d: no episode to train on", st.Index+1)
 		put("train/skipped_update", 1)
-		return k.after(ctx, st)
+		return false
 	}
 	if !anyVariance(batch.Groups) {
 		// Every advantage is 0, so the gradient is too; an optimiser step
@@ -115,53 +167,46 @@ func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 		put("train/groups", float64(len(batch.Groups)))
 		put("train/zero_std_groups", float64(len(batch.Groups)))
 		put("train/skipped_update", 1)
-		return k.after(ctx, st)
+		return false
 	}
+	return true
+}
+
+// update applies one GRPO step to the weights while generation is held
+// off.
+func (k *Sink) update(ctx context.Context, batch Batch) (grpo.Stats, error) {
+	var stats grpo.Stats
 	start := time.Now()
-	var stats struct {
-		loss, kl, clipLow, clipHigh, clipRegion, gradNorm, lr, lpDiff float64
-		tokens, seqs, zero, updates                                   int
-		skipped                                                       string
-		ratio                                                         grpo.Stats
-	}
-	err = k.Engine.Exclusive(ctx, func() error {
-		s, err := k.Engine.Trainer.Step(ctx, batch.Groups)
-		stats.loss, stats.kl, stats.gradNorm, stats.lr = s.Loss, s.KL, s.GradNorm, s.LR
-		stats.clipLow, stats.clipHigh, stats.clipRegion = s.ClipLow, s.ClipHigh, s.ClipRegion
-		stats.tokens, stats.seqs, stats.zero, stats.updates = s.Tokens, s.Sequences, s.ZeroStdGroups, s.Updates
-		stats.skipped, stats.lpDiff = s.Skipped, s.SampleLogProbDiff
-		stats.ratio = s
-		return err
+	err := k.Engine.Update(ctx, func() (bool, error) {
+		var err error
+		stats, err = k.Engine.Trainer.Step(ctx, batch.Groups)
+		return stats.Updates > 0, err
 	})
-	if err != nil {
-		return fmt.Errorf("training on step %d: %w", st.Index+1, err)
-	}
-	put("time/train_s", time.Since(start).Seconds())
-	put("train/loss", stats.loss)
-	put("train/kl", stats.kl)
-	put("train/clip_low", stats.clipLow)
-	put("train/clip_high", stats.clipHigh)
-	put("train/clip_region", stats.clipRegion)
-	put("train/grad_norm", stats.gradNorm)
-	put("train/lr", stats.lr)
-	put("train/tokens", float64(stats.tokens))
-	put("train/sequences", float64(stats.seqs))
-	put("train/groups", float64(len(batch.Groups)))
-	put("train/zero_std_groups", float64(stats.zero))
-	put("train/updates", float64(stats.updates))
-	put("train/sample_logprob_diff", stats.lpDiff)
-	k.ratioMetrics(st.Index, stats.ratio, put)
-	if stats.skipped != "" {
+	stats.Total = time.Since(start)
+	return stats, err
+}
+
+// record puts a training step's figures into its metrics.
+func (k *Sink) record(st *runner.Step, s grpo.Stats, groups int, put func(string, float64)) {
+	put("time/train_s", s.Total.Seconds())
+	put("train/loss", s.Loss)
+	put("train/kl", s.KL)
+	put("train/clip_low", s.ClipLow)
+	put("train/clip_high", s.ClipHigh)
+	put("train/clip_region", s.ClipRegion)
+	put("train/grad_norm", s.GradNorm)
+	put("train/lr", s.LR)
+	put("train/tokens", float64(s.Tokens))
+	put("train/sequences", float64(s.Sequences))
+	put("train/groups", float64(groups))
+	put("train/zero_std_groups", float64(s.ZeroStdGroups))
+	put("train/updates", float64(s.Updates))
+	put("train/sample_logprob_diff", s.SampleLogProbDiff)
+	k.ratioMetrics(st.Index, s, put)
+	if s.Skipped != "" {
 		put("train/skipped_update", 1)
-		k.logf("step %d: update skipped: %s", st.Index+1, stats.skipped)
+		k.logf("step %d: update skipped: %s", st.Index+1, s.Skipped)
 	}
-	if err := k.after(ctx, st); err != nil {
-		return err
-	}
-	if k.Engine.Sync == nil || stats.updates == 0 {
-		return nil
-	}
-	return k.push(ctx, st, put)
 }
 
 // anyVariance reports whether some group's rewards differ.
@@ -237,7 +282,7 @@ func (k *Sink) checkpoint() error {
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", dir, err)
 	}
-	b, _ := json.MarshalIndent(RunState{RunID: k.RunID, NextStep: k.nextStep, SavedAt: time.Now().UTC(), Steps: k.steps}, "", "  ")
+	b, _ := json.MarshalIndent(RunState{RunID: k.RunID, NextStep: k.nextStep, WeightsVersion: ptr(k.Engine.Version()), SavedAt: time.Now().UTC(), Steps: k.steps}, "", "  ")
 	if err := os.WriteFile(filepath.Join(dir, runStateFile), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
@@ -262,6 +307,16 @@ func (k *Sink) logf(format string, args ...any) {
 		k.Logger.Warn(fmt.Sprintf(format, args...))
 	}
 }
+
+// Version is the version of the checkpoint's weights.
+func (s RunState) Version() int {
+	if s.WeightsVersion != nil {
+		return *s.WeightsVersion
+	}
+	return s.NextStep
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // Checkpoints lists the complete checkpoints under outDir, oldest first.
 func Checkpoints(outDir string) ([]string, error) {
@@ -325,54 +380,79 @@ func splitRollout(st *runner.Step) (gen, score float64) {
 	return r * frac, r * (1 - frac)
 }
 
-// TrimOutputs drops the lines of steps at or after the checkpoint's next
-// step from the trajectories and metrics of outDir, and restores metrics
-// lines the checkpoint has but the file lost to a crash, so a resumed run
-// continues the files as if it had never stopped. It returns the metrics
-// kept.
-func TrimOutputs(outDir string, st RunState) ([]core.StepMetrics, error) {
+// Resumable is what a resumed run takes over from the outputs of the
+// process it continues.
+type Resumable struct {
+	// Metrics are the metrics lines of the steps before the checkpoint's
+	// next step.
+	Metrics []core.StepMetrics
+	// Ahead are the episodes of later steps that finished (rollouts run
+	// ahead of training, or the step Ctrl-C cut short): the resumed run
+	// uses them instead of running them again, so none is lost and none
+	// trained twice.
+	Ahead []core.Trajectory
+}
+
+// TrimOutputs cuts the outputs of outDir back to the checkpoint, so a
+// resumed run continues the files as if it had never stopped: metrics
+// lines of steps at or after the checkpoint's next step go, and lines the
+// checkpoint has but the file lost to a crash come back; of the
+// trajectories of those steps, the episodes Ctrl-C cancelled go and the
+// finished ones stay, returned in Ahead.
+func TrimOutputs(outDir string, st RunState) (Resumable, error) {
 	nextStep := st.NextStep
-	var kept []core.StepMetrics
+	var res Resumable
 	for _, name := range []string{output.TrajectoriesFile, output.MetricsFile} {
 		path := filepath.Join(outDir, name)
 		data, err := os.ReadFile(path)
 		if os.IsNotExist(err) && name == output.TrajectoriesFile {
 			continue
 		} else if err != nil && !os.IsNotExist(err) {
-			return nil, err
+			return Resumable{}, err
 		}
 		var out []byte
 		for line := range strings.Lines(string(data)) {
 			var head struct {
-				Step *int `json:"step"`
+				Step         *int   `json:"step"`
+				FinishReason string `json:"finish_reason"`
 			}
-			if json.Unmarshal([]byte(line), &head) != nil || head.Step == nil || *head.Step >= nextStep {
+			if json.Unmarshal([]byte(line), &head) != nil || head.Step == nil {
 				continue
+			}
+			if *head.Step >= nextStep {
+				if name != output.TrajectoriesFile || head.FinishReason == core.FinishCancelled {
+					continue
+				}
+				var t core.Trajectory
+				if json.Unmarshal([]byte(line), &t) != nil {
+					continue
+				}
+				res.Ahead = append(res.Ahead, t)
 			}
 			out = append(out, line...)
 			if name == output.MetricsFile {
 				var m core.StepMetrics
 				if json.Unmarshal([]byte(line), &m) == nil {
-					kept = append(kept, m)
+					res.Metrics = append(res.Metrics, m)
 				}
 			}
 		}
 		if name == output.MetricsFile {
 			var err error
-			if out, kept, err = restoreMetrics(out, kept, st); err != nil {
-				return nil, err
+			if out, res.Metrics, err = restoreMetrics(out, res.Metrics, st); err != nil {
+				return Resumable{}, err
 			}
 		}
 		tmp := path + ".resume"
 		if err := os.WriteFile(tmp, out, 0o644); err != nil {
-			return nil, err
+			return Resumable{}, err
 		}
 		if err := os.Rename(tmp, path); err != nil {
-			return nil, err
+			return Resumable{}, err
 		}
 	}
-	slices.SortFunc(kept, func(a, b core.StepMetrics) int { return a.Step - b.Step })
-	return kept, nil
+	slices.SortFunc(res.Metrics, func(a, b core.StepMetrics) int { return a.Step - b.Step })
+	return res, nil
 }
 
 // restoreMetrics appends to the metrics file's kept lines the checkpoint's

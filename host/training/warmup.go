@@ -74,6 +74,7 @@ func LoadWarmup(path string, tok *tokenizer.Tokenizer) ([]grpo.Sample, error) {
 func RunWarmup(ctx context.Context, m *model.Model, base grpo.Config, w Warmup, samples []grpo.Sample, seed uint64, progress io.Writer) (first, last float64, err error) {
 	cfg := base
 	cfg.LR, cfg.Schedule, cfg.WarmupSteps, cfg.TotalSteps, cfg.Beta = w.LR, "constant", 0, w.Steps, 0
+	cfg.SamplingCorrection = grpo.CorrectionNone // transcripts were not sampled
 	if cfg.LoRA != nil && !w.LoRA {
 		cfg.LoRA = nil
 		defer m.FreeGrads()

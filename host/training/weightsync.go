@@ -128,6 +128,10 @@ type LoRASync struct {
 	// Save writes the trainer's current adapter to a directory in PEFT
 	// layout.
 	Save func(dir string) error
+	// Keep is how many adapter directories to keep, newest first (at
+	// least 2): requests still running may name an older adapter, which a
+	// server that restarted must load again.
+	Keep int
 
 	pushed []string // directories, oldest first
 }
@@ -137,11 +141,11 @@ func (s *LoRASync) AdapterName(step int) string {
 	return fmt.Sprintf("%s-step-%d", s.Prefix, step)
 }
 
-// Push writes the adapter as it is after step updates and makes the
-// server use it. The directories of all but the current and previous
-// adapters are removed (the previous one may still be reloaded by a
-// request in flight).
-func (s *LoRASync) Push(ctx context.Context, step int) (string, error) {
+// Push writes the adapter as it is after step steps, whose weights are
+// version version (the GRPO updates applied), and makes the servers use
+// it. The directories of all but the newest Keep adapters are removed
+// (an older one may still be reloaded for a request in flight).
+func (s *LoRASync) Push(ctx context.Context, step, version int) (string, error) {
 	name := s.AdapterName(step)
 	dir := filepath.Join(s.Dir, name)
 	if err := os.RemoveAll(dir); err != nil {
@@ -151,11 +155,11 @@ func (s *LoRASync) Push(ctx context.Context, step int) (string, error) {
 		return "", fmt.Errorf("write adapter %s: %w", name, err)
 	}
 	s.pushed = append(s.pushed, dir)
-	err := s.Policy.SwitchAdapter(ctx, name, dir, step)
+	err := s.Policy.SwitchAdapter(ctx, name, dir, version)
 	if err != nil && s.Policy.Adapter() != name {
 		return "", fmt.Errorf("load adapter %s from %s: %w", name, dir, err)
 	}
-	for len(s.pushed) > 2 {
+	for len(s.pushed) > max(2, s.Keep) {
 		_ = os.RemoveAll(s.pushed[0])
 		s.pushed = s.pushed[1:]
 	}
@@ -173,8 +177,9 @@ type syncedPolicy struct {
 	*policy.VLLM
 	sync *LoRASync
 	// resumeStep is the checkpoint's next step when resuming (its adapter
-	// is pushed before any rollout), else 0.
-	resumeStep int
+	// is pushed before any rollout), else 0; resumeVersion its weights'
+	// version.
+	resumeStep, resumeVersion int
 }
 
 var _ policy.Checker = syncedPolicy{}
@@ -187,7 +192,7 @@ func (p syncedPolicy) Check(ctx context.Context, notify func(string)) error {
 		return err
 	}
 	if p.resumeStep > 0 {
-		if _, err := p.sync.Push(ctx, p.resumeStep); err != nil {
+		if _, err := p.sync.Push(ctx, p.resumeStep, p.resumeVersion); err != nil {
 			return fmt.Errorf("loading the resumed adapter: %w", err)
 		}
 	}
@@ -211,7 +216,7 @@ func vllmProvider(ctx context.Context, slot **Engine, o ProviderOptions) policy.
 		if o.Checkpoint != "" {
 			src = Source{Checkpoint: o.Checkpoint}
 		}
-		e, err := Open(ctx, EngineOptions{Source: src, ModelName: cfg.Name, Train: o.Train, NoServe: true, Logger: o.Logger})
+		e, err := Open(ctx, EngineOptions{Source: src, ModelName: cfg.Name, Train: o.Train, NoServe: true, Logger: o.Logger, Version: o.ResumeVersion})
 		if err != nil {
 			v.Close()
 			return nil, fmt.Errorf("policy %q: %w", cfg.Name, err)
@@ -230,9 +235,9 @@ func vllmProvider(ctx context.Context, slot **Engine, o ProviderOptions) policy.
 		if prefix == "" {
 			prefix = cfg.Name
 		}
-		e.Sync = &LoRASync{Policy: v, Dir: dir, Prefix: prefix, Save: e.saveAdapter}
+		e.Sync = &LoRASync{Policy: v, Dir: dir, Prefix: prefix, Save: e.saveAdapter, Keep: o.Train.MaxOffPolicySteps + 2}
 		*slot = e
-		return syncedPolicy{VLLM: v, sync: e.Sync, resumeStep: o.ResumeStep}, nil
+		return syncedPolicy{VLLM: v, sync: e.Sync, resumeStep: o.ResumeStep, resumeVersion: o.ResumeVersion}, nil
 	})
 }
 
@@ -290,7 +295,7 @@ func (k *Sink) ratioMetrics(step int, s grpo.Stats, put func(string, float64)) {
 // the server; the next step's requests name it.
 func (k *Sink) push(ctx context.Context, st *runner.Step, put func(string, float64)) error {
 	start := time.Now()
-	name, err := k.Engine.Sync.Push(ctx, st.Index+1)
+	name, err := k.Engine.Sync.Push(ctx, st.Index+1, k.Engine.Version())
 	if err != nil {
 		return fmt.Errorf("step %d: the server did not take the new adapter: %w", st.Index+1, err)
 	}

@@ -142,6 +142,14 @@ func (s *Server) Running() int { return int(s.eng.running.Load()) }
 // sees weights fn is still changing. It returns fn's error, or ctx's when
 // ctx ends before the engine goes idle (fn has not run then).
 func (s *Server) Update(ctx context.Context, fn func() error) error {
+	return s.UpdateVersion(ctx, func(v uint64) (uint64, error) { return v + 1, fn() })
+}
+
+// UpdateVersion is Update where fn, given the current weights version,
+// also returns the version that follows it: a trainer numbers its weights
+// by the updates it applied, and leaves the number as it is when fn only
+// reads the weights (a checkpoint) or skips its update.
+func (s *Server) UpdateVersion(ctx context.Context, fn func(current uint64) (uint64, error)) error {
 	s.updateMu.Lock()
 	defer s.updateMu.Unlock()
 	e := s.eng
@@ -170,8 +178,8 @@ func (s *Server) Update(ctx context.Context, fn func() error) error {
 	case <-ctx.Done():
 		return fmt.Errorf("serve: update: waiting for generation to finish: %w", ctx.Err())
 	}
-	err := fn()
-	e.version.Add(1)
+	v, err := fn(e.version.Load())
+	e.version.Store(v)
 	return err
 }
 

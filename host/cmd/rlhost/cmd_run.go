@@ -161,7 +161,7 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 
 	var eng *training.Engine
 	provider := training.Provider(ctx, &eng, training.ProviderOptions{Train: train, Checkpoint: rs.checkpoint, Logger: a.logger(cf.logLevel),
-		OutDir: dir, RunID: runID, ResumeStep: rs.state.NextStep})
+		OutDir: dir, RunID: runID, ResumeStep: rs.state.NextStep, ResumeVersion: rs.state.Version()})
 	j, diags := job.Prepare(ctx, f, mgr, job.Options{RunID: runID, PolicyProvider: []policy.Option{provider}})
 	printDiags(a.stderr, f, diags)
 	if diags.HasErrors() {
@@ -203,6 +203,10 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 		r.Recovered = append(r.Recovered, rec.String())
 	}
 	r.Settings.StartStep = rs.state.NextStep
+	r.Resumed = rs.ahead
+	if train != nil {
+		r.Settings.MaxOffPolicySteps = train.MaxOffPolicySteps
+	}
 	var sink *training.Sink
 	if train != nil {
 		fmt.Fprintf(a.stdout, "training %s: %d parameters, GRPO loss %s, lr %g; device %s\n", f.Run.Policy,
@@ -220,7 +224,7 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 			if eng.Sync != nil {
 				// The warm-up trained the adapter: the server must sample
 				// it from the first step on.
-				if _, err := eng.Sync.Push(ctx, 0); err != nil {
+				if _, err := eng.Sync.Push(ctx, 0, eng.Version()); err != nil {
 					a.errorf("after the warm-up: %v", err)
 					return 1
 				}

@@ -37,6 +37,7 @@ type resumeState struct {
 	checkpoint string
 	state      training.RunState
 	earlier    []core.StepMetrics
+	ahead      []core.Trajectory // finished episodes of the steps still to run
 }
 
 // loadResume finds the newest complete checkpoint of dir and cuts the
@@ -50,11 +51,11 @@ func loadResume(dir string, steps int) (resumeState, error) {
 	if st.NextStep >= steps {
 		return resumeState{checkpoint: ckpt, state: st}, nil
 	}
-	earlier, err := training.TrimOutputs(dir, st)
+	res, err := training.TrimOutputs(dir, st)
 	if err != nil {
 		return resumeState{}, fmt.Errorf("--resume %s: %w", dir, err)
 	}
-	return resumeState{checkpoint: ckpt, state: st, earlier: earlier}, nil
+	return resumeState{checkpoint: ckpt, state: st, earlier: res.Metrics, ahead: res.Ahead}, nil
 }
 
 // warmup runs the trainer block's supervised warm-up before the first step.
