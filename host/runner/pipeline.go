@@ -151,12 +151,14 @@ launch:
 			go func(g, i int, task core.Task) {
 				defer ro.wg.Done()
 				t := r.episode(ro.ctx, step, g, i, task, share)
-				<-ro.sem
 				sanitize(&t)
 				if err := r.Out.WriteTrajectory(t); err != nil {
 					// Going on would run episodes whose results are lost.
 					r.setFatal(fmt.Errorf("write trajectory: %w", err))
 				}
+				// The slot frees once the trajectory is written, so the
+				// file's order is the episodes' when they run one at a time.
+				<-ro.sem
 				ro.ended(sr, t)
 			}(g, i, task)
 		}
