@@ -107,15 +107,15 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 	first := ""
 	defer func() { res.FirstError = first }()
 	for step := r.Settings.StartStep; step < r.Settings.Steps; step++ {
-		if ctx.Err() != nil {
-			interrupted = true
-			break
-		}
 		st, ok := ro.wait(ctx, step)
 		if !ok || len(st.Trajectories) == 0 {
+			// Never launched: Ctrl-C or a fatal fault came first.
 			interrupted = interrupted || ctx.Err() != nil
 			break
 		}
+		// A step that finished before Ctrl-C but is reported after it is
+		// not trained either: the run is ending.
+		st.Interrupted = st.Interrupted || ctx.Err() != nil
 		interrupted = st.Interrupted
 		if first == "" {
 			first = firstError(st.Trajectories)
