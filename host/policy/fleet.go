@@ -87,6 +87,8 @@ var errServerOut = errors.New("server taken out of the fleet")
 type fleet struct {
 	label   string
 	servers []*server
+	// Under mu: probeEvery and the others by default; tests shorten them.
+	probeEvery, probeMax, probeTimeout, stallAfter time.Duration
 	// probe asks a server whether it answers (GET /models); rejoin
 	// prepares a server that answers again before it takes requests.
 	probe  func(ctx context.Context, s *server) error
@@ -102,15 +104,20 @@ type fleet struct {
 }
 
 func newFleet(label string, urls []string, client func(url string) *openai.Client) *fleet {
-	f := &fleet{label: label, affinity: map[EpisodeKey]*server{}, stop: make(chan struct{}), logger: hclog.NewNullLogger()}
+	f := &fleet{label: label, affinity: map[EpisodeKey]*server{}, stop: make(chan struct{}), logger: hclog.NewNullLogger(),
+		probeEvery: probeEvery, probeMax: probeMax, probeTimeout: probeTimeout, stallAfter: stallAfter}
 	for i, u := range urls {
 		f.servers = append(f.servers, &server{url: u, index: i, client: client(u), attempts: map[*attempt]struct{}{}, adapters: map[string]bool{}})
 	}
+	return f
+}
+
+// start begins watching for stalled servers (a fleet of more than one).
+func (f *fleet) start() {
 	if len(f.servers) > 1 {
 		f.wg.Add(1)
 		go f.watch()
 	}
-	return f
 }
 
 // SetLogger sets where the fleet says that a server went out or rejoined.
@@ -126,6 +133,13 @@ func (f *fleet) log() hclog.Logger {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.logger
+}
+
+// timings are the fleet's probe interval, probe timeout and stall time.
+func (f *fleet) timings() (every, timeout, stall time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.probeEvery, f.probeTimeout, f.stallAfter
 }
 
 // pick chooses the server for a request of n choices by episode k and
@@ -175,14 +189,14 @@ func (f *fleet) choose(k EpisodeKey, avoid *server) *server {
 		}
 		return s
 	}
-	least := in[0]
+	// The least loaded, ties broken in turn.
+	least := in[f.next%len(in)]
 	for j := range in {
 		c := in[(f.next+j)%len(in)]
 		if c.load < least.load {
 			least = c
 		}
 	}
-	f.next = (f.next + 1) % len(f.servers)
 	if s, ok := f.affinity[k]; ok {
 		for _, c := range in {
 			// The episode's own server keeps it while it is within a few
@@ -192,6 +206,7 @@ func (f *fleet) choose(k EpisodeKey, avoid *server) *server {
 			}
 		}
 	}
+	f.next = (f.next + 1) % len(f.servers)
 	return least.s
 }
 
@@ -292,14 +307,15 @@ func (f *fleet) in() int {
 // rejoin.
 func (f *fleet) probeUntilBack(s *server) {
 	defer f.wg.Done()
-	wait := probeEvery
+	wait, _, _ := f.timings()
 	for {
 		select {
 		case <-f.stop:
 			return
 		case <-time.After(wait):
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		_, timeout, _ := f.timings()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		err := f.probe(ctx, s)
 		if err == nil && f.rejoin != nil {
 			err = f.rejoin(ctx, s)
@@ -313,7 +329,9 @@ func (f *fleet) probeUntilBack(s *server) {
 			f.log().Warn(fmt.Sprintf("%s: server %s is back after %s; %d of %d servers in", f.label, s.url, down, f.in(), len(f.servers)))
 			return
 		}
-		wait = min(2*wait, probeMax)
+		f.mu.Lock()
+		wait = min(2*wait, f.probeMax)
+		f.mu.Unlock()
 	}
 }
 
@@ -321,20 +339,19 @@ func (f *fleet) probeUntilBack(s *server) {
 // that does not answer GET /models is taken out.
 func (f *fleet) watch() {
 	defer f.wg.Done()
-	t := time.NewTicker(probeEvery)
-	defer t.Stop()
 	for {
+		every, timeout, stall := f.timings()
 		select {
 		case <-f.stop:
 			return
-		case <-t.C:
+		case <-time.After(min(every, stall)):
 		}
 		for _, s := range f.servers {
 			s.mu.Lock()
 			slow := false
 			if !s.out && !s.probing {
 				for a := range s.attempts {
-					if time.Since(a.started) > stallAfter {
+					if time.Since(a.started) > stall {
 						slow = true
 						break
 					}
@@ -350,21 +367,21 @@ func (f *fleet) watch() {
 			f.wg.Add(1)
 			go func() {
 				defer f.wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
 				err := f.probe(ctx, s)
 				cancel()
 				s.mu.Lock()
 				s.probing = false
 				s.mu.Unlock()
 				if err != nil {
-					f.takeOut(s, fmt.Errorf("requests running over %s and GET /models did not answer: %w", stallAfter, err))
+					f.takeOut(s, fmt.Errorf("requests running over %s and GET /models did not answer: %w", stall, err))
 				}
 			}()
 		}
 	}
 }
 
-// Stats describe a fleet's servers, for tests and status lines.
+// ServerStats describe one server of a fleet.
 type ServerStats struct {
 	URL    string
 	In     bool

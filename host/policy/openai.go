@@ -159,6 +159,7 @@ func newOpenAI(cfg Config, _ string) (Policy, error) {
 		_, err := s.client.ListModels(ctx)
 		return err
 	}
+	p.fleet.start()
 	return p, nil
 }
 

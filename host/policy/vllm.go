@@ -289,17 +289,19 @@ func modelNotFound(err error) bool {
 	return strings.Contains(msg, "does not exist")
 }
 
-// unloadEverywhere unloads adapter name from every server that has it. A
-// server that had forgotten it is no failure for the others; its error is
-// returned when every server had.
+// unloadEverywhere unloads adapter name from every server in the fleet
+// that has it. A server out of the fleet is skipped: it loads only the
+// current adapter when it rejoins, and an adapter left in its cache costs
+// a slot vLLM evicts when it needs one.
 func (v *VLLM) unloadEverywhere(ctx context.Context, name string) error {
 	var errs []error
 	for _, s := range v.fleet.servers {
 		s.mu.Lock()
 		has := s.adapters[name]
 		delete(s.adapters, name)
+		out := s.out
 		s.mu.Unlock()
-		if !has {
+		if !has || out {
 			continue
 		}
 		if err := v.post(ctx, s, "unload_lora_adapter", map[string]any{"lora_name": name}); err != nil {
