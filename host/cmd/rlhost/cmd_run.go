@@ -199,6 +199,10 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	out.OnTrajectory(prog.Trajectory)
 	r := j.Runner(out)
 	r.Progress, r.Logger, r.Observe = prog, a.logger(cf.logLevel), prog
+	if l, ok := j.Policy.(interface{ SetLogger(hclog.Logger) }); ok {
+		// A fleet says when a server goes out or comes back.
+		l.SetLogger(r.Logger)
+	}
 	for _, rec := range out.Recovered() {
 		r.Recovered = append(r.Recovered, rec.String())
 	}

@@ -27,6 +27,14 @@ import (
 // returns its base URL; the process is stopped when the test ends.
 func modelServer(t *testing.T, modelDir, name string, lora bool) string {
 	t.Helper()
+	url, _ := modelServerProc(t, modelDir, name, lora)
+	return url
+}
+
+// modelServerProc is modelServer that also returns the process, for a
+// test that kills it.
+func modelServerProc(t *testing.T, modelDir, name string, lora bool) (string, *exec.Cmd) {
+	t.Helper()
 	args := []string{"model", "serve", "--model", modelDir, "--name", name, "--port", "0", "--threads", "1"}
 	if lora {
 		args = append(args, "--enable-lora")
@@ -62,11 +70,11 @@ func modelServer(t *testing.T, modelDir, name string, lora bool) string {
 		if i < 0 {
 			t.Fatalf("model serve said %q", l)
 		}
-		return strings.Fields(l[i:])[0]
+		return strings.Fields(l[i:])[0], cmd
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("model serve did not start: %s", stderr.String())
 	}
-	return ""
+	return "", nil
 }
 
 // tinyModel writes a fresh 1m-preset model with the quickstart's
@@ -84,9 +92,19 @@ func tinyModel(t *testing.T, dir, name string) string {
 // vllmJob writes dir/vllm.hcl: the coding task of trainingJob (whose
 // files it expects in dir), sampled by the server at baseURL under model
 // name, trained from modelDir with weights_sync = "lora", writing to
-// dir/out.
+// dir/out; rollouts run one step after another (max_off_policy_steps = 0)
+// unless policyExtra is a fleet's base_urls and runExtra says otherwise.
 func vllmJob(t *testing.T, dir, out, baseURL, name, modelDir string, steps, batch int, lr float64, policyExtra, trainerExtra string) {
 	t.Helper()
+	vllmJobRun(t, dir, out, baseURL, name, modelDir, steps, batch, lr, "max_off_policy_steps = 0", policyExtra, trainerExtra)
+}
+
+func vllmJobRun(t *testing.T, dir, out, baseURL, name, modelDir string, steps, batch int, lr float64, runExtra, policyExtra, trainerExtra string) {
+	t.Helper()
+	server := fmt.Sprintf("base_url    = %q", baseURL)
+	if strings.HasPrefix(baseURL, "[") {
+		server = "base_urls   = " + baseURL
+	}
 	write(t, dir, "vllm.hcl", fmt.Sprintf(`
 run {
   name        = "vl"
@@ -95,6 +113,7 @@ run {
   group_size  = 8
   seed        = 7
   concurrency = 8
+  %s
 }
 sandbox "local" {
   backend = "local"
@@ -108,7 +127,7 @@ env "coding" {
 }
 policy "student" {
   provider    = "vllm"
-  base_url    = %q
+  %s
   model       = %q
   temperature = 1.0
   max_tokens  = 16
@@ -123,7 +142,7 @@ trainer {
   %s
 }
 output { dir = %q }
-`, steps, batch, baseURL, name, policyExtra, modelDir, lr, trainerExtra, out))
+`, steps, batch, runExtra, server, name, policyExtra, modelDir, lr, trainerExtra, out))
 }
 
 // The preflight stops a run whose server cannot take adapters, or is not
