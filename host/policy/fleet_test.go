@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -40,6 +41,8 @@ func newReplica(t *testing.T, opts fakevllm.Options) *replica {
 	t.Cleanup(r.fv.Close)
 	target, _ := url.Parse(r.fv.URL())
 	proxy := httputil.NewSingleHostReverseProxy(target)
+	// A request a test cuts off is expected; its log line is noise.
+	proxy.ErrorLog = log.New(io.Discard, "", 0)
 	r.front = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		dead, stall := r.dead, r.stalled
