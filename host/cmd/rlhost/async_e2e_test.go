@@ -186,3 +186,93 @@ wait:
 		t.Errorf("stderr does not say the killed server is out:\n%s", stderr.String())
 	}
 }
+
+// Ctrl-C in an off-policy run, then --resume: every episode of the run is
+// on disk exactly once (none lost, none run twice), every step is trained
+// once, and the finished episodes of steps the trainer had not reached
+// were used, not run again.
+func TestAsyncResumeLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	dir := t.TempDir()
+	const steps = 8
+	trainingJob(t, dir, steps, 0, 8, 40)
+	job := filepath.Join(dir, "job.hcl")
+	b, _ := os.ReadFile(job)
+	write(t, dir, "job.hcl", strings.Replace(string(b), "  concurrency = 8\n", "  concurrency = 8\n  max_off_policy_steps = 2\n", 1))
+	cmd := exec.Command(rlhostBin, "run", "job.hcl")
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	metrics := filepath.Join(dir, "out", "metrics.jsonl")
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		if b, err := os.ReadFile(metrics); err == nil && strings.Count(string(b), "\n") >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			t.Fatal("no step finished")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+	if err := cmd.Wait(); err == nil || cmd.ProcessState.ExitCode() != 130 {
+		t.Fatalf("exit %v, want 130\n%s", err, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "[ERROR]") {
+		t.Errorf("a clean Ctrl-C logged an error:\n%s", stderr.String())
+	}
+	before := readTrajectories(t, filepath.Join(dir, "out", "trajectories.jsonl"))
+	r := rlhost(t, dir, "run", "job.hcl", "--resume", "out")
+	if r.code != 0 {
+		t.Fatalf("resume failed: %+v", r)
+	}
+	lines := readStepLines(t, metrics)
+	if len(lines) != steps {
+		t.Fatalf("%d metrics lines after resume, want %d", len(lines), steps)
+	}
+	for i, l := range lines {
+		if l.Step != i || l.Extra["interrupted"] != 0 {
+			t.Errorf("metrics line %d: step %d, interrupted %v", i, l.Step, l.Extra["interrupted"])
+		}
+	}
+	seen := map[string]int{}
+	after := map[string]core.Trajectory{}
+	for _, tr := range readTrajectories(t, filepath.Join(dir, "out", "trajectories.jsonl")) {
+		if tr.FinishReason == core.FinishCancelled {
+			t.Errorf("a cancelled episode is still on disk: step %d %d/%d", tr.Step, tr.Group, tr.Index)
+		}
+		k := fmt.Sprintf("%d/%d/%d", tr.Step, tr.Group, tr.Index)
+		seen[k]++
+		after[k] = tr
+	}
+	if len(seen) != steps*4*8 {
+		t.Errorf("%d distinct episodes on disk, want %d", len(seen), steps*4*8)
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Errorf("episode %s is on disk %d times", k, n)
+		}
+	}
+	// Every episode the first process finished is still there as it was:
+	// used, not run again (a second run would start at another time).
+	kept := 0
+	for _, tr := range before {
+		if tr.FinishReason == core.FinishCancelled {
+			continue
+		}
+		k := fmt.Sprintf("%d/%d/%d", tr.Step, tr.Group, tr.Index)
+		if a, ok := after[k]; !ok || !a.StartedAt.Equal(tr.StartedAt) {
+			t.Errorf("episode %s of the first process was lost or run again", k)
+		}
+		kept++
+	}
+	t.Logf("the first process finished %d episodes; all are in the resumed run's files", kept)
+	checkAges(t, filepath.Join(dir, "out"), 2)
+}
