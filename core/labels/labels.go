@@ -20,7 +20,7 @@ const (
 	// Managed marks a sandbox rlhost made, on services shared with other
 	// tools: a backend deletes only sandboxes that carry it.
 	Managed = Prefix + "managed"
-	// The owner process (see core/procowner), for sweeps that read owners
+	// The owner process (see plugins/backendkit/procowner), for sweeps that read owners
 	// from labels.
 	OwnerHost  = Prefix + "owner.host"
 	OwnerPID   = Prefix + "owner.pid"

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/envplugin"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/envplugin"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
 )
 
 // LiveEnv is an environment client that always calls the current plugin

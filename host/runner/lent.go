@@ -1,8 +1,8 @@
 package runner
 
 import (
-	"github.com/rlhost/rlhost/core/envplugin"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/envplugin"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
 )
 
 // lentSandbox is the Sandbox an episode's environment sees: the sandbox

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/envplugin"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/envplugin"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
 	"github.com/rlhost/rlhost/host/output"
 	"github.com/rlhost/rlhost/host/policy"
 )

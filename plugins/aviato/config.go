@@ -9,8 +9,8 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/duration"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
 )
 
 // Defaults of the backend settings, and the names the official client uses.

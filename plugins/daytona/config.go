@@ -8,8 +8,8 @@ import (
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/duration"
 	"github.com/rlhost/rlhost/core/labels"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
 )
 
 // Defaults of the backend settings.

@@ -17,7 +17,7 @@ import (
 	"github.com/daytonaio/daytona/libs/sdk-go/pkg/types"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
 )
 
 // only429 retries an exec only when the proxy refused it outright: any

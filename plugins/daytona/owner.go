@@ -5,10 +5,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rlhost/rlhost/core/procowner"
+	"github.com/rlhost/rlhost/plugins/backendkit/procowner"
 )
 
-// A sandbox is an orphan when its owner (core/procowner) ran on this host
+// A sandbox is an orphan when its owner (plugins/backendkit/procowner) ran on this host
 // and that process is gone. Owners on other hosts are never judged from
 // here; the Daytona auto-stop/auto-delete timers collect those.
 

@@ -16,11 +16,11 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/labels"
-	"github.com/rlhost/rlhost/core/pace"
-	"github.com/rlhost/rlhost/core/pluginbase"
-	"github.com/rlhost/rlhost/core/procowner"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/core/sdk/pluginbase"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
+	"github.com/rlhost/rlhost/plugins/backendkit/pace"
+	"github.com/rlhost/rlhost/plugins/backendkit/procowner"
 	"github.com/rlhost/rlhost/plugins/local/sandboxinit"
 )
 

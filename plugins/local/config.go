@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
-	"github.com/rlhost/rlhost/core/statedir"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
+	"github.com/rlhost/rlhost/plugins/backendkit/statedir"
 	"github.com/rlhost/rlhost/plugins/local/sandboxinit"
 )
 

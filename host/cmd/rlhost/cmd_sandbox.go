@@ -16,7 +16,7 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/duration"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/job"
 	"github.com/rlhost/rlhost/host/pluginmgr"
