@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"time"
 )
 
@@ -126,4 +127,31 @@ type FileInfo struct {
 	Mode    uint32    `json:"mode"`
 	IsDir   bool      `json:"is_dir"`
 	ModTime time.Time `json:"mod_time"`
+}
+
+// SandboxOps are a backend's calls on its existing sandboxes, each named by
+// id. Every sandbox backend has them (sandboxplugin.Backend embeds them);
+// the host relays an environment's calls to them. They must be safe for
+// concurrent use.
+type SandboxOps interface {
+	// Exec runs a command to completion. Limits that fire are reported in
+	// the result, not as errors; errors mean the sandbox itself failed.
+	Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error)
+
+	// File access, confined to the sandbox. Relative paths are relative to
+	// the workspace. maxBytes caps a read; 0 means the backend default.
+	ReadFile(ctx context.Context, id, path string, maxBytes int64) ([]byte, error)
+	WriteFile(ctx context.Context, id, path string, data []byte, mode uint32) error
+	ListFiles(ctx context.Context, id, path string) ([]FileInfo, error)
+}
+
+// Sandbox is one sandbox bound to its id: what an environment is lent for
+// an episode (envplugin.Sandbox is this type). It can reach only that
+// sandbox, and never holds backend credentials.
+type Sandbox interface {
+	ID() string
+	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
+	ReadFile(ctx context.Context, path string, maxBytes int64) ([]byte, error)
+	WriteFile(ctx context.Context, path string, data []byte, mode uint32) error
+	ListFiles(ctx context.Context, path string) ([]FileInfo, error)
 }

@@ -45,6 +45,7 @@ import (
 
 	"github.com/rlhost/rlhost/core/sdk/pluginbase"
 	"github.com/rlhost/rlhost/core/sdk/wire/frames"
+	"github.com/rlhost/rlhost/core/sdk/wire/lend"
 	"github.com/rlhost/rlhost/core/sdk/wire/rlhostpb"
 )
 
@@ -162,7 +163,7 @@ func serveRaw(ln net.Listener, relay net.Conn) {
 
 // serveFrames answers calls on rlhost's framed wire at once or, for the
 // call naming "relay", after one call of its own on back.
-func serveFrames(ln net.Listener, back *frames.Client) {
+func serveFrames(ln net.Listener, back *lend.Conn) {
 	h := func(ctx context.Context, c *rlhostpb.LentCall) *rlhostpb.LentReply {
 		if c.GetInfo().GetId() == "relay" {
 			if _, err := back.Call(ctx, frameCall("x")); err != nil {
@@ -189,7 +190,7 @@ func child(dir string) error {
 		return err
 	}
 	go serveRaw(ln, back)
-	fback, err := frames.DialLent(context.Background(), filepath.Join(dir, "parent-frames.sock"))
+	fback, err := lend.Dial(context.Background(), filepath.Join(dir, "parent-frames.sock"))
 	if err != nil {
 		return err
 	}
@@ -406,7 +407,7 @@ func run(n int, gap time.Duration, md bool) error {
 	}
 	ops := []op{{"raw round trip", rawCall('e')}, {"raw relay (2 round trips)", rawCall('r')}}
 	ctx := context.Background()
-	fc, err := frames.DialLent(ctx, filepath.Join(dir, "child-frames.sock"))
+	fc, err := lend.Dial(ctx, filepath.Join(dir, "child-frames.sock"))
 	if err != nil {
 		return err
 	}

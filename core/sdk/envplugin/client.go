@@ -12,7 +12,7 @@ import (
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/schema"
 	"github.com/rlhost/rlhost/core/sdk/pluginbase"
-	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/wire/lend"
 	"github.com/rlhost/rlhost/core/sdk/wire/rlhostpb"
 )
 
@@ -20,12 +20,12 @@ import (
 // sends episode calls (NewEpisode, Step, End) as frames on the plugin's
 // episode socket when it serves one. It lends each episode's Sandbox to the
 // plugin from the episode's start to its end, over one socket for the
-// client's life (see newLender), unless its backend lends it.
+// client's life (lend.NewHostSocket), unless its backend lends it.
 type Client struct {
-	rpc  rlhostpb.EnvironmentClient
-	eps  *episodeConn // nil: episode calls go over gRPC
-	lend *sandboxplugin.LendSocket
-	info pluginbase.Info
+	rpc    rlhostpb.EnvironmentClient
+	eps    *episodeConn // nil: episode calls go over gRPC
+	socket *lend.Socket
+	info   pluginbase.Info
 	// The plugin puts each lent call's token in it, so a sandbox its
 	// backend lends can be lent on the backend's socket.
 	tokens bool
@@ -59,7 +59,7 @@ func NewClient(ctx context.Context, conn *grpc.ClientConn, log hclog.Logger) (*C
 		defer end()
 		pluginbase.UntilShutdown(life, conn)
 	}()
-	c := &Client{rpc: rpc, lend: newLender(life, log), info: info, tokens: p.GetLentTokens()}
+	c := &Client{rpc: rpc, socket: lend.NewHostSocket(life, log), info: info, tokens: p.GetLentTokens()}
 	if sock := p.GetEpisodeSocket(); sock != "" {
 		c.eps = newEpisodeConn(life, sock)
 		if _, err := c.eps.get(dctx); err != nil {
@@ -113,7 +113,7 @@ func (c *Client) Tasks(ctx context.Context) ([]core.Task, error) {
 }
 
 // NewEpisode lends ep.Sandbox to the plugin and starts the episode. A
-// sandbox its backend lends (sandboxplugin.Leased, with a lease) is lent on
+// sandbox its backend lends (lend.Leased, with a lease) is lent on
 // the backend's socket when the plugin can carry its token, and its calls
 // never pass through the host; any other is lent on the host's socket
 // until End.
@@ -122,12 +122,12 @@ func (c *Client) NewEpisode(ctx context.Context, ep Episode) (Session, Observati
 		EpisodeId: ep.ID, Task: fromTask(ep.Task), Seed: ep.Seed,
 		Group: int32(ep.Group), Index: int32(ep.Index),
 	}
-	var loan *sandboxplugin.Loan
+	var loan *lend.Loan
 	if l := backendLease(ep.Sandbox); c.tokens && l.Socket != "" {
 		req.SandboxId, req.SandboxSocket, req.SandboxToken = ep.Sandbox.ID(), l.Socket, l.Token()
 	} else if ep.Sandbox != nil {
 		var err error
-		if loan, err = c.lend.Lend(ep.Sandbox, nil); err != nil {
+		if loan, err = c.socket.Lend(ep.Sandbox, nil); err != nil {
 			return nil, Observation{}, fmt.Errorf("start episode %s: %w", ep.ID, err)
 		}
 		req.SandboxId, req.SandboxSocket = ep.Sandbox.ID(), loan.Socket()
@@ -145,17 +145,17 @@ func (c *Client) NewEpisode(ctx context.Context, ep Episode) (Session, Observati
 
 // backendLease is the lease of a sandbox its backend lends; zero for any
 // other.
-func backendLease(sb Sandbox) sandboxplugin.Lease {
-	if l, ok := sb.(sandboxplugin.Leased); ok {
+func backendLease(sb Sandbox) lend.Lease {
+	if l, ok := sb.(lend.Leased); ok {
 		return l.Lease()
 	}
-	return sandboxplugin.Lease{}
+	return lend.Lease{}
 }
 
 type clientSession struct {
 	c    *Client
 	id   string
-	loan *sandboxplugin.Loan // nil: no sandbox, or one lent by its backend
+	loan *lend.Loan // nil: no sandbox, or one lent by its backend
 }
 
 func (s *clientSession) Step(ctx context.Context, reply core.Message) (Observation, error) {

@@ -6,7 +6,6 @@ import (
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/schema"
 	"github.com/rlhost/rlhost/core/sdk/pluginbase"
-	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
 )
 
 // Environment is what an environment plugin implements. One plugin process
@@ -64,4 +63,4 @@ type Observation struct {
 
 // Sandbox is the lent view of one sandbox. An environment can touch only
 // the sandbox it was lent, and never sees backend credentials.
-type Sandbox = sandboxplugin.Sandbox
+type Sandbox = core.Sandbox

@@ -22,8 +22,8 @@ import (
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/schema"
 	"github.com/rlhost/rlhost/core/sdk/pluginbase"
-	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
 	"github.com/rlhost/rlhost/core/sdk/wire/frames"
+	"github.com/rlhost/rlhost/core/sdk/wire/lend"
 	"github.com/rlhost/rlhost/core/sdk/wire/rlhostpb"
 )
 
@@ -65,7 +65,7 @@ func (s *memSandbox) ListFiles(context.Context, string) ([]core.FileInfo, error)
 // test can act as a plugin that forges sandbox ids on its connection.
 type keepEnv struct {
 	mu   sync.Mutex
-	lent map[string]*sandboxClient // by episode id
+	lent map[string]*lend.Borrowed // by episode id
 }
 
 func (e *keepEnv) Info() pluginbase.Info {
@@ -80,15 +80,15 @@ func (e *keepEnv) NewEpisode(_ context.Context, ep Episode) (Session, Observatio
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.lent == nil {
-		e.lent = map[string]*sandboxClient{}
+		e.lent = map[string]*lend.Borrowed{}
 	}
-	if sc, ok := ep.Sandbox.(*sandboxClient); ok {
+	if sc, ok := ep.Sandbox.(*lend.Borrowed); ok {
 		e.lent[ep.ID] = sc
 	}
 	return keepSession{}, Observation{}, nil
 }
 
-func (e *keepEnv) sandbox(t *testing.T, episode string) *sandboxClient {
+func (e *keepEnv) sandbox(t *testing.T, episode string) *lend.Borrowed {
 	t.Helper()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -177,7 +177,7 @@ func TestLentSandboxOnlyWhileItsEpisodeIsLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, other, "elsewhere", &memSandbox{id: "sb-other-client"})
-	conn := env.sandbox(t, "live").c // the plugin's one connection to this client
+	conn := env.sandbox(t, "live").Conn() // the plugin's one connection to this client
 
 	cases := []struct {
 		name, id string
@@ -213,15 +213,15 @@ func TestEpisodesShareOneConnection(t *testing.T) {
 	ctx := context.Background()
 	client, env, _ := serveKeep(t)
 	var sock string
-	var conn *frames.Client
+	var conn *lend.Conn
 	for i := range 4 {
 		ep, id := fmt.Sprintf("ep%d", i), fmt.Sprintf("sb%d", i%2)
 		sess := start(t, client, ep, &memSandbox{id: id})
 		sc := env.sandbox(t, ep)
 		if sock == "" {
-			sock, conn = currentSocket(t, client), sc.c
-		} else if got := currentSocket(t, client); got != sock || sc.c != conn {
-			t.Fatalf("episode %s was lent its sandbox on %s (a new connection: %v), the first on %s", ep, got, sc.c != conn, sock)
+			sock, conn = currentSocket(t, client), sc.Conn()
+		} else if got := currentSocket(t, client); got != sock || sc.Conn() != conn {
+			t.Fatalf("episode %s was lent its sandbox on %s (a new connection: %v), the first on %s", ep, got, sc.Conn() != conn, sock)
 		}
 		res, err := sc.Exec(ctx, core.ExecRequest{Command: []string{"true"}})
 		if err != nil || res.Stdout != id {
@@ -236,11 +236,11 @@ func TestEpisodesShareOneConnection(t *testing.T) {
 	}
 }
 
-// currentSocket is the socket the client's lender serves now: the one a
+// currentSocket is the socket the client lends on now: the one a
 // probe sandbox is lent on (released at once).
 func currentSocket(t *testing.T, c *Client) string {
 	t.Helper()
-	loan, err := c.lend.Lend(&memSandbox{id: "socket-probe"}, nil)
+	loan, err := c.socket.Lend(&memSandbox{id: "socket-probe"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestFailedStartKeepsTheSocket(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			waitGoroutines(t, "sandboxplugin.(*LendSocket).serve", 1)
+			waitGoroutines(t, "lend.(*Socket).serve", 1)
 		})
 	}
 }
@@ -386,7 +386,7 @@ func TestSandboxLentTwiceAtOnceIsRefused(t *testing.T) {
 func TestLenderStopsWithTheClient(t *testing.T) {
 	client, _, gc := serveKeep(t)
 	start(t, client, "ep", &memSandbox{id: "sb"})
-	const serving = "sandboxplugin.(*LendSocket).serve"
+	const serving = "lend.(*Socket).serve"
 	waitGoroutines(t, serving, 1)
 	dir := filepath.Dir(currentSocket(t, client))
 	if err := gc.Close(); err != nil {
@@ -448,7 +448,7 @@ func TestLendConnsDialOnce(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dials := 0
-			b := newLendConns(func(_ context.Context, sock string) (*frames.Client, error) {
+			b := newLendConns(func(_ context.Context, sock string) (*lend.Conn, error) {
 				dials++
 				if tc.failing[sock] > 0 {
 					tc.failing[sock]--
@@ -457,10 +457,10 @@ func TestLendConnsDialOnce(t *testing.T) {
 				// A client whose peer never answers: only its identity matters.
 				c1, c2 := net.Pipe()
 				t.Cleanup(func() { c2.Close() })
-				return frames.NewClient(c1), nil
+				return lend.NewConn(c1), nil
 			})
 			defer b.close()
-			got := map[string]*frames.Client{}
+			got := map[string]*lend.Conn{}
 			for i, sock := range tc.socks {
 				c, err := b.get(context.Background(), sock)
 				if err != nil {
@@ -484,10 +484,10 @@ func TestLendConnsDialOnce(t *testing.T) {
 // leasedSandbox is a memSandbox its backend lends itself, on sock.
 type leasedSandbox struct {
 	memSandbox
-	lease sandboxplugin.Lease
+	lease lend.Lease
 }
 
-func (s *leasedSandbox) Lease() sandboxplugin.Lease { return s.lease }
+func (s *leasedSandbox) Lease() lend.Lease { return s.lease }
 
 // A sandbox its backend lends is lent on the backend's socket, with its
 // token in every call, to a plugin that carries tokens; to one that does
@@ -506,7 +506,7 @@ func TestBackendLentSandboxGoesToTheBackend(t *testing.T) {
 	go frames.Serve(sctx, ln, "backend", func(_ context.Context, c *rlhostpb.LentCall) *rlhostpb.LentReply {
 		return &rlhostpb.LentReply{Result: &rlhostpb.LentReply_Exec{Exec: &rlhostpb.ExecResult{Stdout: append([]byte("backend "), c.GetToken()...)}}}
 	}, hclog.NewNullLogger())
-	lease := sandboxplugin.NewLease(ln.Addr().String(), []byte("tok-1"))
+	lease := lend.NewLease(ln.Addr().String(), []byte("tok-1"))
 
 	cases := []struct {
 		name   string
@@ -516,7 +516,7 @@ func TestBackendLentSandboxGoesToTheBackend(t *testing.T) {
 	}{
 		{"leased, plugin carries tokens", true, &leasedSandbox{memSandbox{id: "sb-a"}, lease}, "backend tok-1"},
 		{"leased, older plugin", false, &leasedSandbox{memSandbox{id: "sb-b"}, lease}, "sb-b"},
-		{"a zero lease", true, &leasedSandbox{memSandbox{id: "sb-c"}, sandboxplugin.Lease{}}, "sb-c"},
+		{"a zero lease", true, &leasedSandbox{memSandbox{id: "sb-c"}, lend.Lease{}}, "sb-c"},
 		{"not leased", true, &memSandbox{id: "sb-d"}, "sb-d"},
 	}
 	for _, tc := range cases {

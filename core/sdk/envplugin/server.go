@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/sdk/wire/frames"
+	"github.com/rlhost/rlhost/core/sdk/wire/lend"
 	"github.com/rlhost/rlhost/core/sdk/wire/rlhostpb"
 )
 
@@ -29,7 +29,7 @@ type server struct {
 }
 
 func newServer(impl Environment, log hclog.Logger) *server {
-	s := &server{impl: impl, log: log, conns: newLendConns(frames.DialLent), sessions: map[string]Session{}}
+	s := &server{impl: impl, log: log, conns: newLendConns(lend.Dial), sessions: map[string]Session{}}
 	s.episodes = &episodeSocket{log: log, handle: s.handleEpisode}
 	return s
 }
@@ -38,17 +38,17 @@ func newServer(impl Environment, log hclog.Logger) *server {
 // connection for every episode lent on it. A failed dial is not kept, and a
 // connection that broke is replaced, at the next episode.
 type lendConns struct {
-	dial func(context.Context, string) (*frames.Client, error)
+	dial func(context.Context, string) (*lend.Conn, error)
 
 	mu    sync.Mutex // held across a dial, so concurrent episodes dial once
-	conns map[string]*frames.Client
+	conns map[string]*lend.Conn
 }
 
-func newLendConns(dial func(context.Context, string) (*frames.Client, error)) *lendConns {
-	return &lendConns{dial: dial, conns: map[string]*frames.Client{}}
+func newLendConns(dial func(context.Context, string) (*lend.Conn, error)) *lendConns {
+	return &lendConns{dial: dial, conns: map[string]*lend.Conn{}}
 }
 
-func (b *lendConns) get(ctx context.Context, sock string) (*frames.Client, error) {
+func (b *lendConns) get(ctx context.Context, sock string) (*lend.Conn, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if c, ok := b.conns[sock]; ok && !c.Broken() {
@@ -123,7 +123,7 @@ func (s *server) NewEpisode(ctx context.Context, r *rlhostpb.NewEpisodeRequest) 
 			release()
 			return nil, rlhostpb.ToStatus(fmt.Errorf("lent sandbox for episode %s: %w", id, err))
 		}
-		sb = &sandboxClient{c: c, id: r.GetSandboxId(), token: r.GetSandboxToken()}
+		sb = lend.Borrow(c, r.GetSandboxId(), r.GetSandboxToken())
 	}
 	ep := Episode{
 		ID: id, Task: toTask(r.GetTask()), Sandbox: sb,

@@ -24,15 +24,10 @@ type Backend interface {
 	// merges its own labels (run id, ...) into spec.Labels.
 	Create(ctx context.Context, spec core.SandboxSpec) (core.SandboxInfo, error)
 
-	// Exec runs a command to completion. Limits that fire are reported in the
-	// result, not as errors; errors mean the sandbox itself failed.
-	Exec(ctx context.Context, id string, req core.ExecRequest) (core.ExecResult, error)
-
-	// File access, confined to the sandbox. Relative paths are relative to the
-	// workspace. maxBytes caps a read; 0 means the backend default.
-	ReadFile(ctx context.Context, id, path string, maxBytes int64) ([]byte, error)
-	WriteFile(ctx context.Context, id, path string, data []byte, mode uint32) error
-	ListFiles(ctx context.Context, id, path string) ([]core.FileInfo, error)
+	// The calls on one existing sandbox: Exec, ReadFile, WriteFile and
+	// ListFiles (see core.SandboxOps). Relative paths are relative to the
+	// workspace.
+	core.SandboxOps
 
 	// Destroy removes the sandbox and everything in it. Destroying an unknown
 	// id returns an error wrapping core.ErrNotFound.

@@ -10,6 +10,7 @@ import (
 	"github.com/rlhost/rlhost/core/schema"
 	"github.com/rlhost/rlhost/core/sdk/pluginbase"
 	"github.com/rlhost/rlhost/core/sdk/wire/frames"
+	"github.com/rlhost/rlhost/core/sdk/wire/lend"
 	"github.com/rlhost/rlhost/core/sdk/wire/rlhostpb"
 )
 
@@ -26,8 +27,8 @@ type Client struct {
 }
 
 var (
-	_ Backend = (*Client)(nil)
-	_ Lender  = (*Client)(nil)
+	_ Backend     = (*Client)(nil)
+	_ lend.Lender = (*Client)(nil)
 )
 
 // describeTimeout bounds the Describe call made when a client is dispensed,
@@ -74,18 +75,17 @@ func (c *Client) Create(ctx context.Context, spec core.SandboxSpec) (core.Sandbo
 
 // CreateLent makes a sandbox the plugin lends itself, when it can (a
 // plugin built on an older SDK answers the zero Lease).
-func (c *Client) CreateLent(ctx context.Context, spec core.SandboxSpec, defaultTimeout time.Duration) (core.SandboxInfo, Lease, error) {
-	return c.create(ctx, &rlhostpb.CreateRequest{Spec: fromSpec(spec), Lend: &rlhostpb.LendRequest{DefaultTimeoutMs: defaultTimeout.Milliseconds()}})
+func (c *Client) CreateLent(ctx context.Context, spec core.SandboxSpec, defaultTimeout time.Duration) (core.SandboxInfo, lend.Lease, error) {
+	return c.create(ctx, &rlhostpb.CreateRequest{Spec: fromSpec(spec), Lend: fromLendTimeout(defaultTimeout)})
 }
 
-func (c *Client) create(ctx context.Context, req *rlhostpb.CreateRequest) (core.SandboxInfo, Lease, error) {
+func (c *Client) create(ctx context.Context, req *rlhostpb.CreateRequest) (core.SandboxInfo, lend.Lease, error) {
 	r, err := c.rpc.Create(ctx, req)
 	if err != nil {
-		return core.SandboxInfo{}, Lease{}, fmt.Errorf("create sandbox: %w", rlhostpb.FromStatus(err))
+		return core.SandboxInfo{}, lend.Lease{}, fmt.Errorf("create sandbox: %w", rlhostpb.FromStatus(err))
 	}
-	var ls Lease
-	if l := r.GetLease(); l.GetSocket() != "" {
-		ls = NewLease(l.GetSocket(), l.GetToken())
+	ls := toLease(r.GetLease())
+	if ls.Socket != "" {
 		c.watchSocket(ls.Socket)
 	}
 	return toSandboxInfo(r), ls, nil
@@ -111,11 +111,11 @@ func (c *Client) watchSocket(path string) {
 
 // Exec runs a command in sandbox id.
 func (c *Client) Exec(ctx context.Context, id string, req core.ExecRequest) (core.ExecResult, error) {
-	r, err := c.rpc.Exec(ctx, FromExecRequest(id, req))
+	r, err := c.rpc.Exec(ctx, rlhostpb.FromExecRequest(id, req))
 	if err != nil {
 		return core.ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", id, rlhostpb.FromStatus(err))
 	}
-	return ToExecResult(r), nil
+	return rlhostpb.ToExecResult(r), nil
 }
 
 // ReadFile reads a file from sandbox id.
@@ -142,7 +142,7 @@ func (c *Client) ListFiles(ctx context.Context, id, path string) ([]core.FileInf
 	if err != nil {
 		return nil, fmt.Errorf("list %s in sandbox %s: %w", path, id, rlhostpb.FromStatus(err))
 	}
-	return ToFiles(r), nil
+	return rlhostpb.ToFiles(r), nil
 }
 
 // Destroy removes sandbox id.
@@ -153,13 +153,12 @@ func (c *Client) Destroy(ctx context.Context, id string) error {
 
 // DestroyLent removes sandbox id, and returns what was done through its
 // lease (zero when it had none).
-func (c *Client) DestroyLent(ctx context.Context, id string) (LeaseUse, error) {
+func (c *Client) DestroyLent(ctx context.Context, id string) (lend.Usage, error) {
 	r, err := c.rpc.Destroy(ctx, &rlhostpb.SandboxID{Id: id})
 	if err != nil {
-		return LeaseUse{}, fmt.Errorf("destroy sandbox %s: %w", id, rlhostpb.FromStatus(err))
+		return lend.Usage{}, fmt.Errorf("destroy sandbox %s: %w", id, rlhostpb.FromStatus(err))
 	}
-	u := r.GetLeaseUse()
-	return LeaseUse{Execs: u.GetExecs(), Timeouts: u.GetTimeouts(), ExecTime: time.Duration(u.GetExecNs())}, nil
+	return toUsage(r.GetLeaseUse()), nil
 }
 
 // List returns sandboxes matching labels.

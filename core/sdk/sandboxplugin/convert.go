@@ -1,14 +1,15 @@
 package sandboxplugin
 
 // Conversions between the sandbox kind's types and its wire messages,
-// beside the kind as Nomad keeps them (plugins/device/util.go). Exec and
-// file conversions are exported for core/sdk/envplugin, which carries the same
-// calls over the sandbox it lends an episode.
+// beside the kind as Nomad keeps them (plugins/device/util.go). Those of
+// exec requests, results and listings, which the lent sandbox carries too,
+// are rlhostpb's.
 
 import (
 	"time"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/sdk/wire/lend"
 	"github.com/rlhost/rlhost/core/sdk/wire/rlhostpb"
 )
 
@@ -81,71 +82,40 @@ func fromSandboxInfos(in []core.SandboxInfo) *rlhostpb.ListResponse {
 	return out
 }
 
-// FromExecRequest encodes an exec request. Argv, env values and the
-// directory travel as bytes, exactly; env names must be UTF-8 (map keys).
-func FromExecRequest(id string, r core.ExecRequest) *rlhostpb.ExecRequest {
-	out := &rlhostpb.ExecRequest{SandboxId: rlhostpb.ValidUTF8(id), Stdin: r.Stdin, Dir: []byte(r.Dir), TimeoutMs: r.Timeout.Milliseconds(), MaxOutputBytes: r.MaxOutputBytes}
-	for _, a := range r.Command {
-		out.Command = append(out.Command, []byte(a))
-	}
-	if r.Env != nil {
-		out.Env = make(map[string][]byte, len(r.Env))
-		for k, v := range r.Env {
-			out.Env[rlhostpb.ValidUTF8(k)] = []byte(v)
-		}
-	}
-	return out
+// fromLendTimeout asks for a sandbox its backend lends itself, with
+// defaultTimeout for each lent exec that names none.
+func fromLendTimeout(defaultTimeout time.Duration) *rlhostpb.LendRequest {
+	return &rlhostpb.LendRequest{DefaultTimeoutMs: defaultTimeout.Milliseconds()}
 }
 
-// ToExecRequest decodes an exec request.
-func ToExecRequest(r *rlhostpb.ExecRequest) core.ExecRequest {
-	out := core.ExecRequest{Stdin: r.GetStdin(), Dir: string(r.GetDir()), Timeout: time.Duration(r.GetTimeoutMs()) * time.Millisecond, MaxOutputBytes: r.GetMaxOutputBytes()}
-	for _, a := range r.GetCommand() {
-		out.Command = append(out.Command, string(a))
-	}
-	if r.GetEnv() != nil {
-		out.Env = make(map[string]string, len(r.GetEnv()))
-		for k, v := range r.GetEnv() {
-			out.Env[k] = string(v)
-		}
-	}
-	return out
+// toLendTimeout is the default timeout a lend request names.
+func toLendTimeout(q *rlhostpb.LendRequest) time.Duration {
+	return time.Duration(q.GetDefaultTimeoutMs()) * time.Millisecond
 }
 
-// FromExecResult encodes an exec result.
-func FromExecResult(r core.ExecResult) *rlhostpb.ExecResult {
-	return &rlhostpb.ExecResult{
-		ExitCode: int64(r.ExitCode), Stdout: []byte(r.Stdout), Stderr: []byte(r.Stderr), TimedOut: r.TimedOut,
-		DurationUs: r.Duration.Microseconds(), Signal: r.Signal, OomKilled: r.OOMKilled, PidsExceeded: r.PidsExceeded,
-		CpuTimeExceeded: r.CPUTimeExceeded, OutputTruncated: r.OutputTruncated, Isolation: r.Isolation,
+// fromLease encodes a lease; nil for the zero Lease.
+func fromLease(l lend.Lease) *rlhostpb.Lease {
+	if l.Socket == "" {
+		return nil
 	}
+	return &rlhostpb.Lease{Socket: l.Socket, Token: l.Token()}
 }
 
-// ToExecResult decodes an exec result.
-func ToExecResult(r *rlhostpb.ExecResult) core.ExecResult {
-	d := time.Duration(r.GetDurationUs()) * time.Microsecond
-	return core.ExecResult{
-		ExitCode: int(r.GetExitCode()), Stdout: string(r.GetStdout()), Stderr: string(r.GetStderr()), TimedOut: r.GetTimedOut(),
-		Duration: d, DurationMS: float64(d.Microseconds()) / 1000, Signal: r.GetSignal(), OOMKilled: r.GetOomKilled(),
-		PidsExceeded: r.GetPidsExceeded(), CPUTimeExceeded: r.GetCpuTimeExceeded(), OutputTruncated: r.GetOutputTruncated(),
-		Isolation: r.GetIsolation(),
+// toLease decodes a lease; the zero Lease for none.
+func toLease(l *rlhostpb.Lease) lend.Lease {
+	if l.GetSocket() == "" {
+		return lend.Lease{}
 	}
+	return lend.NewLease(l.GetSocket(), l.GetToken())
 }
 
-// FromFiles encodes a directory listing.
-func FromFiles(fs []core.FileInfo) *rlhostpb.ListFilesResponse {
-	out := &rlhostpb.ListFilesResponse{}
-	for _, f := range fs {
-		out.Files = append(out.Files, &rlhostpb.FileInfo{Path: []byte(f.Path), Size: f.Size, Mode: f.Mode, IsDir: f.IsDir, ModTimeUnixMs: f.ModTime.UnixMilli()})
-	}
-	return out
+// fromUsage encodes what was done through a lease.
+func fromUsage(u lend.Usage) *rlhostpb.LeaseUse {
+	return &rlhostpb.LeaseUse{Execs: u.Execs, Timeouts: u.Timeouts, ExecNs: int64(u.ExecTime)}
 }
 
-// ToFiles decodes a directory listing.
-func ToFiles(r *rlhostpb.ListFilesResponse) []core.FileInfo {
-	var out []core.FileInfo
-	for _, f := range r.GetFiles() {
-		out = append(out, core.FileInfo{Path: string(f.GetPath()), Size: f.GetSize(), Mode: f.GetMode(), IsDir: f.GetIsDir(), ModTime: time.UnixMilli(f.GetModTimeUnixMs()).UTC()})
-	}
-	return out
+// toUsage decodes what was done through a lease; zero when the reply
+// carries none.
+func toUsage(u *rlhostpb.LeaseUse) lend.Usage {
+	return lend.Usage{Execs: u.GetExecs(), Timeouts: u.GetTimeouts(), ExecTime: time.Duration(u.GetExecNs())}
 }

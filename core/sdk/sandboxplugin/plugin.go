@@ -72,6 +72,6 @@ func Serve(b Backend) {
 	// The host may stop the plugin without a Shutdown call; the socket
 	// goes all the same.
 	if srv := p.srv.Load(); srv != nil {
-		srv.lend.close()
+		srv.loans.Close()
 	}
 }

@@ -8,19 +8,20 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/sdk/wire/lend"
 	"github.com/rlhost/rlhost/core/sdk/wire/rlhostpb"
 )
 
 // server wraps a Backend implementation as the plugin-side gRPC server,
-// and lends the sandboxes the host asks it to (see lender).
+// and lends the sandboxes the host asks it to on a socket of its own.
 type server struct {
 	rlhostpb.UnimplementedSandboxBackendServer
-	impl Backend
-	lend *lender
+	impl  Backend
+	loans *lend.Socket
 }
 
 func newServer(impl Backend, log hclog.Logger) *server {
-	return &server{impl: impl, lend: newLender(impl, log)}
+	return &server{impl: impl, loans: lend.NewBackendSocket(log)}
 }
 
 func (s *server) Describe(context.Context, *rlhostpb.Empty) (*rlhostpb.PluginInfo, error) {
@@ -43,7 +44,7 @@ func (s *server) Create(ctx context.Context, r *rlhostpb.CreateRequest) (*rlhost
 	}
 	out := fromSandboxInfo(info)
 	if q := r.GetLend(); q != nil {
-		ls, err := s.lend.lend(info.ID, time.Duration(q.GetDefaultTimeoutMs())*time.Millisecond)
+		ls, err := s.loans.Lease(&lend.Bound{Backend: s.impl, SandboxID: info.ID, DefaultTimeout: toLendTimeout(q)})
 		if err != nil {
 			// The host gets no sandbox, so none may outlive the call.
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyTimeout)
@@ -53,9 +54,7 @@ func (s *server) Create(ctx context.Context, r *rlhostpb.CreateRequest) (*rlhost
 			}
 			return nil, rlhostpb.ToStatus(err)
 		}
-		if ls.Socket != "" {
-			out.Lease = &rlhostpb.Lease{Socket: ls.Socket, Token: ls.Token()}
-		}
+		out.Lease = fromLease(ls)
 	}
 	return out, nil
 }
@@ -65,14 +64,14 @@ const destroyTimeout = 30 * time.Second
 
 func (s *server) Exec(ctx context.Context, r *rlhostpb.ExecRequest) (*rlhostpb.ExecResult, error) {
 	start := time.Now()
-	res, err := s.impl.Exec(ctx, r.GetSandboxId(), ToExecRequest(r))
+	res, err := s.impl.Exec(ctx, r.GetSandboxId(), rlhostpb.ToExecRequest(r))
 	if err != nil {
 		return nil, rlhostpb.ToStatus(err)
 	}
 	if res.Duration == 0 {
 		res.Duration = time.Since(start)
 	}
-	return FromExecResult(res), nil
+	return rlhostpb.FromExecResult(res), nil
 }
 
 func (s *server) ReadFile(ctx context.Context, r *rlhostpb.ReadFileRequest) (*rlhostpb.ReadFileResponse, error) {
@@ -92,7 +91,7 @@ func (s *server) ListFiles(ctx context.Context, r *rlhostpb.ListFilesRequest) (*
 	if err != nil {
 		return nil, rlhostpb.ToStatus(err)
 	}
-	return FromFiles(fs), nil
+	return rlhostpb.FromFiles(fs), nil
 }
 
 // Destroy ends the sandbox's lease first, cutting off its lent calls and
@@ -100,8 +99,8 @@ func (s *server) ListFiles(ctx context.Context, r *rlhostpb.ListFilesRequest) (*
 // destroyed, or on the one a backend that reuses sandboxes hands out next.
 func (s *server) Destroy(ctx context.Context, r *rlhostpb.SandboxID) (*rlhostpb.DestroyResponse, error) {
 	out := &rlhostpb.DestroyResponse{}
-	if use, ok := s.lend.release(ctx, r.GetId()); ok {
-		out.LeaseUse = &rlhostpb.LeaseUse{Execs: use.Execs, Timeouts: use.Timeouts, ExecNs: int64(use.ExecTime)}
+	if use, ok := s.loans.Release(ctx, r.GetId()); ok {
+		out.LeaseUse = fromUsage(use)
 	}
 	if err := s.impl.Destroy(ctx, r.GetId()); err != nil {
 		return nil, rlhostpb.ToStatus(err)
@@ -131,6 +130,6 @@ func (s *server) Shutdown(ctx context.Context, _ *rlhostpb.Empty) (*rlhostpb.Emp
 
 // shutdown ends every lease and the lent-sandbox socket, then the backend.
 func (s *server) shutdown(ctx context.Context) error {
-	s.lend.close()
+	s.loans.Close()
 	return s.impl.Shutdown(ctx)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/rlhost/rlhost/core/sdk/envplugin"
 	"github.com/rlhost/rlhost/core/sdk/pluginbase"
 	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/wire/lend"
 )
 
 // Serve runs env behind a real in-process gRPC connection, with its
@@ -67,8 +68,8 @@ func Configure(t testing.TB, env envplugin.Environment, name string, settings ma
 }
 
 // BackendSandbox lends one sandbox of a Backend to an environment, the way
-// the host does: it is the host's own sandboxplugin.Bound.
-type BackendSandbox = sandboxplugin.Bound
+// the host does: it is the host's own lend.Bound.
+type BackendSandbox = lend.Bound
 
 var _ envplugin.Sandbox = (*BackendSandbox)(nil)
 

@@ -49,20 +49,6 @@ type waiter[R any] struct {
 	read  chan struct{} // it is to read next
 }
 
-// Client is the plugin's end of one connection to a lent-sandbox socket
-// (the host's, or a backend's), shared by every episode lent there.
-type Client = Conn[rlhostpb.LentCall, rlhostpb.LentReply, *rlhostpb.LentCall, *rlhostpb.LentReply]
-
-// DialLent connects to the lent-sandbox socket at path.
-func DialLent(ctx context.Context, path string) (*Client, error) {
-	return Dial[rlhostpb.LentCall, rlhostpb.LentReply](ctx, path, "lent sandbox")
-}
-
-// NewClient runs a lent-sandbox client on conn until conn ends or Close.
-func NewClient(conn net.Conn) *Client {
-	return NewConn[rlhostpb.LentCall, rlhostpb.LentReply](conn, "lent sandbox")
-}
-
 // Dial connects to the socket at path, serving the wire named what.
 func Dial[CT, RT any, C Call[CT], R Reply[RT]](ctx context.Context, path, what string) (*Conn[CT, RT, C, R], error) {
 	var d net.Dialer

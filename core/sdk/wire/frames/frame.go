@@ -1,11 +1,11 @@
-// Package lendwire is rlhost's framed wire: length-prefixed protobuf frames
+// Package frames is rlhost's framed wire: length-prefixed protobuf frames
 // on a Unix socket, in place of gRPC where a hop sits on every turn's
 // latency path. A frame is a 4-byte big-endian length and then a message.
 // Two wires use it:
 //
-//   - the lent sandbox: the host serves an env plugin's calls on the
-//     sandboxes it lends, rlhostpb.LentCall (plugin to host) and
-//     rlhostpb.LentReply (host to plugin);
+//   - the lent sandbox (core/sdk/wire/lend): the host, or a backend, serves
+//     an env plugin's calls on the sandboxes it lends, rlhostpb.LentCall
+//     (plugin to host) and rlhostpb.LentReply (host to plugin);
 //   - the episode socket: an env plugin serves the host's NewEpisode, Step
 //     and End, rlhostpb.EnvCall (host to plugin) and rlhostpb.EnvReply
 //     (plugin to host).
@@ -16,7 +16,9 @@
 // call and reply messages that fit Call and Reply.
 //
 // One round trip costs two writes and two reads, where gRPC's HTTP/2
-// framing costs several more packets and goroutine hand-offs per call.
+// framing costs several more packets and goroutine hand-offs per call. It
+// deliberately knows nothing of what the calls mean; the sockets' kinds
+// are listed here so that what a killed process left can be swept.
 package frames
 
 import (

@@ -29,8 +29,16 @@ type served struct {
 	done chan error // Serve's result
 }
 
-// handler answers one call on the lent sandbox; see Serve.
+// handler answers one call of the lent-sandbox messages the tests use.
 type handler = func(ctx context.Context, call *rlhostpb.LentCall) *rlhostpb.LentReply
+
+// Client is the caller's end of a wire of those messages.
+type Client = Conn[rlhostpb.LentCall, rlhostpb.LentReply, *rlhostpb.LentCall, *rlhostpb.LentReply]
+
+// NewClient runs a Client on conn.
+func NewClient(conn net.Conn) *Client {
+	return NewConn[rlhostpb.LentCall, rlhostpb.LentReply](conn, "lent sandbox")
+}
 
 func serve(t *testing.T, h handler) *served {
 	t.Helper()
@@ -52,7 +60,7 @@ func serve(t *testing.T, h handler) *served {
 
 func dial(t *testing.T, sock string) *Client {
 	t.Helper()
-	c, err := DialLent(context.Background(), sock)
+	c, err := Dial[rlhostpb.LentCall, rlhostpb.LentReply](context.Background(), sock, "lent sandbox")
 	if err != nil {
 		t.Fatal(err)
 	}

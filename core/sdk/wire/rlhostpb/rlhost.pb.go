@@ -1888,7 +1888,7 @@ func (x *ListResponse) GetSandboxes() []*SandboxInfo {
 // sandbox, and is served only while that sandbox is lent: on the host's
 // socket, to one of the env's live episodes; on a backend's, until the
 // sandbox is destroyed, and only to calls that carry its lease's token.
-// See core/sdk/wire/frames.
+// See core/sdk/wire/lend.
 type LentCall struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`

@@ -1,4 +1,4 @@
-"""The plugin's end of the lent-sandbox wire (Go: core/sdk/wire/frames).
+"""The plugin's end of the lent-sandbox wire (Go: core/sdk/wire/lend).
 
 The host serves the sandboxes it lends on a Unix socket, whose path comes in
 NewEpisodeRequest.sandbox_socket. Each frame is a 4-byte big-endian length
@@ -22,7 +22,7 @@ from ._pb import rlhost_pb2 as pb
 from .goplugin import MAX_MESSAGE_BYTES
 
 # Bounds one frame's body: the gRPC message limit plus the frame's own id
-# and tags, as the host's core/sdk/wire/frames.MaxFrame.
+# and tags, as the host's core/sdk/wire/frames.MaxSize.
 MAX_FRAME = MAX_MESSAGE_BYTES + 64
 
 _HEADER = struct.Struct(">I")

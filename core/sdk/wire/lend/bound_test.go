@@ -1,4 +1,4 @@
-package sandboxplugin
+package lend
 
 import (
 	"context"
