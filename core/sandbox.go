@@ -10,9 +10,10 @@ import (
 const DefaultWorkdir = "/workspace"
 
 // DefaultExecTimeout is the wall-clock limit of an exec when neither the
-// request nor the sandbox block's timeout names one. The host sends every
-// request with the block's timeout, so backends apply this only to callers
-// that bypass the host.
+// request nor the sandbox block's timeout names one: the block's default,
+// and what ExecRequest.TimeoutOrDefault gives a backend for a request that
+// names none. The host sends every request with the block's timeout, so a
+// backend meets that case only from callers that bypass the host.
 const DefaultExecTimeout = 30 * time.Second
 
 // Limits bound what code in a sandbox may consume. Zero means "backend
@@ -81,9 +82,18 @@ type ExecRequest struct {
 	Stdin   []byte            `json:"stdin,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	Dir     string            `json:"dir,omitempty"`
-	Timeout time.Duration     `json:"timeout,omitempty"` // wall clock; 0 = sandbox default
+	Timeout time.Duration     `json:"timeout,omitempty"` // wall clock; 0 = the sandbox block's (TimeoutOrDefault)
 	// MaxOutputBytes caps each of stdout and stderr; 0 = sandbox default.
 	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
+}
+
+// TimeoutOrDefault is the wall-clock limit a backend runs the request
+// under: its Timeout, or DefaultExecTimeout when it names none.
+func (r ExecRequest) TimeoutOrDefault() time.Duration {
+	if r.Timeout <= 0 {
+		return DefaultExecTimeout
+	}
+	return r.Timeout
 }
 
 // ExecResult reports how a command ended and which limit, if any, fired.
@@ -134,8 +144,9 @@ type FileInfo struct {
 // the host relays an environment's calls to them. They must be safe for
 // concurrent use.
 type SandboxOps interface {
-	// Exec runs a command to completion. Limits that fire are reported in
-	// the result, not as errors; errors mean the sandbox itself failed.
+	// Exec runs a command to completion, for at most
+	// req.TimeoutOrDefault(). Limits that fire are reported in the result,
+	// not as errors; errors mean the sandbox itself failed.
 	Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error)
 
 	// File access, confined to the sandbox. Relative paths are relative to

@@ -299,10 +299,7 @@ func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (co
 	if err != nil {
 		return core.ExecResult{}, err
 	}
-	timeout := req.Timeout
-	if timeout <= 0 {
-		timeout = b.set.execTimeout
-	}
+	timeout := req.TimeoutOrDefault()
 	limit := req.MaxOutputBytes
 	if limit <= 0 {
 		b.mu.Lock()

@@ -539,7 +539,7 @@ func execSpecFor(set *settings, spec core.SandboxSpec, req core.ExecRequest, cg 
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	s := sandboxinit.ExecSpec{Argv: req.Command, Stdin: req.Stdin, Dir: req.Dir, Timeout: req.Timeout, MaxOutput: req.MaxOutputBytes}
+	s := sandboxinit.ExecSpec{Argv: req.Command, Stdin: req.Stdin, Dir: req.Dir, Timeout: req.TimeoutOrDefault(), MaxOutput: req.MaxOutputBytes}
 	for _, k := range keys {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(env[k], 0) {
 			continue
@@ -553,9 +553,6 @@ func execSpecFor(set *settings, spec core.SandboxSpec, req core.ExecRequest, cg 
 		s.Dir = core.DefaultWorkdir
 	} else if !strings.HasPrefix(s.Dir, "/") {
 		s.Dir = core.DefaultWorkdir + "/" + s.Dir
-	}
-	if s.Timeout <= 0 {
-		s.Timeout = set.execTimeout
 	}
 	if s.MaxOutput <= 0 {
 		s.MaxOutput = spec.Limits.OutputBytes
