@@ -259,3 +259,11 @@ func (s *settings) checkSpec(spec core.SandboxSpec, cg cgroupKind) schema.Diagno
 	}
 	return diags
 }
+
+// orDefault is v, or def when v is not set (0 or less).
+func orDefault(v, def int64) int64 {
+	if v > 0 {
+		return v
+	}
+	return def
+}
