@@ -225,7 +225,7 @@ func (b *Backend) waitRate(ctx context.Context) error {
 // cgroups (refillSlots), starting as soon as this one's init exists: the
 // work then overlaps the init's start-up, which waits mostly on the init's
 // own CPU, instead of this sandbox's first command, which the caller waits
-// for next (about 0.3 to 0.5 ms of a first exec of `true` here).
+// for next.
 func (b *Backend) build(ctx context.Context, spec core.SandboxSpec, prepareNext bool) (*sandbox, error) {
 	set, st, err := b.settings()
 	if err != nil {
