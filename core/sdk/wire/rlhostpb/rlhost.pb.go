@@ -2686,7 +2686,8 @@ func (x *EndRequest) GetReason() string {
 // 4-byte big-endian length, then the message), with an EnvCall from the
 // host and an EnvReply from the env. Calls carry an id of the host's
 // choosing, run concurrently, and are answered by id. The other calls stay
-// on gRPC, as do all calls to an env that names no socket. See core/sdk/wire/frames.
+// on gRPC, as do all calls to an env that names no socket. See
+// core/sdk/wire/frames.
 type EnvCall struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
