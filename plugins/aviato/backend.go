@@ -25,7 +25,7 @@ import (
 	"github.com/rlhost/rlhost/core/schema"
 	"github.com/rlhost/rlhost/core/sdk/pluginbase"
 	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
-	pb "github.com/rlhost/rlhost/plugins/aviato/proto/coreweave/aviato/v1beta1"
+	pb "github.com/rlhost/rlhost/plugins/aviato/aviatopb"
 	"github.com/rlhost/rlhost/plugins/backendkit/inflight"
 	"github.com/rlhost/rlhost/plugins/backendkit/pace"
 	"github.com/rlhost/rlhost/plugins/backendkit/procowner"
