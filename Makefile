@@ -72,12 +72,12 @@ bench: build
 
 # Go and Python stubs come from the same file; the Python ones need only
 # protoc itself (the gRPC glue in rlhost_env is written by hand).
-PYPB := core/envplugin/python/rlhost_env/_pb
+PYPB := core/sdk/envplugin/python/rlhost_env/_pb
 proto:
-	protoc -I core/proto --go_out=core/proto --go_opt=paths=source_relative \
-		--go-grpc_out=core/proto --go-grpc_opt=paths=source_relative core/proto/rlhost.proto
-	protoc -I core/proto --python_out=$(PYPB) core/proto/rlhost.proto
-	protoc -I core/envplugin/python/proto --python_out=$(PYPB) core/envplugin/python/proto/goplugin.proto
+	protoc -I core/sdk/wire/rlhostpb --go_out=core/sdk/wire/rlhostpb --go_opt=paths=source_relative \
+		--go-grpc_out=core/sdk/wire/rlhostpb --go-grpc_opt=paths=source_relative core/sdk/wire/rlhostpb/rlhost.proto
+	protoc -I core/sdk/wire/rlhostpb --python_out=$(PYPB) core/sdk/wire/rlhostpb/rlhost.proto
+	protoc -I core/sdk/envplugin/python/proto --python_out=$(PYPB) core/sdk/envplugin/python/proto/goplugin.proto
 
 # Re-import the Aviato API from a checkout of coreweave/cwsandbox-client:
 #   make proto-aviato AVIATO_CLIENT=/path/to/checkout AVIATO_VERSION=v0.16.0

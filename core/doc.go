@@ -2,7 +2,7 @@
 // trainer share: tasks, chat messages in OpenAI shape, tool specs, sandbox
 // specs, exec requests and results, trajectories and metrics.
 //
-// It deliberately holds no behaviour beyond small helpers on these types; the
-// plugin protocol lives in core/proto, and the SDKs for each plugin kind live
-// in core/envplugin and core/sandboxplugin.
+// It deliberately holds no behaviour beyond small helpers on these types.
+// What plugin authors import is under core/sdk: the SDK of each plugin kind
+// (envplugin, sandboxplugin), and beneath them the protocol (sdk/wire).
 package core

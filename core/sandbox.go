@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"time"
 )
 
@@ -9,9 +10,10 @@ import (
 const DefaultWorkdir = "/workspace"
 
 // DefaultExecTimeout is the wall-clock limit of an exec when neither the
-// request nor the sandbox block's timeout names one. The host sends every
-// request with the block's timeout, so backends apply this only to callers
-// that bypass the host.
+// request nor the sandbox block's timeout names one: the block's default,
+// and what ExecRequest.TimeoutOrDefault gives a backend for a request that
+// names none. The host sends every request with the block's timeout, so a
+// backend meets that case only from callers that bypass the host.
 const DefaultExecTimeout = 30 * time.Second
 
 // Limits bound what code in a sandbox may consume. Zero means "backend
@@ -80,9 +82,18 @@ type ExecRequest struct {
 	Stdin   []byte            `json:"stdin,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	Dir     string            `json:"dir,omitempty"`
-	Timeout time.Duration     `json:"timeout,omitempty"` // wall clock; 0 = sandbox default
+	Timeout time.Duration     `json:"timeout,omitempty"` // wall clock; 0 = the sandbox block's (TimeoutOrDefault)
 	// MaxOutputBytes caps each of stdout and stderr; 0 = sandbox default.
 	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
+}
+
+// TimeoutOrDefault is the wall-clock limit a backend runs the request
+// under: its Timeout, or DefaultExecTimeout when it names none.
+func (r ExecRequest) TimeoutOrDefault() time.Duration {
+	if r.Timeout <= 0 {
+		return DefaultExecTimeout
+	}
+	return r.Timeout
 }
 
 // ExecResult reports how a command ended and which limit, if any, fired.
@@ -126,4 +137,32 @@ type FileInfo struct {
 	Mode    uint32    `json:"mode"`
 	IsDir   bool      `json:"is_dir"`
 	ModTime time.Time `json:"mod_time"`
+}
+
+// SandboxOps are a backend's calls on its existing sandboxes, each named by
+// id. Every sandbox backend has them (sandboxplugin.Backend embeds them);
+// the host relays an environment's calls to them. They must be safe for
+// concurrent use.
+type SandboxOps interface {
+	// Exec runs a command to completion, for at most
+	// req.TimeoutOrDefault(). Limits that fire are reported in the result,
+	// not as errors; errors mean the sandbox itself failed.
+	Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error)
+
+	// File access, confined to the sandbox. Relative paths are relative to
+	// the workspace. maxBytes caps a read; 0 means the backend default.
+	ReadFile(ctx context.Context, id, path string, maxBytes int64) ([]byte, error)
+	WriteFile(ctx context.Context, id, path string, data []byte, mode uint32) error
+	ListFiles(ctx context.Context, id, path string) ([]FileInfo, error)
+}
+
+// Sandbox is one sandbox bound to its id: what an environment is lent for
+// an episode (envplugin.Sandbox is this type). It can reach only that
+// sandbox, and never holds backend credentials.
+type Sandbox interface {
+	ID() string
+	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
+	ReadFile(ctx context.Context, path string, maxBytes int64) ([]byte, error)
+	WriteFile(ctx context.Context, path string, data []byte, mode uint32) error
+	ListFiles(ctx context.Context, path string) ([]FileInfo, error)
 }

@@ -20,8 +20,8 @@ const (
 	// Managed marks a sandbox rlhost made, on services shared with other
 	// tools: a backend deletes only sandboxes that carry it.
 	Managed = Prefix + "managed"
-	// The owner process (see core/procowner), for sweeps that read owners
-	// from labels.
+	// The owner process (see plugins/backendkit/procowner), for sweeps
+	// that read owners from labels.
 	OwnerHost  = Prefix + "owner.host"
 	OwnerPID   = Prefix + "owner.pid"
 	OwnerStart = Prefix + "owner.start"

@@ -10,8 +10,8 @@ import (
 
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
-	"github.com/rlhost/rlhost/core/pluginbase"
 	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/core/sdk/pluginbase"
 )
 
 // configJSON builds a block's JSON the way the host does: every attribute

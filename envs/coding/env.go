@@ -10,9 +10,9 @@ import (
 	"sync"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/envplugin"
-	"github.com/rlhost/rlhost/core/pluginbase"
 	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/core/sdk/envplugin"
+	"github.com/rlhost/rlhost/core/sdk/pluginbase"
 )
 
 // Version of the coding environment.

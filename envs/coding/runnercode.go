@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/envplugin"
+	"github.com/rlhost/rlhost/core/sdk/envplugin"
 )
 
 // staleCodeExit is loader.py's exit status when the interpreter is not

@@ -13,7 +13,7 @@ import (
 	"sync"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/envplugin"
+	"github.com/rlhost/rlhost/core/sdk/envplugin"
 )
 
 // Penalty is the reward for a banned pattern, a syntax error, an exception

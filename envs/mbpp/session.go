@@ -9,7 +9,7 @@ import (
 	"sync"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/envplugin"
+	"github.com/rlhost/rlhost/core/sdk/envplugin"
 )
 
 // session is one episode: turns of tool calls, and a test run each time the

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/envplugin"
+	"github.com/rlhost/rlhost/core/sdk/envplugin"
 )
 
 // toolSpecs returns the OpenAI function tools for the configured names.

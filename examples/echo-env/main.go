@@ -9,7 +9,7 @@
 // path: env "echo" { plugin = "./echo-env" }.
 package main
 
-import "github.com/rlhost/rlhost/core/envplugin"
+import "github.com/rlhost/rlhost/core/sdk/envplugin"
 
 func main() {
 	envplugin.Serve(newEnv())

@@ -7,8 +7,8 @@ from pathlib import Path
 
 try:
     import rlhost_env as rl
-except ImportError:  # running from a checkout without `pip install ./core/envplugin/python`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "core" / "envplugin" / "python"))
+except ImportError:  # running from a checkout without `pip install ./core/sdk/envplugin/python`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "core" / "sdk" / "envplugin" / "python"))
     import rlhost_env as rl
 
 

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/envplugin"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/envplugin"
+	"github.com/rlhost/rlhost/core/sdk/wire/lend"
 )
 
 // LiveEnv is an environment client that always calls the current plugin
@@ -59,7 +59,7 @@ func (l liveSession) End(ctx context.Context, reason string) (envplugin.Observat
 // LiveBackend is the sandbox-backend counterpart of LiveEnv.
 type LiveBackend struct{ in *Instance }
 
-var _ sandboxplugin.Lender = LiveBackend{}
+var _ lend.Lender = LiveBackend{}
 
 // LiveBackend returns the sandbox backend view of this instance.
 func (in *Instance) LiveBackend() LiveBackend { return LiveBackend{in: in} }
@@ -75,10 +75,10 @@ func (b LiveBackend) Create(ctx context.Context, spec core.SandboxSpec) (core.Sa
 }
 
 // CreateLent makes a sandbox the plugin lends itself, when it can.
-func (b LiveBackend) CreateLent(ctx context.Context, spec core.SandboxSpec, defaultTimeout time.Duration) (core.SandboxInfo, sandboxplugin.Lease, error) {
+func (b LiveBackend) CreateLent(ctx context.Context, spec core.SandboxSpec, defaultTimeout time.Duration) (core.SandboxInfo, lend.Lease, error) {
 	c, err := b.in.Backend(ctx)
 	if err != nil {
-		return core.SandboxInfo{}, sandboxplugin.Lease{}, err
+		return core.SandboxInfo{}, lend.Lease{}, err
 	}
 	info, ls, err := c.CreateLent(ctx, spec, defaultTimeout)
 	return info, ls, b.in.Crashed(err)
@@ -86,10 +86,10 @@ func (b LiveBackend) CreateLent(ctx context.Context, spec core.SandboxSpec, defa
 
 // DestroyLent removes sandbox id and returns what was done through its
 // lease.
-func (b LiveBackend) DestroyLent(ctx context.Context, id string) (sandboxplugin.LeaseUse, error) {
+func (b LiveBackend) DestroyLent(ctx context.Context, id string) (lend.Usage, error) {
 	c, err := b.in.Backend(ctx)
 	if err != nil {
-		return sandboxplugin.LeaseUse{}, err
+		return lend.Usage{}, err
 	}
 	use, err := c.DestroyLent(ctx, id)
 	return use, b.in.Crashed(err)

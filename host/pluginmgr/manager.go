@@ -17,10 +17,10 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/envplugin"
-	"github.com/rlhost/rlhost/core/lendwire"
-	"github.com/rlhost/rlhost/core/pluginbase"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/envplugin"
+	"github.com/rlhost/rlhost/core/sdk/pluginbase"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/wire/frames"
 )
 
 // Manager starts plugins and keeps track of them so none outlives the host.
@@ -43,7 +43,7 @@ type Options struct {
 }
 
 // New makes a Manager, after removing the sockets that plugins killed
-// with SIGKILL left in the temp directory (lendwire.SweepDeadSockets).
+// with SIGKILL left in the temp directory (frames.SweepDeadSockets).
 func New(o Options) (*Manager, error) {
 	if o.Self == "" {
 		exe, err := os.Executable()
@@ -60,7 +60,7 @@ func New(o Options) (*Manager, error) {
 	}
 	// Plugins killed with SIGKILL, host and all, cannot remove their
 	// sockets; the next manager does.
-	if gone := lendwire.SweepDeadSockets(); len(gone) > 0 {
+	if gone := frames.SweepDeadSockets(); len(gone) > 0 {
 		o.Logger.Debug("removed the sockets of plugins that are gone", "sockets", gone)
 	}
 	return &Manager{self: o.Self, builtins: o.Builtins, dirs: o.Dirs, logger: o.Logger}, nil

@@ -7,13 +7,13 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/rlhost/rlhost/core/syncbuf"
+	"github.com/rlhost/rlhost/core/logtest"
 )
 
 // A raw Go crash trace, relayed by go-plugin one Error call per line, is
 // printed as one entry with the trace as a block.
 func TestStackJoinerPrintsOneBlock(t *testing.T) {
-	out := &syncbuf.Buffer{}
+	out := &logtest.Buffer{}
 	base := hclog.New(&hclog.LoggerOptions{Name: "rlhost", Output: out, Level: hclog.Debug, DisableTime: true})
 	// go-plugin derives its stderr logger with Named.
 	parent := joinStacks(base.Named("env.probe"))
@@ -48,7 +48,7 @@ func TestStackJoinerPrintsOneBlock(t *testing.T) {
 
 // Errors that are not a crash trace pass straight through.
 func TestStackJoinerPassesOtherErrors(t *testing.T) {
-	out := &syncbuf.Buffer{}
+	out := &logtest.Buffer{}
 	l := joinStacks(hclog.New(&hclog.LoggerOptions{Output: out, DisableTime: true}))
 	l.Error("[ERROR] something failed")
 	l.Error("oops", "err", "x")
@@ -60,7 +60,7 @@ func TestStackJoinerPassesOtherErrors(t *testing.T) {
 // The next entry on any logger of the plugin (go-plugin reports the exit on
 // the parent) prints the pending trace first, without waiting for the pause.
 func TestStackJoinerFlushesBeforeNextEntry(t *testing.T) {
-	out := &syncbuf.Buffer{}
+	out := &logtest.Buffer{}
 	parent := joinStacks(hclog.New(&hclog.LoggerOptions{Output: out, DisableTime: true}))
 	l := parent.Named("probeenv")
 	l.Error("panic: boom")
@@ -76,7 +76,7 @@ func TestStackJoinerFlushesBeforeNextEntry(t *testing.T) {
 // lines after the exit entry are the trace's still, a second block, not an
 // error entry each. Once the lines pause, plain errors pass through again.
 func TestStackJoinerTraceGoesOnAfterTheExit(t *testing.T) {
-	out := &syncbuf.Buffer{}
+	out := &logtest.Buffer{}
 	parent := joinStacks(hclog.New(&hclog.LoggerOptions{Output: out, DisableTime: true}))
 	l := parent.Named("probeenv")
 	l.Error("panic: boom")

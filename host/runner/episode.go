@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/envplugin"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/envplugin"
+	"github.com/rlhost/rlhost/core/sdk/wire/lend"
 	"github.com/rlhost/rlhost/host/policy"
 )
 
@@ -49,7 +49,7 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 		spec.Labels[LabelEpisode] = fmt.Sprintf("s%d-g%d-e%d", step, group, index)
 		// A backend that lends its sandboxes itself serves the env's calls
 		// without the host relaying them; it counts what it served.
-		lender := sandboxplugin.LenderOf(r.Backend)
+		lender := lend.LenderOf(r.Backend)
 		info, lease, err := lender.CreateLent(ctx, spec, r.ExecTimeout)
 		if err != nil {
 			return fail(finishFor(parent, ctx, core.FinishError), err)
@@ -58,7 +58,7 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 		if info.Isolation != "" {
 			t.Info["isolation"] = info.Isolation
 		}
-		lent := &lentSandbox{Counted: sandboxplugin.Counted{Bound: sandboxplugin.Bound{Backend: r.Backend, SandboxID: info.ID, DefaultTimeout: r.ExecTimeout}}, lease: lease}
+		lent := &lend.Bound{Backend: r.Backend, SandboxID: info.ID, DefaultTimeout: r.ExecTimeout, BackendLease: lease}
 		sandbox = lent
 		defer func() {
 			cctx, ccancel := cleanup()
@@ -75,7 +75,7 @@ func (r *Runner) episode(parent context.Context, step, group, index int, task co
 			// Host-side counters get their own names so an env's metrics of
 			// the same meaning never collide with them. Calls the host
 			// relayed and calls the backend served are both counted.
-			use := lent.Use().Add(backendUse)
+			use := lent.Usage().Add(backendUse)
 			t.Metrics["sandbox_execs"] = float64(use.Execs)
 			t.Metrics["sandbox_timeouts"] = float64(use.Timeouts)
 			t.Metrics["sandbox_exec_ms"] = float64(use.ExecTime) / 1e6

@@ -5,8 +5,7 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/envplugin"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/envplugin"
 	"github.com/rlhost/rlhost/host/output"
 )
 
@@ -23,7 +22,7 @@ type Env interface {
 type Backend interface {
 	Create(ctx context.Context, spec core.SandboxSpec) (core.SandboxInfo, error)
 	Destroy(ctx context.Context, id string) error
-	sandboxplugin.SandboxOps
+	core.SandboxOps
 }
 
 // Recorder stores what a run produces; *output.Writer is the one on disk.

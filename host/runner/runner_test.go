@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/envplugin"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/envplugin"
+	"github.com/rlhost/rlhost/core/sdk/wire/lend"
 	"github.com/rlhost/rlhost/host/output"
 	"github.com/rlhost/rlhost/host/policy"
 )
@@ -449,16 +449,16 @@ type lendingBackend struct {
 	failID string
 }
 
-func (b *lendingBackend) CreateLent(ctx context.Context, spec core.SandboxSpec, defaultTimeout time.Duration) (core.SandboxInfo, sandboxplugin.Lease, error) {
+func (b *lendingBackend) CreateLent(ctx context.Context, spec core.SandboxSpec, defaultTimeout time.Duration) (core.SandboxInfo, lend.Lease, error) {
 	info, err := b.Create(ctx, spec)
-	return info, sandboxplugin.NewLease("/lent/"+info.ID, []byte("tok-"+defaultTimeout.String())), err
+	return info, lend.NewLease("/lent/"+info.ID, []byte("tok-"+defaultTimeout.String())), err
 }
 
-func (b *lendingBackend) DestroyLent(ctx context.Context, id string) (sandboxplugin.LeaseUse, error) {
+func (b *lendingBackend) DestroyLent(ctx context.Context, id string) (lend.Usage, error) {
 	if id == b.failID {
-		return sandboxplugin.LeaseUse{}, errors.New("backend lost it")
+		return lend.Usage{}, errors.New("backend lost it")
 	}
-	return sandboxplugin.LeaseUse{Execs: 2, Timeouts: 1, ExecTime: 3 * time.Millisecond}, b.Destroy(ctx, id)
+	return lend.Usage{Execs: 2, Timeouts: 1, ExecTime: 3 * time.Millisecond}, b.Destroy(ctx, id)
 }
 
 // leaseEnv is a scoreEnv that records the lease each episode's sandbox
@@ -466,11 +466,11 @@ func (b *lendingBackend) DestroyLent(ctx context.Context, id string) (sandboxplu
 type leaseEnv struct {
 	scoreEnv
 	mu     sync.Mutex
-	leases map[string]sandboxplugin.Lease // by sandbox id
+	leases map[string]lend.Lease // by sandbox id
 }
 
 func (e *leaseEnv) NewEpisode(ctx context.Context, ep envplugin.Episode) (envplugin.Session, envplugin.Observation, error) {
-	if l, ok := ep.Sandbox.(sandboxplugin.Leased); ok {
+	if l, ok := ep.Sandbox.(lend.Leased); ok {
 		e.mu.Lock()
 		e.leases[ep.Sandbox.ID()] = l.Lease()
 		e.mu.Unlock()
@@ -483,7 +483,7 @@ func (e *leaseEnv) NewEpisode(ctx context.Context, ep envplugin.Episode) (envplu
 // add the calls the backend served (reported at destroy) to those the host
 // relayed; when the destroy fails, the metrics say they are incomplete.
 func TestBackendLeaseReachesTheEnvAndItsCountsTheMetrics(t *testing.T) {
-	env := &leaseEnv{scoreEnv: scoreEnv{tasks: tasks("a")}, leases: map[string]sandboxplugin.Lease{}}
+	env := &leaseEnv{scoreEnv: scoreEnv{tasks: tasks("a")}, leases: map[string]lend.Lease{}}
 	be := &lendingBackend{memBackend: newMemBackend(), failID: "sb2"}
 	p := &funcPolicy{answer: func(_ context.Context, req policy.Request, _ int) (string, error) { return "right:" + req.TaskID, nil }}
 	r, rec := newRunner(env, be, p, Settings{Steps: 1, BatchSize: 1, GroupSize: 2, Concurrency: 1})

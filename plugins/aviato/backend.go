@@ -21,15 +21,15 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/inflight"
-	"github.com/rlhost/rlhost/core/pace"
-	"github.com/rlhost/rlhost/core/pluginbase"
-	"github.com/rlhost/rlhost/core/procowner"
 	"github.com/rlhost/rlhost/core/retry"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
-	"github.com/rlhost/rlhost/core/statedir"
-	pb "github.com/rlhost/rlhost/plugins/aviato/proto/coreweave/aviato/v1beta1"
+	"github.com/rlhost/rlhost/core/sdk/pluginbase"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
+	pb "github.com/rlhost/rlhost/plugins/aviato/aviatopb"
+	"github.com/rlhost/rlhost/plugins/backendkit/inflight"
+	"github.com/rlhost/rlhost/plugins/backendkit/pace"
+	"github.com/rlhost/rlhost/plugins/backendkit/procowner"
+	"github.com/rlhost/rlhost/plugins/backendkit/statedir"
 )
 
 // Backend is the aviato sandbox backend. The zero value is not usable; call
@@ -299,10 +299,7 @@ func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (co
 	if err != nil {
 		return core.ExecResult{}, err
 	}
-	timeout := req.Timeout
-	if timeout <= 0 {
-		timeout = b.set.execTimeout
-	}
+	timeout := req.TimeoutOrDefault()
 	limit := req.MaxOutputBytes
 	if limit <= 0 {
 		b.mu.Lock()

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/sandboxplugin/sandboxtest"
 	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin/sandboxtest"
 	"github.com/rlhost/rlhost/plugins/aviato/fakeaviato"
 	"github.com/rlhost/rlhost/plugins/local"
 )

@@ -9,8 +9,8 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/duration"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
 )
 
 // Defaults of the backend settings, and the names the official client uses.
@@ -79,7 +79,6 @@ type settings struct {
 	maxStarting              int
 	createRate               float64
 	apiTimeout, startTimeout time.Duration
-	execTimeout              time.Duration
 	outputBytes              int64
 	maxRetries               int
 	stateDir, workdir, runID string
@@ -147,9 +146,6 @@ func validate(c Config, spec core.SandboxSpec, runID string, getenv func(string)
 	}
 	s.apiTimeout = dur("api_timeout", c.APITimeout, defaultAPITimeout)
 	s.startTimeout = dur("start_timeout", c.StartTimeout, defaultStartTimeout)
-	// The host always sends the sandbox block's timeout; this is for
-	// callers of the backend that name none.
-	s.execTimeout = core.DefaultExecTimeout
 	if s.maxStarting == 0 {
 		s.maxStarting = defaultMaxStarting
 	}

@@ -3,8 +3,8 @@ package aviato
 import (
 	"testing"
 
-	"github.com/rlhost/rlhost/core/sandboxplugin"
-	"github.com/rlhost/rlhost/core/sandboxplugin/sandboxtest"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin/sandboxtest"
 	"github.com/rlhost/rlhost/plugins/aviato/fakeaviato"
 )
 

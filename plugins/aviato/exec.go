@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
 )
 
 // How exec works. ATCService.Exec takes an argv and answers stdout, stderr

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/rlhost/rlhost/core/labels"
-	"github.com/rlhost/rlhost/core/procowner"
+	"github.com/rlhost/rlhost/plugins/backendkit/procowner"
 )
 
 // Crash record. ListSandboxesResponse carries no tags, so a sweep cannot

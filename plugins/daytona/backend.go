@@ -21,14 +21,14 @@ import (
 	toolbox "github.com/daytonaio/daytona/libs/toolbox-api-client-go"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/inflight"
-	"github.com/rlhost/rlhost/core/pace"
-	"github.com/rlhost/rlhost/core/pluginbase"
-	"github.com/rlhost/rlhost/core/procowner"
 	"github.com/rlhost/rlhost/core/retry"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
-	"github.com/rlhost/rlhost/core/statedir"
+	"github.com/rlhost/rlhost/core/sdk/pluginbase"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
+	"github.com/rlhost/rlhost/plugins/backendkit/inflight"
+	"github.com/rlhost/rlhost/plugins/backendkit/pace"
+	"github.com/rlhost/rlhost/plugins/backendkit/procowner"
+	"github.com/rlhost/rlhost/plugins/backendkit/statedir"
 )
 
 var _ sandboxplugin.Backend = (*Backend)(nil)

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/procowner"
 	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/plugins/backendkit/procowner"
 	"github.com/rlhost/rlhost/plugins/daytona/fakedaytona"
 )
 

@@ -8,8 +8,8 @@ import (
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/duration"
 	"github.com/rlhost/rlhost/core/labels"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
 )
 
 // Defaults of the backend settings.
@@ -101,7 +101,6 @@ type settings struct {
 	createRate             float64
 	apiTimeout             time.Duration
 	startTimeout           time.Duration
-	execTimeout            time.Duration
 	outputBytes            int64
 	maxRetries             int
 	stateDir               string
@@ -169,9 +168,6 @@ func validateConfig(c Config, runID string, getenv func(string) string) (setting
 	}
 	s.apiTimeout = dur("api_timeout", c.APITimeout, defaultAPITimeout)
 	s.startTimeout = dur("start_timeout", c.StartTimeout, defaultStartTimeout)
-	// The host always sends the sandbox block's timeout; this is for
-	// callers of the backend that name none.
-	s.execTimeout = core.DefaultExecTimeout
 
 	// Dead-man's switch: Daytona stops a sandbox after auto_stop minutes
 	// without activity and deletes it auto_delete minutes later. When rlhost

@@ -4,8 +4,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/rlhost/rlhost/core/sandboxplugin"
-	"github.com/rlhost/rlhost/core/sandboxplugin/sandboxtest"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin/sandboxtest"
 	"github.com/rlhost/rlhost/plugins/daytona/fakedaytona"
 )
 

@@ -6,9 +6,9 @@
 // It owns what rlhost needs beyond the SDK: argv-exact exec with separate,
 // capped stdout and stderr over Daytona's single-string execute API
 // (exec.go), labels and a per-user crash record so sandboxes of dead runs
-// are found and deleted (owner.go, on core/procowner), and bounded retries
-// over Daytona's errors (retry.go, on core/retry; create caps and pacing
-// come from core/pace).
+// are found and deleted (owner.go, on plugins/backendkit/procowner), and
+// bounded retries over Daytona's errors (retry.go, on core/retry; create
+// caps and pacing come from plugins/backendkit/pace).
 //
 // It deliberately does not build or manage snapshots, volumes, previews or
 // sessions, and it does not reimplement any Daytona API call: every call

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
 )
 
 // How exec works. Daytona's /process/execute takes one command string and

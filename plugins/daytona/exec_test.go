@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
 	"github.com/rlhost/rlhost/plugins/daytona/fakedaytona"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/daytonaio/daytona/libs/sdk-go/pkg/types"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
 )
 
 // only429 retries an exec only when the proxy refused it outright: any
@@ -60,11 +60,7 @@ func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (co
 			dir = path.Join(workdir, req.Dir)
 		}
 	}
-	timeout := req.Timeout
-	if timeout <= 0 {
-		timeout = s.execTimeout
-	}
-	secs := max(int(math.Ceil(timeout.Seconds())), 1)
+	secs := max(int(math.Ceil(req.TimeoutOrDefault().Seconds())), 1)
 
 	sc := execScript{argv: req.Command, env: req.Env, stdin: req.Stdin, cap: limit, nonce: newNonce()}
 	if err := sc.validate(); err != nil {

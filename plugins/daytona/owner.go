@@ -5,12 +5,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rlhost/rlhost/core/procowner"
+	"github.com/rlhost/rlhost/plugins/backendkit/procowner"
 )
 
-// A sandbox is an orphan when its owner (core/procowner) ran on this host
-// and that process is gone. Owners on other hosts are never judged from
-// here; the Daytona auto-stop/auto-delete timers collect those.
+// A sandbox is an orphan when its owner (plugins/backendkit/procowner) ran
+// on this host and that process is gone. Owners on other hosts are never
+// judged from here; the Daytona auto-stop/auto-delete timers collect those.
 
 // stateRecord is the crash record of one backend process: the sandboxes it
 // may have alive. Names are written before the create call, ids as soon as

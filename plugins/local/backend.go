@@ -2,13 +2,10 @@ package local
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -16,18 +13,15 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/labels"
-	"github.com/rlhost/rlhost/core/pace"
-	"github.com/rlhost/rlhost/core/pluginbase"
-	"github.com/rlhost/rlhost/core/procowner"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/core/sdk/pluginbase"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
+	"github.com/rlhost/rlhost/plugins/backendkit/pace"
+	"github.com/rlhost/rlhost/plugins/backendkit/procowner"
 	"github.com/rlhost/rlhost/plugins/local/sandboxinit"
 )
 
 var _ sandboxplugin.Backend = (*Backend)(nil)
-
-// refillDelay defers topping up the pool after a take.
-const refillDelay = 5 * time.Millisecond
 
 // Backend is the local sandbox backend. Create it with New and call
 // Configure before anything else.
@@ -41,92 +35,12 @@ type Backend struct {
 	state       *stateDir
 	boxes       map[string]*sandbox
 	live        *pace.Cap // sandboxes existing or being created, against max_sandboxes
-	pool        []*sandbox
-	poolWant    int
-	peak        int // the most sandboxes alive at once: what recycling keeps without a pool
-	recycling   int // sandboxes being reset on their way back to the pool
-	recycleWG   sync.WaitGroup
-	recycleOn   bool
+	pool        *pool     // sandboxes kept for the next creates
+	resets      sync.WaitGroup
 	resetWarned bool
-	poolWake    chan struct{}
-	poolStop    chan struct{}
-	poolDone    chan struct{}
 	pacer       *pace.Pacer // create_rate
 	launcher    launcherSlot
 	slots       slots // the next sandboxes' state entries and cgroups
-}
-
-// boxImpl is one sandbox's running machinery.
-type boxImpl interface {
-	exec(ctx context.Context, s sandboxinit.ExecSpec) (core.ExecResult, error)
-	readFile(ctx context.Context, p string, max int64) ([]byte, error)
-	writeFile(ctx context.Context, p string, data []byte, mode uint32, max int64) error
-	list(ctx context.Context, p string) ([]core.FileInfo, error)
-	alive() bool
-	stop() error
-}
-
-type sandbox struct {
-	meta  meta
-	spec  core.SandboxSpec
-	entry *entry
-	impl  boxImpl
-	ttl   *time.Timer
-
-	once sync.Once
-	err  error
-
-	// The calls made on this use of the sandbox. A recycled sandbox keeps
-	// its impl, so a call from its last user still on its way must not
-	// reach its next one: the reset waits for every call to end, and no
-	// call starts once the sandbox is being destroyed.
-	callMu   sync.Mutex
-	closing  bool
-	calls    sync.WaitGroup
-	callsCtx context.Context // ends when closing begins; nil until a call
-	endCalls context.CancelFunc
-}
-
-// enter starts a call on the sandbox. It fails with ErrNotFound once the
-// sandbox is being destroyed, and the call's context ends when that
-// begins; done must be called when the call has returned.
-func (sb *sandbox) enter(ctx context.Context) (cctx context.Context, done func(), err error) {
-	sb.callMu.Lock()
-	defer sb.callMu.Unlock()
-	if sb.closing {
-		return nil, nil, fmt.Errorf("local backend: sandbox %q: %w", sb.meta.ID, core.ErrNotFound)
-	}
-	if sb.callsCtx == nil {
-		sb.callsCtx, sb.endCalls = context.WithCancel(context.Background())
-	}
-	sb.calls.Add(1)
-	cctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(sb.callsCtx, cancel)
-	return cctx, func() { stop(); cancel(); sb.calls.Done() }, nil
-}
-
-// close refuses new calls and cancels the running ones.
-func (sb *sandbox) close() {
-	sb.callMu.Lock()
-	defer sb.callMu.Unlock()
-	sb.closing = true
-	if sb.endCalls != nil {
-		sb.endCalls()
-	}
-}
-
-// drained reports whether every call ended within d after close.
-func (sb *sandbox) drained(d time.Duration) bool {
-	done := make(chan struct{})
-	go func() { sb.calls.Wait(); close(done) }()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
-	}
 }
 
 // New returns an unconfigured local backend.
@@ -187,7 +101,13 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 	}
 	b.set, b.spec, b.cg, b.state, b.configured = set, spec, cg, st, true
 	b.live, b.pacer = pace.NewCap(set.MaxSandboxes), pace.NewPacer(set.CreateRate)
+	old := b.pool
+	b.pool = newPool(spec, b.live, func(ctx context.Context) (*sandbox, error) { return b.build(ctx, spec, false) },
+		func(sb *sandbox) { b.destroyOwned(sb) })
 	b.mu.Unlock()
+	if old != nil {
+		old.close() // empty: a backend with pooled sandboxes is not reconfigured
+	}
 	b.launcher.reset() // its template was built from the old settings
 
 	if _, err := b.ReapOrphans(ctx); err != nil {
@@ -209,16 +129,14 @@ func (b *Backend) Configure(ctx context.Context, cfg schema.Config, spec core.Sa
 		if set.PoolSize == 0 || !b.poolProbe(probe.ID) {
 			// Without a pool the probe is not kept for a create that may
 			// never come: recycling keeps only as many as were in use.
-			b.mu.Lock()
-			b.peak = 0
-			b.mu.Unlock()
+			b.pool.forgetPeak()
 			if err := b.Destroy(ctx, probe.ID); err != nil {
 				return append(diags, schema.Errorf([]string{"isolation"}, "cannot destroy a namespaced sandbox", "%v", err))
 			}
 		}
 	}
 	if set.PoolSize > 0 {
-		b.startPool(set.PoolSize, set.recycle)
+		b.pool.start(set.PoolSize, set.recycle)
 	}
 	return diags
 }
@@ -239,30 +157,8 @@ func (b *Backend) poolProbe(id string) bool {
 		sb.ttl = nil
 	}
 	delete(b.boxes, id)
-	b.pool = append(b.pool, sb)
+	b.pool.add(sb)
 	return true
-}
-
-// searchableByOthers checks that every directory from / to dir has o+x:
-// a sandbox init runs as an unprivileged host uid and binds its workspace
-// by path.
-func searchableByOthers(dir string) error {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return err
-	}
-	for p := abs; ; p = filepath.Dir(p) {
-		st, err := os.Stat(p)
-		if err != nil {
-			return err
-		}
-		if st.Mode().Perm()&0o001 == 0 {
-			return fmt.Errorf("%s is not searchable by other users (mode %v); chmod o+x it or pick another state_dir", p, st.Mode().Perm())
-		}
-		if p == "/" {
-			return nil
-		}
-	}
 }
 
 func (b *Backend) settings() (settings, *stateDir, error) {
@@ -275,12 +171,6 @@ func (b *Backend) settings() (settings, *stateDir, error) {
 		return settings{}, nil, fmt.Errorf("local backend: shut down: %w", core.ErrUnavailable)
 	}
 	return b.set, b.state, nil
-}
-
-func newID() string {
-	var r [8]byte
-	rand.Read(r[:])
-	return hex.EncodeToString(r[:])
 }
 
 // Create makes a sandbox, from the pool when the spec matches the block's.
@@ -299,17 +189,17 @@ func (b *Backend) create(ctx context.Context, spec core.SandboxSpec, prepareNext
 	if d := set.checkSpec(spec, b.cg.kind); d.HasErrors() {
 		return core.SandboxInfo{}, fmt.Errorf("local backend: create: %w", d.Err())
 	}
-	if sb := b.takePooled(spec); sb != nil {
+	if sb := b.pool.take(spec); sb != nil {
 		return b.adopt(sb, spec)
 	}
 	if err := b.waitRate(ctx); err != nil {
 		return core.SandboxInfo{}, err
 	}
-	if err := b.admit(); err != nil {
-		if !b.evictKept() {
+	if err := b.pool.admit(); err != nil {
+		if !b.pool.evict() {
 			return core.SandboxInfo{}, err
 		}
-		if err := b.admit(); err != nil {
+		if err := b.pool.admit(); err != nil {
 			return core.SandboxInfo{}, err
 		}
 	}
@@ -320,48 +210,6 @@ func (b *Backend) create(ctx context.Context, spec core.SandboxSpec, prepareNext
 		return core.SandboxInfo{}, err
 	}
 	return b.adopt(sb, spec)
-}
-
-// admit counts a sandbox against max_sandboxes from the start of its
-// creation, so creates in flight cannot overshoot the cap.
-func (b *Backend) admit() error {
-	if !b.live.TryTake() {
-		return fmt.Errorf("local backend: %d sandboxes exist (max_sandboxes = %d): %w", b.live.InUse(), b.live.Limit(), core.ErrLimitReached)
-	}
-	b.mu.Lock()
-	b.peak = max(b.peak, b.live.InUse())
-	b.mu.Unlock()
-	return nil
-}
-
-// evictKept destroys one sandbox kept for reuse when there is no pool, so
-// that a create which cannot use it (another spec) gets its place under
-// max_sandboxes; false if there is none. A pool's sandboxes are what
-// pool_size asked for, and stay.
-func (b *Backend) evictKept() bool {
-	b.mu.Lock()
-	if b.poolWant > 0 || len(b.pool) == 0 {
-		b.mu.Unlock()
-		return false
-	}
-	sb := b.pool[0]
-	b.pool = b.pool[1:]
-	b.mu.Unlock()
-	sb.impl.stop()
-	sb.entry.release()
-	b.live.Put()
-	return true
-}
-
-// keepMax is how many sandboxes recycling may keep for the next creates:
-// pool_size, or without a pool the most that were alive at once, so a run
-// that destroys and creates at a steady concurrency stops creating. Call
-// with b.mu held.
-func (b *Backend) keepMax() int {
-	if b.poolWant > 0 {
-		return b.poolWant
-	}
-	return b.peak
 }
 
 func (b *Backend) waitRate(ctx context.Context) error {
@@ -377,7 +225,7 @@ func (b *Backend) waitRate(ctx context.Context) error {
 // cgroups (refillSlots), starting as soon as this one's init exists: the
 // work then overlaps the init's start-up, which waits mostly on the init's
 // own CPU, instead of this sandbox's first command, which the caller waits
-// for next (about 0.3 to 0.5 ms of a first exec of `true` here).
+// for next.
 func (b *Backend) build(ctx context.Context, spec core.SandboxSpec, prepareNext bool) (*sandbox, error) {
 	set, st, err := b.settings()
 	if err != nil {
@@ -539,7 +387,7 @@ func execSpecFor(set *settings, spec core.SandboxSpec, req core.ExecRequest, cg 
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	s := sandboxinit.ExecSpec{Argv: req.Command, Stdin: req.Stdin, Dir: req.Dir, Timeout: req.Timeout, MaxOutput: req.MaxOutputBytes}
+	s := sandboxinit.ExecSpec{Argv: req.Command, Stdin: req.Stdin, Dir: req.Dir, Timeout: req.TimeoutOrDefault(), MaxOutput: req.MaxOutputBytes}
 	for _, k := range keys {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(env[k], 0) {
 			continue
@@ -553,9 +401,6 @@ func execSpecFor(set *settings, spec core.SandboxSpec, req core.ExecRequest, cg 
 		s.Dir = core.DefaultWorkdir
 	} else if !strings.HasPrefix(s.Dir, "/") {
 		s.Dir = core.DefaultWorkdir + "/" + s.Dir
-	}
-	if s.Timeout <= 0 {
-		s.Timeout = set.execTimeout
 	}
 	if s.MaxOutput <= 0 {
 		s.MaxOutput = spec.Limits.OutputBytes
@@ -572,13 +417,6 @@ func execSpecFor(set *settings, spec core.SandboxSpec, req core.ExecRequest, cg 
 		s.Nproc = int(orDefault(int64(spec.Limits.Pids), defaultPids))
 	}
 	return s
-}
-
-func orDefault(v, def int64) int64 {
-	if v > 0 {
-		return v
-	}
-	return def
 }
 
 func (b *Backend) fileCap(sb *sandbox) int64 {
@@ -679,13 +517,63 @@ func (b *Backend) destroyOwned(sb *sandbox) error {
 			delete(b.boxes, sb.meta.ID)
 		}
 		b.mu.Unlock()
-		b.live.Put()
-		b.kickPool()
+		b.pool.free()
 		if err != nil {
 			sb.err = fmt.Errorf("local backend: destroy %s: %w", sb.meta.ID, err)
 		}
 	})
 	return sb.err
+}
+
+// recycle is Destroy under the recycle setting, called by destroyOwned
+// (which makes it the only teardown of sb): the sandbox is reset (renew)
+// and goes back to the pool for the next Create of the block's spec. It
+// reports false, having done nothing, when the sandbox does not qualify
+// (another spec, a dead init, a full pool), and the caller destroys it. A
+// reset that fails destroys it here.
+func (b *Backend) recycle(sb *sandbox) (bool, error) {
+	set, st, err := b.settings()
+	if err != nil || !set.recycle || !recyclable(sb, b.spec) {
+		return false, nil
+	}
+	b.mu.Lock()
+	if b.closed || b.boxes[sb.meta.ID] != sb || !b.pool.reserve() {
+		b.mu.Unlock()
+		return false, nil
+	}
+	delete(b.boxes, sb.meta.ID)
+	b.resets.Add(1)
+	b.mu.Unlock()
+	defer b.resets.Done()
+
+	next, err := renew(st, sb, b.spec)
+	keep := b.pool.putBack(next, err == nil)
+	if err != nil {
+		b.warnResetFailed(sb.meta.ID, err)
+	}
+	if !keep {
+		// A sandbox that could not be reset is destroyed instead, which is
+		// all Destroy promised: only that can fail it.
+		err = errors.Join(next.impl.stop(), next.entry.release())
+		b.pool.free()
+	}
+	if err != nil {
+		return true, fmt.Errorf("local backend: destroy %s: %w", sb.meta.ID, err)
+	}
+	return true, nil
+}
+
+// warnResetFailed says, once per backend, that a reset failed: each such
+// sandbox is destroyed and the next one created, so recycling silently
+// stopped working would cost a create per episode.
+func (b *Backend) warnResetFailed(id string, err error) {
+	b.mu.Lock()
+	first := !b.resetWarned
+	b.resetWarned = true
+	b.mu.Unlock()
+	if first {
+		fmt.Fprintf(os.Stderr, "rlhost local backend: %s: %v; destroyed instead of reused (said once)\n", id, err)
+	}
 }
 
 // List returns the sandboxes in the state dir (any process's) whose labels
@@ -700,12 +588,7 @@ func (b *Backend) List(ctx context.Context, want map[string]string) ([]core.Sand
 	if err != nil {
 		return nil, err
 	}
-	b.mu.Lock()
-	pooled := map[string]bool{}
-	for _, p := range b.pool {
-		pooled[p.meta.ID] = true
-	}
-	b.mu.Unlock()
+	pooled := b.pool.ids()
 	var out []core.SandboxInfo
 	for _, r := range recs {
 		if pooled[r.meta.ID] || r.meta.CreatedAt.IsZero() || !labels.Match(r.meta.Labels, want) {
@@ -766,23 +649,23 @@ func (b *Backend) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	b.closed = true
-	stop, done := b.poolStop, b.poolDone
+	p := b.pool
 	b.mu.Unlock()
-	if stop != nil {
-		close(stop)
-		<-done
+	if p != nil {
+		p.close()
 	}
 	// Resets in flight end destroyed (the pool is closed) before this
 	// returns.
-	b.recycleWG.Wait()
+	b.resets.Wait()
 	b.mu.Lock()
-	all := make([]*sandbox, 0, len(b.boxes)+len(b.pool))
+	all := make([]*sandbox, 0, len(b.boxes))
 	for _, sb := range b.boxes {
 		all = append(all, sb)
 	}
-	all = append(all, b.pool...)
-	b.pool = nil
 	b.mu.Unlock()
+	if p != nil {
+		all = append(all, p.drain()...)
+	}
 	// A teardown mostly waits (for the init to die, for its cgroups to
 	// empty), so several run at once: a Ctrl-C with dozens of idle reused
 	// sandboxes would otherwise wait for each in turn.
@@ -815,107 +698,14 @@ func (b *Backend) Shutdown(ctx context.Context) error {
 // shutdownParallel is how many sandboxes Shutdown tears down at once.
 const shutdownParallel = 8
 
-// --- pool ---
-
-func (b *Backend) startPool(n int, recycle bool) {
-	b.mu.Lock()
-	b.poolWant, b.recycleOn = n, recycle
-	b.poolWake = make(chan struct{}, 1)
-	b.poolStop = make(chan struct{})
-	b.poolDone = make(chan struct{})
-	b.mu.Unlock()
-	go b.poolLoop()
-	b.kickPool()
-}
-
-func (b *Backend) kickPool() {
-	b.mu.Lock()
-	wake := b.poolWake
-	b.mu.Unlock()
-	if wake != nil {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// poolLoop keeps pool_size sandboxes warm, within max_sandboxes.
-func (b *Backend) poolLoop() {
-	defer close(b.poolDone)
-	for {
-		select {
-		case <-b.poolStop:
-			return
-		case <-b.poolWake:
-		}
-		for {
-			b.mu.Lock()
-			need := len(b.pool) < b.poolWant && !b.closed
-			if b.recycleOn {
-				// Sandboxes in use or being reset come back to the pool: it
-				// is topped up only while fewer than pool_size exist, not
-				// while episodes take from it as it fills, which built a new
-				// sandbox per take (and destroyed as many at their return).
-				need = need && b.live.InUse() < b.poolWant
-			}
-			b.mu.Unlock()
-			if !need || b.admit() != nil {
-				break
-			}
-			if b.recycleOn && b.live.InUse() > b.poolWant {
-				// An episode's Create took the last place meanwhile.
-				b.live.Put()
-				break
-			}
-			sb, err := b.build(context.Background(), b.spec, false)
-			b.mu.Lock()
-			if err != nil || b.closed {
-				b.mu.Unlock()
-				b.live.Put()
-				if sb != nil {
-					sb.impl.stop()
-					sb.entry.release()
-				}
-				break // retried on the next kick
-			}
-			b.pool = append(b.pool, sb)
-			b.mu.Unlock()
-		}
-	}
-}
-
-// takePooled returns a warm sandbox if spec matches the pool's (labels and
-// TTL aside, which adopt sets).
-func (b *Backend) takePooled(spec core.SandboxSpec) *sandbox {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.pool) == 0 {
-		return nil
-	}
-	if !sameShape(spec, b.spec) {
-		return nil
-	}
-	for len(b.pool) > 0 {
-		sb := b.pool[0]
-		b.pool = b.pool[1:]
-		if sb.impl.alive() {
-			// Refill a moment later: a new init competes for CPU with the
-			// first command the caller is about to run in this one.
-			time.AfterFunc(refillDelay, b.kickPool)
-			return sb
-		}
-		b.mu.Unlock()
-		b.destroyOwned(sb)
-		b.mu.Lock()
-	}
-	return nil
-}
-
 // PoolLen reports how many warm sandboxes are waiting (for benchmarks and
 // status output).
 func (b *Backend) PoolLen() int {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.pool)
+	p := b.pool
+	b.mu.Unlock()
+	if p == nil {
+		return 0
+	}
+	return p.len()
 }

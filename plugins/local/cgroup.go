@@ -216,10 +216,10 @@ type sandboxCgroup struct {
 	Dirs map[string]string `json:"dirs"` // v2: {"": dir}; v1: controller -> dir
 
 	// The two event files, kept open by the owner: they are read before
-	// and after every exec. Raw fds (-1: absent), read with one pread each
-	// and parsed in place: an exec's budget over a bare fork/exec is a few
-	// tens of microseconds, and reading through os.File and strings.Split
-	// took about 5 µs a read in the exec's path, this about 3.
+	// and after every exec, on its path. Raw fds (-1: absent), read with
+	// one pread each and parsed in place, without the allocations and
+	// copies of os.File and strings.Split: an exec adds little to a bare
+	// fork/exec, and these reads are part of that little.
 	mu           sync.Mutex
 	opened       bool // and not closed
 	closed       bool // by destroy: not to be opened again

@@ -3,12 +3,11 @@ package local
 import (
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
 	"github.com/rlhost/rlhost/core/schema"
-	"github.com/rlhost/rlhost/core/statedir"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
+	"github.com/rlhost/rlhost/plugins/backendkit/statedir"
 	"github.com/rlhost/rlhost/plugins/local/sandboxinit"
 )
 
@@ -87,13 +86,12 @@ func defaultConfig() Config {
 // settings is Config after validation, plus the values derived from it.
 type settings struct {
 	Config
-	execTimeout time.Duration
-	recycle     bool // the recycle setting, its default applied
-	stateDir    string
-	helper      string
-	mounts      []sandboxinit.Bind // the mount blocks, resolved
-	seccomp     []byte             // the filter program; nil with seccomp = "off"
-	view        struct {           // the runtime root view, read from the host at Configure
+	recycle  bool // the recycle setting, its default applied
+	stateDir string
+	helper   string
+	mounts   []sandboxinit.Bind // the mount blocks, resolved
+	seccomp  []byte             // the filter program; nil with seccomp = "off"
+	view     struct {           // the runtime root view, read from the host at Configure
 		binds []sandboxinit.Bind
 		links []sandboxinit.Link
 		files []sandboxinit.File
@@ -187,9 +185,6 @@ func (c Config) validate(cfgBase schema.Config) (settings, schema.Diagnostics) {
 	if c.CreateRate < 0 {
 		diags = append(diags, schema.Errorf([]string{"create_rate"}, "create_rate must be >= 0", "got %g", c.CreateRate))
 	}
-	// The host always sends the sandbox block's timeout; this is for
-	// callers of the backend that name none.
-	s.execTimeout = core.DefaultExecTimeout
 	if c.UIDBase < 1 || c.UIDBase+uidRange > 1<<32-2 {
 		diags = append(diags, schema.Errorf([]string{"uid_base"}, "uid_base out of range", "%d", c.UIDBase))
 	}
@@ -263,4 +258,12 @@ func (s *settings) checkSpec(spec core.SandboxSpec, cg cgroupKind) schema.Diagno
 			Detail:  "this is a last resort: a sandbox can use limits.memory in every process it starts"})
 	}
 	return diags
+}
+
+// orDefault is v, or def when v is not set (0 or less).
+func orDefault(v, def int64) int64 {
+	if v > 0 {
+		return v
+	}
+	return def
 }

@@ -4,8 +4,8 @@ import (
 	"maps"
 	"testing"
 
-	"github.com/rlhost/rlhost/core/sandboxplugin"
-	"github.com/rlhost/rlhost/core/sandboxplugin/sandboxtest"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin/sandboxtest"
 )
 
 func newForSuite() sandboxplugin.Backend { return New() }

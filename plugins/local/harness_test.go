@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/procowner"
-	"github.com/rlhost/rlhost/core/sandboxplugin/sandboxtest"
 	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin/sandboxtest"
+	"github.com/rlhost/rlhost/plugins/backendkit/procowner"
 )
 
 func TestMain(m *testing.M) {

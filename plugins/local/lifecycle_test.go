@@ -377,11 +377,7 @@ func TestPoolAndCaps(t *testing.T) {
 	spec := core.SandboxSpec{Env: map[string]string{"A": "1"}}
 	// Without recycling: a taken sandbox's place is refilled by a new one.
 	b := newBackend(t, map[string]any{"pool_size": 2, "max_sandboxes": 3, "recycle": false}, spec)
-	eventually(t, "pool filled", func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return len(b.pool) == 2
-	})
+	eventually(t, "pool filled", func() bool { return b.PoolLen() == 2 })
 	ctx := context.Background()
 	s1 := spec
 	s1.Labels = map[string]string{"n": "1"}

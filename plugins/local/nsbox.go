@@ -71,210 +71,297 @@ func hostIDs(base int64) (uid, gid int) {
 // is forked by it and uses its template root view unless spec has a root
 // of its own.
 // cg, when not nil, is the sandbox's cgroups made ahead (a slot's); they
-// are destroyed on failure like those made here.
+// are destroyed on failure like those made here. launched runs once the
+// init exists, while it starts up.
 func startNSBox(ctx context.Context, set *settings, cgr *cgroupRoot, cg *sandboxCgroup, l *launcher, spec core.SandboxSpec, id, entryDir string, launched func(*nsBox) error) (nb *nsBox, err error) {
 	tr := sandboxinit.NewTracer("create " + id)
 	defer tr.Done()
+	s := &nsStart{set: set, spec: spec, id: id, cg: cg}
 	defer func() {
 		if err != nil {
-			cg.destroy()
+			s.cg.destroy()
 		}
 	}()
-	lim := spec.Limits
-	setup := sandboxinit.Setup{
-		Proto:     sandboxinit.ProtocolVersion,
-		Trace:     tr != nil,
-		TmpBytes:  orDefault(lim.TmpBytes, defaultTmpBytes),
-		Network:   spec.Network,
-		Hostname:  "sandbox",
-		FileSize:  orDefault(lim.FileSizeBytes, defaultFileSize),
-		OpenFiles: int(orDefault(int64(lim.OpenFiles), defaultOpenFiles)),
-		Seccomp:   set.seccomp,
-		Isolation: set.isolationName(),
-	}
-	if l != nil && spec.Rootfs == "" {
-		setup.Template = l.dir
-	} else {
-		set.rootFor(&setup, spec.Rootfs)
-		setup.Hide = hiddenPaths(set)
-	}
-	uid, gid := hostIDs(set.UIDBase)
-
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox %s: socketpair: %w", id, err)
-	}
-	parent, child := os.NewFile(uintptr(fds[0]), "sandbox-ctl"), os.NewFile(uintptr(fds[1]), "sandbox-ctl-child")
-	defer child.Close()
-	conn, err := net.FileConn(parent)
-	parent.Close()
-	if err != nil {
-		child.Close()
-		return nil, fmt.Errorf("sandbox %s: control socket: %w", id, err)
-	}
-	// The init is executed through an fd: after switching to the sandbox's
-	// uid it may not be able to reach the binary's directory by path.
-	exefd, err := unix.Open(set.helper, unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("sandbox %s: open helper %s: %w", id, set.helper, err)
-	}
-	exe := os.NewFile(uintptr(exefd), set.helper)
-	defer exe.Close()
-	extra := []*os.File{child, exe}
-	if set.Workspace == "tmpfs" {
-		setup.WorkspaceBytes = orDefault(lim.DiskBytes, defaultDiskBytes)
-	} else {
-		ws := filepath.Join(entryDir, "workspace")
-		if err := os.Mkdir(ws, 0o700); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("sandbox %s: workspace: %w", id, err)
+	defer s.closeFiles()
+	defer func() {
+		if err != nil && nb == nil && s.conn != nil {
+			s.conn.Close()
 		}
-		if err := os.Chown(ws, uid, gid); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("sandbox %s: workspace: %w", id, err)
-		}
-		// Bound by path from inside: a mount from the parent's namespace
-		// (an inherited fd) cannot be bind-mounted there.
-		setup.WorkspaceDir = ws
-	}
+	}()
 
+	s.describe(l, tr != nil)
+	if err := s.openFiles(entryDir); err != nil {
+		return nil, fmt.Errorf("sandbox %s: %w", id, err)
+	}
 	tr.Mark("files")
-	if cg == nil && cgr.kind != cgroupOff {
-		if cg, err = shapeOf(lim).create(cgr, id); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("sandbox %s: %w", id, err)
-		}
+	if err := s.makeCgroups(cgr); err != nil {
+		return nil, fmt.Errorf("sandbox %s: %w", id, err)
 	}
 	tr.Mark("cgroups")
-	// The commands' cgroup: the init gets a way in that only its spawner
-	// thread (v1) or its commands (v2) take.
-	if cg != nil {
-		files, err := cg.commandFiles()
-		if err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("sandbox %s: %w", id, err)
-		}
-		for _, f := range files {
-			defer f.Close()
-			fd := 3 + len(extra)
-			extra = append(extra, f)
-			if cg.Kind == cgroupV2 {
-				setup.CgroupProcsFD = fd
-			} else {
-				setup.CgroupTaskFDs = append(setup.CgroupTaskFDs, fd)
-			}
-		}
-	}
-
-	var cgDir *os.File
-	if cg != nil && cg.Kind == cgroupV2 {
-		if cgDir, err = os.Open(filepath.Join(cg.Dirs[""], cgroupInit)); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("sandbox %s: open cgroup: %w", id, err)
-		}
-		defer cgDir.Close()
+	if err := s.openCgroupFiles(); err != nil {
+		return nil, fmt.Errorf("sandbox %s: %w", id, err)
 	}
 	tr.Mark("cgfiles")
 	// The Setup is written before the init exists: the socket holds it
 	// until the init reads it, so the init never waits for it.
-	if err := sandboxinit.WriteSetup(conn, &setup); err != nil {
-		conn.Close()
+	if err := sandboxinit.WriteSetup(s.conn, &s.setup); err != nil {
 		return nil, fmt.Errorf("sandbox %s: send setup: %w", id, err)
 	}
 	tr.Mark("setup")
-	var pid int
-	var pidfd *os.File
-	var cmd *exec.Cmd
-	bornInCgroup := false
-	if l != nil {
-		files := append([]*os.File{child}, extra[2:]...)
-		req := sandboxinit.LaunchRequest{UID: uid, GID: gid, Network: spec.Network, ID: id}
-		if cg != nil && cg.Kind == cgroupV1 {
-			join, home, err := cg.forkerFiles(cgr)
-			if err != nil {
-				conn.Close()
-				return nil, fmt.Errorf("sandbox %s: %w", id, err)
-			}
-			for i, f := range join {
-				defer f.Close()
-				defer home[i].Close()
-				req.JoinFDs = append(req.JoinFDs, len(files))
-				files = append(files, f)
-				req.HomeFDs = append(req.HomeFDs, len(files))
-				files = append(files, home[i])
-			}
-			bornInCgroup = true
-		}
-		pid, pidfd, err = l.launch(ctx, req, files, cgDir)
-		if err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("sandbox %s: launch init: %w", id, err)
-		}
-	} else {
-		if cmd, err = startInitDirect(set, spec, id, uid, gid, extra, cgDir); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("sandbox %s: start init %s: %w (%s)", id, set.helper, err, nsHint(err))
-		}
-		pid = cmd.Process.Pid
+	if nb, err = s.launch(ctx, l, cgr); err != nil {
+		return nil, fmt.Errorf("sandbox %s: %w", id, err)
 	}
 	tr.Mark("launch")
-	// Only the init may hold its end now, so its exit reads as EOF here.
-	child.Close()
-	exe.Close()
-	for _, f := range extra[2:] {
-		f.Close()
-	}
-	nb = &nsBox{isolation: setup.Isolation, pid: pid, uid: uid, pidfd: pidfd, conn: conn, cg: cg, pending: map[uint64]chan sandboxinit.Response{}, dead: make(chan struct{}), exited: make(chan struct{})}
-	if cmd != nil {
-		go func() { cmd.Wait(); close(nb.exited) }()
-	} else {
-		go func() { waitPidfd(pidfd); close(nb.exited) }()
-	}
 	defer func() {
 		if err != nil {
 			nb.stop()
 		}
 	}()
-	if cg != nil && cg.Kind == cgroupV1 && !bornInCgroup {
-		if err := cg.addProc(nb.pid); err != nil {
-			if errors.Is(err, syscall.ESRCH) {
-				return nb, fmt.Errorf("sandbox %s: %w", id, initExited(set.helper))
-			}
-			return nb, fmt.Errorf("sandbox %s: %w", id, err)
-		}
+	if err := s.joinCgroup(nb); err != nil {
+		return nb, fmt.Errorf("sandbox %s: %w", id, err)
 	}
-
-	// What needs only the init's pid is done while the init starts up
-	// (about a millisecond), not after it is ready.
-	if cg != nil {
-		cg.counters() // opens the event files now, not on the first exec
+	// What needs only the init's pid is done while the init starts up,
+	// not after it is ready.
+	if s.cg != nil {
+		s.cg.counters() // opens the event files now, not on the first exec
 	}
 	if err := launched(nb); err != nil {
 		return nb, err
 	}
 	tr.Mark("cgroup")
-	// The handshake's answer: one response to the setup sent above.
-	deadline := time.Now().Add(30 * time.Second)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	conn.SetDeadline(deadline)
-	nb.in = bufio.NewReaderSize(conn, 64<<10)
-	ready, err := sandboxinit.ReadResponse(nb.in)
+	ready, err := nb.handshake(ctx, set.helper)
 	if err != nil {
-		// Reset: the init exited with the Setup unread.
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
-			err = initExited(set.helper)
-		}
-		return nb, fmt.Errorf("sandbox %s: init did not come up: %w", id, err)
+		return nb, fmt.Errorf("sandbox %s: %w", id, err)
 	}
-	conn.SetDeadline(time.Time{})
 	tr.Mark("ready")
 	if ready.Err != "" {
 		return nb, fmt.Errorf("sandbox %s: init setup: %s", id, ready.Err)
 	}
 	return nb, nil
+}
+
+// nsStart is a namespaced sandbox on its way up: what startNSBox has made
+// for it so far, for the next step to use and a failure to undo.
+type nsStart struct {
+	set      *settings
+	spec     core.SandboxSpec
+	id       string
+	setup    sandboxinit.Setup
+	uid, gid int // the host ids of the sandbox's root
+
+	conn  net.Conn   // the backend's end of the control socket
+	child *os.File   // the init's end
+	exe   *os.File   // the helper binary, by fd
+	extra []*os.File // what the init inherits: child, exe, the commands' cgroup files
+	files []*os.File // every file opened for the init, closed once it runs
+	cg    *sandboxCgroup
+	cgDir *os.File // cgroup v2: the sandbox cgroup the init is born in
+	// bornInCgroup: the launcher forks the init into its cgroups (v1).
+	bornInCgroup bool
+}
+
+// closeFiles closes what was opened for the init; only the init may hold
+// its end of the socket, so that its exit reads as EOF here.
+func (s *nsStart) closeFiles() {
+	for _, f := range s.files {
+		f.Close()
+	}
+	s.files = nil
+}
+
+// describe fills in the Setup the init builds the sandbox from, and picks
+// the sandbox root's host ids.
+func (s *nsStart) describe(l *launcher, trace bool) {
+	lim := s.spec.Limits
+	s.setup = sandboxinit.Setup{
+		Proto:     sandboxinit.ProtocolVersion,
+		Trace:     trace,
+		TmpBytes:  orDefault(lim.TmpBytes, defaultTmpBytes),
+		Network:   s.spec.Network,
+		Hostname:  "sandbox",
+		FileSize:  orDefault(lim.FileSizeBytes, defaultFileSize),
+		OpenFiles: int(orDefault(int64(lim.OpenFiles), defaultOpenFiles)),
+		Seccomp:   s.set.seccomp,
+		Isolation: s.set.isolationName(),
+	}
+	if l != nil && s.spec.Rootfs == "" {
+		s.setup.Template = l.dir
+	} else {
+		s.set.rootFor(&s.setup, s.spec.Rootfs)
+		s.setup.Hide = hiddenPaths(s.set)
+	}
+	s.uid, s.gid = hostIDs(s.set.UIDBase)
+}
+
+// openFiles makes the control socket, opens the helper and prepares the
+// workspace: a tmpfs the init mounts, or a directory of the sandbox's
+// record owned by its root.
+func (s *nsStart) openFiles(entryDir string) error {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socketpair: %w", err)
+	}
+	parent := os.NewFile(uintptr(fds[0]), "sandbox-ctl")
+	s.child = os.NewFile(uintptr(fds[1]), "sandbox-ctl-child")
+	s.files = append(s.files, s.child)
+	s.conn, err = net.FileConn(parent)
+	parent.Close()
+	if err != nil {
+		s.conn = nil
+		return fmt.Errorf("control socket: %w", err)
+	}
+	// The init is executed through an fd: after switching to the sandbox's
+	// uid it may not be able to reach the binary's directory by path.
+	exefd, err := unix.Open(s.set.helper, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open helper %s: %w", s.set.helper, err)
+	}
+	s.exe = os.NewFile(uintptr(exefd), s.set.helper)
+	s.files = append(s.files, s.exe)
+	s.extra = []*os.File{s.child, s.exe}
+	if s.set.Workspace == "tmpfs" {
+		s.setup.WorkspaceBytes = orDefault(s.spec.Limits.DiskBytes, defaultDiskBytes)
+		return nil
+	}
+	ws := filepath.Join(entryDir, "workspace")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	if err := os.Chown(ws, s.uid, s.gid); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	// Bound by path from inside: a mount from the parent's namespace (an
+	// inherited fd) cannot be bind-mounted there.
+	s.setup.WorkspaceDir = ws
+	return nil
+}
+
+// makeCgroups makes the sandbox's cgroups, unless a slot made them ahead
+// or cgroups are off.
+func (s *nsStart) makeCgroups(cgr *cgroupRoot) error {
+	if s.cg != nil || cgr.kind == cgroupOff {
+		return nil
+	}
+	var err error
+	s.cg, err = shapeOf(s.spec.Limits).create(cgr, s.id)
+	return err
+}
+
+// openCgroupFiles gives the init its way into the commands' cgroup, which
+// only its spawner thread (v1) or its commands (v2) take, and opens the
+// v2 cgroup the init is born in.
+func (s *nsStart) openCgroupFiles() error {
+	if s.cg == nil {
+		return nil
+	}
+	files, err := s.cg.commandFiles()
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		s.files = append(s.files, f)
+		fd := 3 + len(s.extra)
+		s.extra = append(s.extra, f)
+		if s.cg.Kind == cgroupV2 {
+			s.setup.CgroupProcsFD = fd
+		} else {
+			s.setup.CgroupTaskFDs = append(s.setup.CgroupTaskFDs, fd)
+		}
+	}
+	if s.cg.Kind == cgroupV2 {
+		if s.cgDir, err = os.Open(filepath.Join(s.cg.Dirs[""], cgroupInit)); err != nil {
+			return fmt.Errorf("open cgroup: %w", err)
+		}
+		s.files = append(s.files, s.cgDir)
+	}
+	return nil
+}
+
+// launch starts the init, through the launcher l or directly, hands it
+// its files (closing this process's copies) and returns its handle.
+func (s *nsStart) launch(ctx context.Context, l *launcher, cgr *cgroupRoot) (*nsBox, error) {
+	var (
+		pid   int
+		pidfd *os.File
+		cmd   *exec.Cmd
+		err   error
+	)
+	if l != nil {
+		files := append([]*os.File{s.child}, s.extra[2:]...)
+		req := sandboxinit.LaunchRequest{UID: s.uid, GID: s.gid, Network: s.spec.Network, ID: s.id}
+		if s.cg != nil && s.cg.Kind == cgroupV1 {
+			join, home, err := s.cg.forkerFiles(cgr)
+			if err != nil {
+				return nil, err
+			}
+			for i, f := range join {
+				s.files = append(s.files, f, home[i])
+				req.JoinFDs = append(req.JoinFDs, len(files))
+				files = append(files, f)
+				req.HomeFDs = append(req.HomeFDs, len(files))
+				files = append(files, home[i])
+			}
+			s.bornInCgroup = true
+		}
+		if pid, pidfd, err = l.launch(ctx, req, files, s.cgDir); err != nil {
+			return nil, fmt.Errorf("launch init: %w", err)
+		}
+	} else {
+		if cmd, err = startInitDirect(s.set, s.spec, s.id, s.uid, s.gid, s.extra, s.cgDir); err != nil {
+			return nil, fmt.Errorf("start init %s: %w (%s)", s.set.helper, err, nsHint(err))
+		}
+		pid = cmd.Process.Pid
+	}
+	// Only the init may hold its end now, so its exit reads as EOF here.
+	s.child.Close()
+	s.exe.Close()
+	for _, f := range s.extra[2:] {
+		f.Close()
+	}
+	nb := &nsBox{isolation: s.setup.Isolation, pid: pid, uid: s.uid, pidfd: pidfd, conn: s.conn, cg: s.cg,
+		pending: map[uint64]chan sandboxinit.Response{}, dead: make(chan struct{}), exited: make(chan struct{})}
+	if cmd != nil {
+		go func() { cmd.Wait(); close(nb.exited) }()
+	} else {
+		go func() { waitPidfd(pidfd); close(nb.exited) }()
+	}
+	return nb, nil
+}
+
+// joinCgroup moves an init started outside its cgroups (v1, not forked
+// into them) into them.
+func (s *nsStart) joinCgroup(nb *nsBox) error {
+	if s.cg == nil || s.cg.Kind != cgroupV1 || s.bornInCgroup {
+		return nil
+	}
+	if err := s.cg.addProc(nb.pid); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return initExited(s.set.helper)
+		}
+		return err
+	}
+	return nil
+}
+
+// handshake waits for the init's answer to the Setup it was sent: the
+// sandbox is built, or why not.
+func (nb *nsBox) handshake(ctx context.Context, helper string) (sandboxinit.Response, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	nb.conn.SetDeadline(deadline)
+	nb.in = bufio.NewReaderSize(nb.conn, 64<<10)
+	ready, err := sandboxinit.ReadResponse(nb.in)
+	if err != nil {
+		// Reset: the init exited with the Setup unread.
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+			err = initExited(helper)
+		}
+		return ready, fmt.Errorf("init did not come up: %w", err)
+	}
+	nb.conn.SetDeadline(time.Time{})
+	return ready, nil
 }
 
 // startInitDirect forks the init from this process.

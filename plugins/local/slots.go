@@ -7,14 +7,13 @@ import (
 	"github.com/rlhost/rlhost/core"
 )
 
-// A cold create used to begin with two steps that need no init: reserving
-// the sandbox's state entry (a directory, a lock file, flock) and making
-// its cgroups with their limits (mkdir in each hierarchy, the limit
-// files; mostly kernel work for the memory controller, about 0.3 ms
-// here). The backend now prepares them for the next sandbox during each
-// create, while its init starts up (see build), so a create whose limits
-// match starts at the launch. The work is the same; it leaves the path a
-// caller waits on.
+// Two steps of a cold create need no init: reserving the sandbox's state
+// entry (a directory, a lock file, flock) and making its cgroups with
+// their limits (mkdir in each hierarchy, the limit files; mostly kernel
+// work for the memory controller). So the backend prepares them for the
+// next sandbox during each create, while that create's init starts up
+// (see build), and a create whose limits match starts at the launch. The
+// work is the same; it is off the path a caller waits on.
 //
 // A prepared slot is, on disk, exactly a sandbox that crashed before its
 // meta was written: a .new-<id> entry, locked while this process lives,

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/procowner"
+	"github.com/rlhost/rlhost/plugins/backendkit/procowner"
 )
 
 // The state directory records every sandbox so that other processes (the

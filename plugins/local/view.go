@@ -1,6 +1,7 @@
 package local
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -208,5 +209,27 @@ func (s *settings) rootFor(setup *sandboxinit.Setup, rootfs string) {
 	}
 	if len(s.mounts) > 0 {
 		setup.Binds = append(setup.Binds[:len(setup.Binds):len(setup.Binds)], s.mounts...)
+	}
+}
+
+// searchableByOthers checks that every directory from / to dir has o+x:
+// a sandbox init runs as an unprivileged host uid and binds its workspace
+// by path.
+func searchableByOthers(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for p := abs; ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if st.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("%s is not searchable by other users (mode %v); chmod o+x it or pick another state_dir", p, st.Mode().Perm())
+		}
+		if p == "/" {
+			return nil
+		}
 	}
 }

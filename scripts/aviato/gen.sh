@@ -12,12 +12,16 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$root/plugins/aviato/proto
 /usr/bin/python3 "$root/scripts/aviato/recover_proto.py" "$1" "$out" "$2"
-pkg=github.com/rlhost/rlhost/plugins/aviato/proto/coreweave/aviato/v1beta1
+# The Go stubs go to plugins/aviato/aviatopb, a package named as its folder;
+# the definitions stay under proto/ in the API's own package layout.
+pkg=github.com/rlhost/rlhost/plugins/aviato/aviatopb
+gen=$root/plugins/aviato/aviatopb
 files=(coreweave/aviato/v1beta1/atc.proto coreweave/aviato/v1beta1/secrets.proto)
 maps=()
 for f in "${files[@]}"; do
-	maps+=("--go_opt=M$f=$pkg;aviatopb" "--go-grpc_opt=M$f=$pkg;aviatopb")
+	maps+=("--go_opt=M$f=$pkg" "--go-grpc_opt=M$f=$pkg")
 done
+mkdir -p "$gen"
 cd "$out"
-protoc -I . --go_out=. --go_opt=paths=source_relative \
-	--go-grpc_out=. --go-grpc_opt=paths=source_relative "${maps[@]}" "${files[@]}"
+protoc -I . --go_out="$gen" --go_opt=module=$pkg \
+	--go-grpc_out="$gen" --go-grpc_opt=module=$pkg "${maps[@]}" "${files[@]}"

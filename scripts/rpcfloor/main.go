@@ -6,7 +6,7 @@
 //
 // It times, interleaved (in a new order each round) so drift and what each
 // call follows hit all alike, a raw socket round trip
-// and relay; the same on rlhost's framed wire (core/lendwire, which carries
+// and relay; the same on rlhost's framed wire (core/sdk/wire/frames, which carries
 // the hop's Step and lent-sandbox calls); and a gRPC unary round trip and
 // relay both with gRPC's default settings and with the ones rlhost uses
 // between host and plugins (pluginbase.NewGRPCServer and
@@ -43,9 +43,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/rlhost/rlhost/core/lendwire"
-	"github.com/rlhost/rlhost/core/pluginbase"
-	rlhostpb "github.com/rlhost/rlhost/core/proto"
+	"github.com/rlhost/rlhost/core/sdk/pluginbase"
+	"github.com/rlhost/rlhost/core/sdk/wire/frames"
+	"github.com/rlhost/rlhost/core/sdk/wire/lend"
+	"github.com/rlhost/rlhost/core/sdk/wire/rlhostpb"
 )
 
 // The two gRPC settings under test, by name.
@@ -162,7 +163,7 @@ func serveRaw(ln net.Listener, relay net.Conn) {
 
 // serveFrames answers calls on rlhost's framed wire at once or, for the
 // call naming "relay", after one call of its own on back.
-func serveFrames(ln net.Listener, back *lendwire.Client) {
+func serveFrames(ln net.Listener, back *lend.Conn) {
 	h := func(ctx context.Context, c *rlhostpb.LentCall) *rlhostpb.LentReply {
 		if c.GetInfo().GetId() == "relay" {
 			if _, err := back.Call(ctx, frameCall("x")); err != nil {
@@ -171,7 +172,7 @@ func serveFrames(ln net.Listener, back *lendwire.Client) {
 		}
 		return &rlhostpb.LentReply{Result: &rlhostpb.LentReply_Info{Info: &rlhostpb.SandboxInfo{Id: c.GetInfo().GetId()}}}
 	}
-	go lendwire.Serve(context.Background(), ln, "rpcfloor", h, hclog.NewNullLogger())
+	go frames.Serve(context.Background(), ln, "rpcfloor", h, hclog.NewNullLogger())
 }
 
 func frameCall(id string) *rlhostpb.LentCall {
@@ -189,7 +190,7 @@ func child(dir string) error {
 		return err
 	}
 	go serveRaw(ln, back)
-	fback, err := lendwire.Dial(context.Background(), filepath.Join(dir, "parent-frames.sock"))
+	fback, err := lend.Dial(context.Background(), filepath.Join(dir, "parent-frames.sock"))
 	if err != nil {
 		return err
 	}
@@ -406,13 +407,13 @@ func run(n int, gap time.Duration, md bool) error {
 	}
 	ops := []op{{"raw round trip", rawCall('e')}, {"raw relay (2 round trips)", rawCall('r')}}
 	ctx := context.Background()
-	frames, err := lendwire.Dial(ctx, filepath.Join(dir, "child-frames.sock"))
+	fc, err := lend.Dial(ctx, filepath.Join(dir, "child-frames.sock"))
 	if err != nil {
 		return err
 	}
-	defer frames.Close()
+	defer fc.Close()
 	framesCall := func(id string) func() error {
-		return func() error { _, err := frames.Call(ctx, frameCall(id)); return err }
+		return func() error { _, err := fc.Call(ctx, frameCall(id)); return err }
 	}
 	ops = append(ops, op{"frames round trip", framesCall("echo")}, op{"frames relay (2 round trips)", framesCall("relay")})
 	for _, s := range settings() {

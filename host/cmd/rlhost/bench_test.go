@@ -25,9 +25,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/envplugin"
-	"github.com/rlhost/rlhost/core/envplugin/envtest"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/envplugin"
+	"github.com/rlhost/rlhost/core/sdk/envplugin/envtest"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/wire/lend"
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/job"
 	"github.com/rlhost/rlhost/host/pluginmgr"
@@ -91,10 +92,10 @@ type probeSetup struct {
 // an env client.
 type leasedSandbox struct {
 	*envtest.BackendSandbox
-	lease sandboxplugin.Lease
+	lease lend.Lease
 }
 
-func (s *leasedSandbox) Lease() sandboxplugin.Lease { return s.lease }
+func (s *leasedSandbox) Lease() lend.Lease { return s.lease }
 
 // startProbe starts the probe env and a local backend with the given
 // isolation; everything is stopped when the benchmark ends.

@@ -5,9 +5,9 @@ import (
 	"io"
 	"sort"
 
-	"github.com/rlhost/rlhost/core/envplugin"
-	"github.com/rlhost/rlhost/core/pluginbase"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/envplugin"
+	"github.com/rlhost/rlhost/core/sdk/pluginbase"
+	"github.com/rlhost/rlhost/core/sdk/sandboxplugin"
 	"github.com/rlhost/rlhost/envs/coding"
 	"github.com/rlhost/rlhost/envs/mbpp"
 	"github.com/rlhost/rlhost/host/pluginmgr"

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/rlhost/rlhost/core/pluginbase"
 	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/core/sdk/pluginbase"
 	"github.com/rlhost/rlhost/host/pluginmgr"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/duration"
-	"github.com/rlhost/rlhost/core/sandboxplugin"
+	"github.com/rlhost/rlhost/core/sdk/wire/lend"
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/job"
 	"github.com/rlhost/rlhost/host/pluginmgr"
@@ -190,7 +190,7 @@ func (a *app) sandboxExec(ctx context.Context, args []string) int {
 		a.errorf("%v", err)
 		return 125
 	}
-	res, err := (&sandboxplugin.Bound{Backend: backend, SandboxID: info.ID, DefaultTimeout: sb.ExecTimeout}).Exec(ctx, req)
+	res, err := (&lend.Bound{Backend: backend, SandboxID: info.ID, DefaultTimeout: sb.ExecTimeout}).Exec(ctx, req)
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if derr := backend.Destroy(dctx, info.ID); derr != nil {

@@ -1,7 +1,7 @@
 package main
 
 // End-to-end tests of environment plugins written in Python with the
-// rlhost_env SDK (core/envplugin/python): the real rlhost binary starts
+// rlhost_env SDK (core/sdk/envplugin/python): the real rlhost binary starts
 // testdata/pyprobe/probe_env.py under Debian's python3, which speaks
 // go-plugin's protocol and reaches its lent sandboxes over the broker.
 
@@ -24,11 +24,11 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/envplugin"
-	"github.com/rlhost/rlhost/core/envplugin/envtest"
-	"github.com/rlhost/rlhost/core/pluginbase"
-	rlhostpb "github.com/rlhost/rlhost/core/proto"
 	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/core/sdk/envplugin"
+	"github.com/rlhost/rlhost/core/sdk/envplugin/envtest"
+	"github.com/rlhost/rlhost/core/sdk/pluginbase"
+	"github.com/rlhost/rlhost/core/sdk/wire/rlhostpb"
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/job"
 	"github.com/rlhost/rlhost/host/pluginmgr"
@@ -335,7 +335,7 @@ func TestPythonEnvHostKilled(t *testing.T) {
 // tests, which drive this rlhost binary through rlhost_env's test harness.
 func TestPythonUnittests(t *testing.T) {
 	needPythonGRPC(t)
-	for _, dir := range []string{"../../../core/envplugin/python/tests", "../../../examples/python-env"} {
+	for _, dir := range []string{"../../../core/sdk/envplugin/python/tests", "../../../examples/python-env"} {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			cmd := exec.Command(systemPython, "-m", "unittest", "discover", "-s", dir, "-v")
 			cmd.Env = append(os.Environ(), "RLHOST_BIN="+rlhostBin, "PYTHONDONTWRITEBYTECODE=1")
@@ -418,7 +418,7 @@ func TestPythonEnvAutoMTLS(t *testing.T) {
 func TestOlderProtocolPluginIsRefused(t *testing.T) {
 	needPythonGRPC(t)
 	cur, old := pluginbase.ProtocolVersion, pluginbase.ProtocolVersion-1
-	sdk, err := filepath.Abs("../../../core/envplugin/python")
+	sdk, err := filepath.Abs("../../../core/sdk/envplugin/python")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +456,7 @@ func TestOlderProtocolPluginIsRefused(t *testing.T) {
 	}
 }
 
-// The Python stubs come from the same core/proto/rlhost.proto as the Go
+// The Python stubs come from the same core/sdk/wire/rlhostpb/rlhost.proto as the Go
 // ones (`make proto` writes both); an edit regenerated for one side only
 // shows up here as a difference in messages, fields or methods.
 func TestPythonStubsMatchGo(t *testing.T) {
@@ -485,7 +485,7 @@ func TestPythonStubsMatchGo(t *testing.T) {
 	sort.Strings(goShape)
 	py := `
 import sys
-sys.path.insert(0, "../../../core/envplugin/python")
+sys.path.insert(0, "../../../core/sdk/envplugin/python")
 from rlhost_env._pb import rlhost_pb2 as pb
 out = []
 def walk(ms):

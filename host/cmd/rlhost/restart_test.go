@@ -15,7 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rlhost/rlhost/core"
-	"github.com/rlhost/rlhost/core/envplugin"
+	"github.com/rlhost/rlhost/core/sdk/envplugin"
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/job"
 	"github.com/rlhost/rlhost/host/pluginmgr"

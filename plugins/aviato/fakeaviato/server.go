@@ -69,7 +69,7 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/schema"
-	pb "github.com/rlhost/rlhost/plugins/aviato/proto/coreweave/aviato/v1beta1"
+	pb "github.com/rlhost/rlhost/plugins/aviato/aviatopb"
 	"github.com/rlhost/rlhost/plugins/local"
 )
 

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	pb "github.com/rlhost/rlhost/plugins/aviato/proto/coreweave/aviato/v1beta1"
+	pb "github.com/rlhost/rlhost/plugins/aviato/aviatopb"
 	"github.com/rlhost/rlhost/plugins/local"
 )
 

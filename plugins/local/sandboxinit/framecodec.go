@@ -10,12 +10,12 @@ import (
 	"github.com/rlhost/rlhost/core"
 )
 
-// Requests and responses travel in the binary encoding of bincodec.go.
-// They used to be JSON, which cost about 20 µs per exec round trip once
-// warm, and a fresh init had to warm the codec (about a millisecond of
-// CPU) while its first exec was already waiting. Each payload starts with
-// its magic byte, so a frame of the wrong kind or from an older build is
-// refused rather than misread.
+// Requests and responses travel in the binary encoding of bincodec.go,
+// not a reflective codec: every exec's round trip pays for the encoding
+// twice, and a fresh init would have to warm a reflective codec while its
+// first exec is already waiting. Each payload starts with its magic byte,
+// so a frame of the wrong kind or from an older build is refused rather
+// than misread.
 const (
 	requestMagic  = 0xb6
 	responseMagic = 0xb7

@@ -350,9 +350,9 @@ func (sp *spawnerThread) run() {
 	}
 	// Wait for the first request in poll(2), not on a channel: a goroutine
 	// locked to its thread that parks in the scheduler, once woken, waits
-	// for a processor to be handed to its thread, which took up to 0.7 ms
-	// here while the rest of the init was starting up; a thread woken by
-	// the kernel takes any idle processor.
+	// for a processor to be handed to its thread, and while the rest of the
+	// init is starting up none is free; a thread woken by the kernel takes
+	// any idle processor.
 	fds := []unix.PollFd{{Fd: ctlFD, Events: unix.POLLIN}}
 	for {
 		if _, err := unix.Poll(fds, -1); err != unix.EINTR {
@@ -451,8 +451,8 @@ type waitRes struct {
 // defaultChildSignal sets SIGCHLD back to its default disposition, under
 // which the kernel discards it. Go's runtime installs a handler for every
 // signal; with it, each command's exit interrupted a thread of the init,
-// and when the signal was wanted (it was, to reap orphans) woke two more
-// to pass it to a goroutine: about 40 µs of a warm exec's critical path.
+// and when the signal was wanted (to reap orphans) woke two more to pass
+// it to a goroutine, all on a warm exec's critical path.
 // Nothing here needs the signal: a command's exit shows on its pidfd,
 // blocking waits do not use it, and orphans are reaped by polling while
 // any process but the init is alive (reapPace; see awaitRequest and

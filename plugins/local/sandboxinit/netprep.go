@@ -16,8 +16,8 @@ const (
 
 // preparedNet makes each sandbox's network namespace before the sandbox is
 // asked for. A new network namespace is the dearest part of an init's
-// clone (about a millisecond, as much as the user namespace and its id
-// maps together), and nothing in it depends on the sandbox. So after each
+// clone (as dear as the user namespace and its id maps together), and
+// nothing in it depends on the sandbox. So after each
 // launch the forking thread moves itself into a fresh namespace and brings
 // its lo up; the next init is cloned without CLONE_NEWNET and inherits that
 // namespace from the thread. Network namespaces are per thread, so the

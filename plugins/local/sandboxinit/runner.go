@@ -453,9 +453,9 @@ func (o *outputs) readReady(pfd []unix.PollFd) {
 
 // read empties pipe i, closing it at EOF. Reads go through a small
 // buffer on the stack until one fills it: most commands print little or
-// nothing, and a 64 KiB buffer per command cost a warm exec about 30 µs
-// (a large allocation, zeroed, page-faulted in again after each
-// scavenge, and the garbage collections it brought on).
+// nothing, and a 64 KiB buffer per command would be a large allocation on
+// every warm exec, zeroed, page-faulted in again after each scavenge, and
+// bringing on garbage collections.
 func (o *outputs) read(i int) {
 	var small [2 << 10]byte
 	buf := small[:]
@@ -706,8 +706,8 @@ func (p *reapPace) next(reaped bool) time.Duration {
 }
 
 // fdPreparer is a Starter that makes the next command's streams ahead,
-// while the one before runs, so an exec does not wait for five syscalls
-// (about 24 µs in a sandbox).
+// while the one before runs, so an exec does not wait for the five
+// syscalls that make them.
 type fdPreparer interface {
 	spareFDs() *spareFDs
 }

@@ -8,9 +8,9 @@ import (
 )
 
 // A Setup travels to a new init in the binary encoding of bincodec.go,
-// not JSON: it is the first frame a freshly executed init decodes, and
-// encoding/json's code, not yet paged in, made that decode cost 150 to
-// 170 µs of every create's critical path; this one takes a few.
+// not JSON: it is the first frame a freshly executed init decodes, on
+// every create's critical path, when a reflective codec's code is not yet
+// paged in.
 //
 // The payload starts with setupMagic, then the protocol version (so a
 // mismatch is reported before anything else is read), then every field of

@@ -6,8 +6,8 @@ package main
 import (
 	"github.com/hashicorp/go-plugin"
 
-	"github.com/rlhost/rlhost/core/envplugin"
-	"github.com/rlhost/rlhost/core/pluginbase"
+	"github.com/rlhost/rlhost/core/sdk/envplugin"
+	"github.com/rlhost/rlhost/core/sdk/pluginbase"
 )
 
 func main() {

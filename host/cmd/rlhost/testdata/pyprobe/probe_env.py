@@ -21,7 +21,7 @@ from pathlib import Path
 
 import grpc
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[5] / "core" / "envplugin" / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[5] / "core" / "sdk" / "envplugin" / "python"))
 import rlhost_env as rl  # noqa: E402
 from rlhost_env import sandbox as _sandbox  # noqa: E402
 
