@@ -13,168 +13,224 @@ import (
 	"github.com/rlhost/rlhost/host/policy"
 )
 
-func (r *Runner) episode(parent context.Context, step, group, index int, task core.Task, share *groupShare) (t core.Trajectory) {
+// episode runs one episode from its sandbox to its trajectory:
+//  1. a sandbox is created and lent to the env (lendSandbox);
+//  2. the env poses the task (NewEpisode);
+//  3. turns: the policy answers, the env steps, until the env is done or
+//     max_turns, a timeout, Ctrl-C or a failure ends the episode (turn);
+//  4. the env ends the episode and gives its final reward (end);
+//  5. the sandbox is destroyed and what its calls cost is recorded.
+//
+// Whatever happens, a trajectory comes back: its FinishReason and Error
+// say how the episode ended.
+func (r *Runner) episode(parent context.Context, step, group, index int, task core.Task, share *groupShare) core.Trajectory {
 	start := time.Now()
-	epID := fmt.Sprintf("%s/s%d/g%d/e%d", r.RunID, step, group, index)
-	t = core.Trajectory{RunID: r.RunID, Step: step, Group: group, Index: index, TaskID: task.ID, Env: r.EnvName,
-		StartedAt: start.UTC(), Metrics: map[string]float64{}, Info: map[string]string{}}
-	defer func() { t.DurationMS = ms(time.Since(start)) }()
-	if e, ok := r.Policy.(policy.EpisodeEnder); ok {
+	e := &episodeRun{r: r, parent: parent, task: task, share: share, seed: episodeSeed(r.Settings.Seed, step, group, index),
+		t: core.Trajectory{RunID: r.RunID, Step: step, Group: group, Index: index, TaskID: task.ID, Env: r.EnvName,
+			StartedAt: start.UTC(), Metrics: map[string]float64{}, Info: map[string]string{}}}
+	defer func() { e.t.DurationMS = ms(time.Since(start)) }()
+	if ender, ok := r.Policy.(policy.EpisodeEnder); ok {
 		// A fleet keeps an episode on one server while it runs.
-		defer e.EndEpisode(policy.EpisodeKey{Step: step, Group: group, Index: index})
+		defer ender.EndEpisode(policy.EpisodeKey{Step: step, Group: group, Index: index})
 	}
-
-	ctx, cancel := context.WithTimeout(parent, r.Settings.EpisodeTimeout)
+	var cancel context.CancelFunc
+	e.ctx, cancel = context.WithTimeout(parent, r.Settings.EpisodeTimeout)
 	defer cancel()
-	cleanup := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.WithoutCancel(parent), cleanupTimeout)
-	}
-	fail := func(reason string, err error) core.Trajectory {
-		t.FinishReason = reason
-		if err != nil {
-			t.Error = err.Error()
-		}
-		return t
-	}
 
-	var sandbox envplugin.Sandbox // nil for an env that runs no commands
-	if r.Backend != nil {
-		spec := r.Spec
-		spec.Labels = maps.Clone(r.Spec.Labels)
-		if spec.Labels == nil {
-			spec.Labels = map[string]string{}
-		}
-		spec.Labels[LabelRun] = r.RunID
-		spec.Labels[LabelEnv] = r.EnvName
-		spec.Labels[LabelEpisode] = fmt.Sprintf("s%d-g%d-e%d", step, group, index)
-		// A backend that lends its sandboxes itself serves the env's calls
-		// without the host relaying them; it counts what it served.
-		lender := lend.LenderOf(r.Backend)
-		info, lease, err := lender.CreateLent(ctx, spec, r.ExecTimeout)
-		if err != nil {
-			return fail(finishFor(parent, ctx, core.FinishError), err)
-		}
-		t.SandboxID = info.ID
-		if info.Isolation != "" {
-			t.Info["isolation"] = info.Isolation
-		}
-		lent := &lend.Bound{Backend: r.Backend, SandboxID: info.ID, DefaultTimeout: r.ExecTimeout, BackendLease: lease}
-		sandbox = lent
-		defer func() {
-			cctx, ccancel := cleanup()
-			defer ccancel()
-			backendUse, derr := lender.DestroyLent(cctx, info.ID)
-			if derr != nil && !errors.Is(derr, core.ErrNotFound) {
-				r.Logger.Warn("cannot destroy sandbox", "sandbox", info.ID, "error", derr)
-				t.Info["destroy_error"] = derr.Error()
-			}
-			if derr != nil && lease.Socket != "" {
-				// The backend's count comes with a successful destroy only.
-				t.Info["sandbox_metrics"] = "incomplete: the calls the backend served went uncounted"
-			}
-			// Host-side counters get their own names so an env's metrics of
-			// the same meaning never collide with them. Calls the host
-			// relayed and calls the backend served are both counted.
-			use := lent.Usage().Add(backendUse)
-			t.Metrics["sandbox_execs"] = float64(use.Execs)
-			t.Metrics["sandbox_timeouts"] = float64(use.Timeouts)
-			t.Metrics["sandbox_exec_ms"] = float64(use.ExecTime) / 1e6
-		}()
+	sandbox, release, err := e.lendSandbox()
+	if err != nil {
+		return e.fail(err)
 	}
-
-	sess, obs, err := r.Env.NewEpisode(ctx, envplugin.Episode{
-		ID: epID, Task: task, Sandbox: sandbox, Seed: episodeSeed(r.Settings.Seed, step, group, index), Group: group, Index: index,
+	defer release()
+	sess, obs, err := r.Env.NewEpisode(e.ctx, envplugin.Episode{
+		ID: fmt.Sprintf("%s/s%d/g%d/e%d", r.RunID, step, group, index), Task: task, Sandbox: sandbox,
+		Seed: e.seed, Group: group, Index: index,
 	})
 	if err != nil {
-		return fail(finishFor(parent, ctx, core.FinishError), fmt.Errorf("start episode: %w", err))
+		return e.fail(fmt.Errorf("start episode: %w", err))
 	}
-	t.Messages = append(t.Messages, obs.Messages...)
-	t.Tools = obs.Tools
-	merge(&t, obs)
-
-	reason := ""
-	var loopErr error
-	for turn := 0; !obs.Done; turn++ {
+	e.t.Messages = append(e.t.Messages, obs.Messages...)
+	e.t.Tools = obs.Tools
+	merge(&e.t, obs)
+	for turn := 0; !obs.Done && e.reason == ""; turn++ {
 		if turn >= r.Settings.MaxTurns {
-			reason = core.FinishMaxTurns
+			e.reason = core.FinishMaxTurns
 			break
 		}
-		tr := core.Turn{Index: turn, MessageIndex: -1}
-		req := policyRequest(t, task, step, group, index, turn, episodeSeed(r.Settings.Seed, step, group, index))
-		pstart := time.Now()
-		choice, usage, err := r.complete(ctx, req, turn, share)
-		tr.PolicyMS = ms(time.Since(pstart))
-		tr.Usage = usage
-		if err != nil {
-			tr.Error = err.Error()
-			t.Turns = append(t.Turns, tr)
-			switch {
-			case errors.Is(err, policy.ErrContextLength):
-				reason = core.FinishContextLimit
-			case errors.Is(err, policy.ErrRejected):
-				// Retrying cannot fix a bad key or an unknown model, and
-				// neither can the next thousand episodes.
-				r.setFatal(fmt.Errorf("policy server rejected the request: %w", err))
-				reason = core.FinishError
-				loopErr = fmt.Errorf("policy: %w", err)
-			default:
-				reason = finishFor(parent, ctx, core.FinishError)
-				loopErr = fmt.Errorf("policy: %w", err)
-				if reason == core.FinishError {
-					r.policyFailed(err)
-				}
-			}
-			break
-		}
-		r.policyFailures.Store(0)
-		msg := choice.Message
-		msg.Role = core.RoleAssistant
-		if msg.Content == "" && len(msg.ToolCalls) == 0 {
-			tr.Empty = true
-		}
-		tr.ToolCalls = len(msg.ToolCalls)
-		tr.MessageIndex = len(t.Messages)
-		tr.PromptTokenIDs, tr.TokenIDs, tr.LogProbs = choice.PromptTokenIDs, choice.TokenIDs, choice.LogProbs
-		tr.StopReason = choice.FinishReason
-		tr.WeightsVersion = choice.WeightsVersion
-		t.Messages = append(t.Messages, msg)
-		estart := time.Now()
-		obs, err = sess.Step(ctx, msg)
-		tr.EnvMS = ms(time.Since(estart))
-		t.Turns = append(t.Turns, tr)
-		if err != nil {
-			reason = finishFor(parent, ctx, core.FinishError)
-			loopErr = fmt.Errorf("env step: %w", err)
-			break
-		}
-		t.Messages = append(t.Messages, obs.Messages...)
-		merge(&t, obs)
+		obs = e.turn(sess, turn, obs)
 	}
+	e.end(sess, obs)
+	return e.t
+}
 
-	ectx, ecancel := cleanup()
+// episodeRun is one episode under way.
+type episodeRun struct {
+	r           *Runner
+	parent, ctx context.Context // the run's, and the episode's own (its timeout)
+	task        core.Task
+	share       *groupShare
+	seed        int64
+
+	t       core.Trajectory
+	reason  string // why the turns stopped early; "" while they go on, or when the env finished
+	loopErr error  // the failure that stopped them, if one did
+}
+
+// fail ends an episode that could not start.
+func (e *episodeRun) fail(err error) core.Trajectory {
+	e.t.FinishReason = finishFor(e.parent, e.ctx, core.FinishError)
+	e.t.Error = err.Error()
+	return e.t
+}
+
+// cleanup is a context for ending the episode and destroying its sandbox
+// after its own context is gone (timeout or Ctrl-C).
+func (e *episodeRun) cleanup() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(e.parent), cleanupTimeout)
+}
+
+// lendSandbox creates the episode's sandbox and the Sandbox the env is
+// lent (nil for an env that runs no commands). release destroys the
+// sandbox and records the calls it served in the episode's metrics.
+func (e *episodeRun) lendSandbox() (sandbox envplugin.Sandbox, release func(), err error) {
+	r, t := e.r, &e.t
+	if r.Backend == nil {
+		return nil, func() {}, nil
+	}
+	spec := r.Spec
+	spec.Labels = maps.Clone(r.Spec.Labels)
+	if spec.Labels == nil {
+		spec.Labels = map[string]string{}
+	}
+	spec.Labels[LabelRun] = r.RunID
+	spec.Labels[LabelEnv] = r.EnvName
+	spec.Labels[LabelEpisode] = fmt.Sprintf("s%d-g%d-e%d", t.Step, t.Group, t.Index)
+	// A backend that lends its sandboxes itself serves the env's calls
+	// without the host relaying them; it counts what it served.
+	lender := lend.LenderOf(r.Backend)
+	info, lease, err := lender.CreateLent(e.ctx, spec, r.ExecTimeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	t.SandboxID = info.ID
+	if info.Isolation != "" {
+		t.Info["isolation"] = info.Isolation
+	}
+	lent := &lend.Bound{Backend: r.Backend, SandboxID: info.ID, DefaultTimeout: r.ExecTimeout, BackendLease: lease}
+	return lent, func() {
+		cctx, ccancel := e.cleanup()
+		defer ccancel()
+		backendUse, derr := lender.DestroyLent(cctx, info.ID)
+		if derr != nil && !errors.Is(derr, core.ErrNotFound) {
+			r.Logger.Warn("cannot destroy sandbox", "sandbox", info.ID, "error", derr)
+			t.Info["destroy_error"] = derr.Error()
+		}
+		if derr != nil && lease.Socket != "" {
+			// The backend's count comes with a successful destroy only.
+			t.Info["sandbox_metrics"] = "incomplete: the calls the backend served went uncounted"
+		}
+		// Host-side counters get their own names so an env's metrics of
+		// the same meaning never collide with them. Calls the host
+		// relayed and calls the backend served are both counted.
+		use := lent.Usage().Add(backendUse)
+		t.Metrics["sandbox_execs"] = float64(use.Execs)
+		t.Metrics["sandbox_timeouts"] = float64(use.Timeouts)
+		t.Metrics["sandbox_exec_ms"] = float64(use.ExecTime) / 1e6
+	}, nil
+}
+
+// turn asks the policy for the next message and hands it to the env. It
+// returns what the env answered; when the turn failed, e.reason says why
+// the episode stops.
+func (e *episodeRun) turn(sess envplugin.Session, turn int, obs envplugin.Observation) envplugin.Observation {
+	r, t := e.r, &e.t
+	tr := core.Turn{Index: turn, MessageIndex: -1}
+	req := policyRequest(*t, e.task, t.Step, t.Group, t.Index, turn, e.seed)
+	pstart := time.Now()
+	choice, usage, err := r.complete(e.ctx, req, turn, e.share)
+	tr.PolicyMS = ms(time.Since(pstart))
+	tr.Usage = usage
+	if err != nil {
+		tr.Error = err.Error()
+		t.Turns = append(t.Turns, tr)
+		e.policyFailed(err)
+		return obs
+	}
+	r.policyFailures.Store(0)
+	msg := choice.Message
+	msg.Role = core.RoleAssistant
+	if msg.Content == "" && len(msg.ToolCalls) == 0 {
+		tr.Empty = true
+	}
+	tr.ToolCalls = len(msg.ToolCalls)
+	tr.MessageIndex = len(t.Messages)
+	tr.PromptTokenIDs, tr.TokenIDs, tr.LogProbs = choice.PromptTokenIDs, choice.TokenIDs, choice.LogProbs
+	tr.StopReason = choice.FinishReason
+	tr.WeightsVersion = choice.WeightsVersion
+	t.Messages = append(t.Messages, msg)
+	estart := time.Now()
+	next, err := sess.Step(e.ctx, msg)
+	tr.EnvMS = ms(time.Since(estart))
+	t.Turns = append(t.Turns, tr)
+	if err != nil {
+		e.reason = finishFor(e.parent, e.ctx, core.FinishError)
+		e.loopErr = fmt.Errorf("env step: %w", err)
+		return obs
+	}
+	t.Messages = append(t.Messages, next.Messages...)
+	merge(t, next)
+	return next
+}
+
+// policyFailed decides how a failed policy call ends the episode.
+func (e *episodeRun) policyFailed(err error) {
+	switch {
+	case errors.Is(err, policy.ErrContextLength):
+		e.reason = core.FinishContextLimit
+	case errors.Is(err, policy.ErrRejected):
+		// Retrying cannot fix a bad key or an unknown model, and
+		// neither can the next thousand episodes.
+		e.r.setFatal(fmt.Errorf("policy server rejected the request: %w", err))
+		e.reason = core.FinishError
+		e.loopErr = fmt.Errorf("policy: %w", err)
+	default:
+		e.reason = finishFor(e.parent, e.ctx, core.FinishError)
+		e.loopErr = fmt.Errorf("policy: %w", err)
+		if e.reason == core.FinishError {
+			e.r.policyFailed(err)
+		}
+	}
+}
+
+// end tells the env the episode is over and records how it ended: the
+// env's own verdict when it finished, else why the runner stopped it and
+// what reward the env gives for that.
+func (e *episodeRun) end(sess envplugin.Session, obs envplugin.Observation) {
+	t := &e.t
+	ectx, ecancel := e.cleanup()
 	defer ecancel()
-	final, endErr := sess.End(ectx, reason)
-	if reason == "" {
+	final, endErr := sess.End(ectx, e.reason)
+	if e.reason == "" {
 		t.Reward = obs.Reward
 		t.FinishReason = obs.FinishReason
 		if t.FinishReason == "" {
 			t.FinishReason = core.FinishDone
 		}
 	} else {
-		t.FinishReason = reason
+		t.FinishReason = e.reason
 		if endErr == nil {
 			t.Reward = final.Reward
 		}
 	}
+	loopErr := e.loopErr
 	if endErr == nil {
-		merge(&t, final)
+		merge(t, final)
 	} else if loopErr == nil && !errors.Is(endErr, core.ErrNotFound) {
 		loopErr = fmt.Errorf("end episode: %w", endErr)
 	}
 	if loopErr != nil {
 		t.Error = loopErr.Error()
 	}
-	return t
 }
 
 // policyFailed counts a failed request (after the policy's own retries);
