@@ -129,9 +129,7 @@ func (d *decoder) variables(given map[string]string) hcl.Diagnostics {
 		}
 		declared[name] = true
 		var v struct {
-			Default     *hcl.Attribute `hcl:"default,optional"`
-			Description string         `hcl:"description,optional"`
-			Remain      hcl.Body       `hcl:",remain"`
+			Default *hcl.Attribute
 		}
 		attrs, ad := b.Body.JustAttributes()
 		diags = append(diags, ad...)
@@ -140,6 +138,15 @@ func (d *decoder) variables(given map[string]string) hcl.Diagnostics {
 			case "default":
 				v.Default = a
 			case "description":
+				var desc string
+				if dd := gohcl.DecodeExpression(a.Expr, nil, &desc); !dd.HasErrors() && desc != "" {
+					if d.f.VarDescriptions == nil {
+						d.f.VarDescriptions = map[string]string{}
+					}
+					d.f.VarDescriptions[name] = desc
+				} else {
+					diags = append(diags, dd...)
+				}
 			default:
 				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unsupported argument", Detail: fmt.Sprintf("A variable block accepts only default and description, not %q.", an), Subject: a.NameRange.Ptr()})
 			}

@@ -96,6 +96,10 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 		a.errorf("--steps must be positive")
 		return 2
 	}
+	if *overwrite && *appendOut {
+		a.errorf("--overwrite and --append exclude each other")
+		return 2
+	}
 	if *steps > 0 {
 		f.Run.Steps = *steps
 	}
@@ -124,14 +128,6 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 			return 0
 		}
 	}
-	// Check now, delete later: --overwrite must not cost the user an earlier
-	// run when this one's config turns out to be broken.
-	old, err := existingOutputs(dir, *overwrite, *appendOut || *resume != "")
-	if err != nil {
-		a.errorf("%v", err)
-		return 1
-	}
-
 	mgr, err := a.manager(cf.logLevel)
 	if err != nil {
 		a.errorf("%v", err)
@@ -172,6 +168,15 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	defer mgr.StopAll(context.WithoutCancel(ctx))
 	if eng != nil {
 		defer eng.Close()
+	}
+	// The config is whole (every plugin accepted its block): only now is
+	// an earlier run in the way worth mentioning. Check now, delete after
+	// the pre-flight: --overwrite must not cost the user an earlier run
+	// when this one cannot start.
+	old, err := existingOutputs(dir, *overwrite, *appendOut || *resume != "")
+	if err != nil {
+		a.errorf("%v", err)
+		return 1
 	}
 	if err := preflight.Check(ctx, f, j.Policy, j.Backend, a.stderr); err != nil {
 		a.errorf("%v", err)

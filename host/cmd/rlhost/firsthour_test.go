@@ -1,0 +1,86 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A broken config is reported as such even when the output directory
+// already holds a run: --overwrite is not the first thing to fix.
+func TestConfigErrorsComeBeforeTheOutputDirCheck(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "out"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "out/trajectories.jsonl", "")
+	write(t, dir, "replay.jsonl", `{"task_id":"sort_list","completions":["x"]}`+"\n")
+	write(t, dir, "job.hcl", `
+sandbox "s" { backend = "local" }
+env "coding" {
+  tasks    = "builtin"
+  tiemout  = "2s"
+}
+policy "p" {
+  provider = "replay"
+  file     = "replay.jsonl"
+}
+output { dir = "out" }
+`)
+	r := rlhost(t, dir, "run", "job.hcl")
+	if r.code != 1 || !strings.Contains(r.stderr, "job.hcl:5:3") || strings.Contains(r.stderr, "--overwrite") {
+		t.Fatalf("want the config error at job.hcl:5:3 and no word of --overwrite; got %+v", r)
+	}
+	// Once the config is right, the earlier run is in the way.
+	write(t, dir, "job.hcl", strings.Replace(readFile(t, filepath.Join(dir, "job.hcl")), "tiemout", "timeout", 1))
+	r = rlhost(t, dir, "run", "job.hcl")
+	if r.code != 1 || !strings.Contains(r.stderr, "--overwrite") {
+		t.Fatalf("want the output directory refused; got %+v", r)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// The README's first command, on a machine with no model, says in its own
+// output what to run instead, and that command runs.
+func TestReadmeFirstCommandSaysWhatToDoNext(t *testing.T) {
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := readFile(t, filepath.Join(root, "README.md"))
+	_, block, _ := strings.Cut(readme, "```")
+	_, block, _ = strings.Cut(block, "\n")
+	block, _, _ = strings.Cut(block, "```")
+	first := strings.Fields(strings.TrimSpace(strings.Split(block, "\n")[0]))
+	if len(first) < 3 || first[0] != "rlhost" {
+		t.Fatalf("the README's first code block does not start with an rlhost command: %q", block)
+	}
+	out := t.TempDir()
+	r := rlhost(t, root, append(first[1:], "--out", out)...)
+	if r.code == 0 {
+		return // it ran
+	}
+	const cue = "To try this job without a model: "
+	_, next, ok := strings.Cut(r.stderr, cue)
+	if !ok {
+		t.Fatalf("%v failed without saying what to run instead:\n%s", first, r.stderr)
+	}
+	next, _, _ = strings.Cut(next, "\n")
+	args := strings.Fields(next)
+	if len(args) < 2 || args[0] != "rlhost" {
+		t.Fatalf("the suggestion %q is not an rlhost command", next)
+	}
+	r = rlhost(t, root, append(args[1:], "--out", out)...)
+	if r.code != 0 {
+		t.Fatalf("the suggested %q failed: %+v", next, r)
+	}
+}
