@@ -18,6 +18,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/retry"
 )
 
 // Defaults of the openai provider.
@@ -401,8 +402,9 @@ func (p *openAIPolicy) unauthorized(err error) string {
 }
 
 // Check asks GET {base_url}/models whether the server is up, accepts the
-// key, and serves the configured model. Failures worth retrying get the
-// same retries and backoff as a completion.
+// key, and serves the configured model. Failures worth retrying (a 503,
+// a 429, a dropped connection) get the same retries and backoff as a
+// completion; a refused connection or an unknown host fails at once.
 func (p *openAIPolicy) Check(ctx context.Context, notify func(msg string)) error {
 	url := strings.TrimSuffix(p.baseURL, "/") + "/models"
 	for attempt := 0; ; attempt++ {
@@ -428,6 +430,11 @@ func (p *openAIPolicy) Check(ctx context.Context, notify func(msg string)) error
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("GET %s: %w (last error: %s)", url, ctx.Err(), describe(err))
+		}
+		// Nothing listening, or no such host: no answer says "try again",
+		// so the check fails now rather than after every retry.
+		if cause, ok := retry.Unreachable(err); ok {
+			return fmt.Errorf("GET %s: %s (is the server running, and is base_url right?)", url, cause)
 		}
 		if classify(err) != retryable {
 			return fmt.Errorf("GET %s: %s%s", url, describe(err), p.unauthorized(err))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,5 +83,34 @@ func TestReadmeFirstCommandSaysWhatToDoNext(t *testing.T) {
 	r = rlhost(t, root, append(args[1:], "--out", out)...)
 	if r.code != 0 {
 		t.Fatalf("the suggested %q failed: %+v", next, r)
+	}
+}
+
+// A policy endpoint with nothing listening stops the run in the
+// pre-flight, naming the URL, without a round of retries; validate
+// --check-services says the same, and takes --dry-run like run does for a
+// job with a trainer block.
+func TestDeadPolicyEndpointFailsAtOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String() + "/v1"
+	ln.Close()
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"OPENAI_BASE_URL=" + url}
+	job := filepath.Join(root, "examples", "mbpp.hcl")
+	for _, args := range [][]string{
+		{"run", job, "--var", "policy=openai", "--dry-run", "--out", t.TempDir()},
+		{"validate", job, "--var", "policy=openai", "--dry-run", "--check-services"},
+	} {
+		r := rlhostEnv(t, t.TempDir(), env, args...)
+		want := "GET " + url + "/models: connection refused: nothing listens at " + ln.Addr().String()
+		if r.code != 1 || !strings.Contains(r.stderr, want) || strings.Contains(r.stderr, "retry") {
+			t.Errorf("%s: want exit 1 and %q without retries; got %+v", args[0], want, r)
+		}
 	}
 }
