@@ -335,6 +335,17 @@ func TestSensitiveDiagnosticsHideTheLine(t *testing.T) {
 	if !strings.Contains(pd[0].Detail, "job.hcl:3:13") || strings.Contains(pd[0].Detail, "sk-secret") {
 		t.Fatalf("detail = %q", pd[0].Detail)
 	}
+	// A sensitive setting the block leaves out has no value to hide: the
+	// diagnostic is placed (here on the block) and says nothing of one.
+	f, diags = Parse("job.hcl", []byte("sandbox \"s\" {\n  backend = \"daytona\"\n}\n"), nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	sb = f.Sandboxes[0]
+	pd = PluginDiagnostics(schema.Diagnostics{schema.Errorf([]string{"api_key"}, "no key", "set DAYTONA_API_KEY or api_key")}, spec, "daytona", sb.Body, nil, sb.AttrRanges["backend"])
+	if pd[0].Subject == nil || pd[0].Subject.Start.Line != 2 || strings.Contains(pd[0].Detail, "sensitive") {
+		t.Fatalf("missing sensitive setting: subject %v, detail %q", pd[0].Subject, pd[0].Detail)
+	}
 	if err := CheckReserved(schema.Spec{Attributes: []schema.Attribute{{Name: "labels", Type: cty.String}}}, ReservedSandboxSettings, "p"); err == nil {
 		t.Error("a plugin declaring labels must be refused")
 	}

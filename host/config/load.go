@@ -139,6 +139,11 @@ func (d *decoder) variables(given map[string]string) hcl.Diagnostics {
 				v.Default = a
 			case "description":
 				var desc string
+				// Kept for variables left at their default: a value the
+				// user chose needs no explaining.
+				if _, given := given[name]; given {
+					continue
+				}
 				if dd := gohcl.DecodeExpression(a.Expr, nil, &desc); !dd.HasErrors() && desc != "" {
 					if d.f.VarDescriptions == nil {
 						d.f.VarDescriptions = map[string]string{}

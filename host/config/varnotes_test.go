@@ -64,3 +64,16 @@ env "e" {
 		t.Errorf("nil file: %q", got)
 	}
 }
+
+// A variable set on the command line needs no explaining.
+func TestVariableNotesOnlyForDefaults(t *testing.T) {
+	src := "variable \"model\" {\n  default = \"\"\n  description = \"a model\"\n}\nenv \"e\" {\n  plugin = \"coding\"\n  a = var.model\n}\n"
+	f, diags := Parse("job.hcl", []byte(src), map[string]string{"model": "/m"})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	rng := f.Files["job.hcl"].Body.(*hclsyntax.Body).Blocks[1].Body.Attributes["a"].Expr.Range()
+	if got := f.VariableNotes(rng); got != nil {
+		t.Errorf("notes %q for a variable set with --var", got)
+	}
+}

@@ -114,3 +114,26 @@ func TestDeadPolicyEndpointFailsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// A setting the chosen backend requires and the block leaves out (the
+// Daytona key) is reported at the line that chose the backend, with no
+// word of a hidden value, since there is none.
+func TestMissingBackendSettingPointsAtBackend(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "replay.jsonl", `{"task_id":"sort_list","completions":["x"]}`+"\n")
+	write(t, dir, "job.hcl", `
+sandbox "cloud" {
+  timeout = "5s"
+  backend = "daytona"
+}
+env "coding" { tasks = "builtin" }
+policy "p" {
+  provider = "replay"
+  file     = "replay.jsonl"
+}
+`)
+	r := rlhostEnv(t, dir, []string{"DAYTONA_API_KEY="}, "validate", "job.hcl")
+	if r.code != 1 || !strings.Contains(r.stderr, "job.hcl:4:13: Error: no Daytona API key") || strings.Contains(r.stderr, "sensitive") {
+		t.Fatalf("want the missing key at job.hcl:4:13 (backend =), without a hidden value; got %+v", r)
+	}
+}
