@@ -236,7 +236,7 @@ func start(ctx context.Context, f *config.File, mgr *pluginmgr.Manager, runID st
 	if err != nil {
 		if !diags.HasErrors() {
 			noun := strings.ToUpper(b.noun[:1]) + b.noun[1:]
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: noun + " failed to start", Detail: err.Error(), Subject: b.def.Ptr()})
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: noun + " failed to start", Detail: err.Error(), Subject: b.chosenAt().Ptr()})
 		}
 		return nil, diags
 	}

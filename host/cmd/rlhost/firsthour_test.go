@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -135,5 +136,74 @@ policy "p" {
 	r := rlhostEnv(t, dir, []string{"DAYTONA_API_KEY="}, "validate", "job.hcl")
 	if r.code != 1 || !strings.Contains(r.stderr, "job.hcl:4:13: Error: no Daytona API key") || strings.Contains(r.stderr, "sensitive") {
 		t.Fatalf("want the missing key at job.hcl:4:13 (backend =), without a hidden value; got %+v", r)
+	}
+}
+
+// A plugin that dies before its handshake ends in one message that leads
+// with what it last wrote to stderr and names the interpreter or command
+// that ran it; go-plugin's boilerplate and a log line per stderr line are
+// gone.
+func TestPluginDyingBeforeHandshakeSaysWhy(t *testing.T) {
+	if _, err := os.Stat(systemPython); err != nil {
+		t.Skipf("needs %s", systemPython)
+	}
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	// The echo env away from the checkout: its fallback to
+	// core/envplugin/python finds nothing, so rlhost_env cannot be imported.
+	write(t, dir, "echo_env.py", readFile(t, filepath.Join(root, "examples", "python-env", "echo_env.py")))
+	// An interpreter without site-packages has no grpcio, as many users'
+	// python3 has not.
+	nogrpc := write(t, dir, "python-without-grpcio", "#!/bin/sh\nexec "+systemPython+" -S \"$@\"\n")
+	dies := write(t, dir, "dies", "#!/bin/sh\necho 'loading settings' >&2\necho 'cannot open /etc/my-env.conf: permission denied' >&2\nexit 3\n")
+	for _, p := range []string{nogrpc, dies} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name, plugin, python string
+		want                 []string
+	}{
+		{"python without rlhost_env", "./echo_env.py", systemPython, []string{
+			"ModuleNotFoundError: No module named 'rlhost_env'",
+			"pip install ./core/envplugin/python",
+			`(env plugin "./echo_env.py" exited with status 1 before its handshake; interpreter ` + systemPython,
+		}},
+		{"python without grpcio", filepath.Join(root, "examples", "python-env", "echo_env.py"), nogrpc, []string{
+			"rlhost_env needs the grpcio and protobuf packages in ",
+			"exited with status 1 before its handshake; interpreter " + nogrpc,
+		}},
+		{"executable", "./dies", "", []string{
+			"job.hcl:3:12: Error: Env plugin failed to start",
+			"loading settings\ncannot open /etc/my-env.conf: permission denied\n" +
+				`(env plugin "./dies" exited with status 3 before its handshake; it ran as ` + dies + ")",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			python := ""
+			if tc.python != "" {
+				python = fmt.Sprintf("python = %q", tc.python)
+			}
+			write(t, dir, "job.hcl", fmt.Sprintf("sandbox \"s\" { backend = \"local\" }\nenv \"echo\" {\n  plugin = %q\n  %s\n}\npolicy \"p\" {\n  provider = \"rules\"\n  file     = \"rules.jsonl\"\n}\n", tc.plugin, python))
+			write(t, dir, "rules.jsonl", `{"when": "(\\w+)$", "reply": "{{1}}"}`+"\n")
+			r := rlhost(t, dir, "validate", "job.hcl")
+			if r.code != 1 {
+				t.Fatalf("exit %d, want 1: %+v", r.code, r)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, r.stderr)
+				}
+			}
+			for _, bad := range []string{"Failed to read any lines", "compiled for this architecture", "[ERROR]", "Traceback"} {
+				if strings.Contains(r.stderr, bad) {
+					t.Errorf("stderr has %q:\n%s", bad, r.stderr)
+				}
+			}
+		})
 	}
 }
