@@ -95,7 +95,7 @@ func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 	}
 	batch, err := Samples(trajs)
 	if err != nil {
-		return fmt.Errorf("training on step %d: %w", st.Index+1, err)
+		return fmt.Errorf("training on step %d: %w", st.Index, err)
 	}
 	for reason, n := range batch.Skipped {
 		put("train/skipped_"+reason, float64(n))
@@ -104,7 +104,7 @@ func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 		put("train/split_turns", float64(batch.SplitTurns))
 	}
 	if len(batch.Groups) == 0 {
-		k.logf("step %d: no episode to train on", st.Index+1)
+		k.logf("step %d: no episode to train on", st.Index)
 		put("train/skipped_update", 1)
 		return k.after(ctx, st)
 	}
@@ -134,7 +134,7 @@ func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("training on step %d: %w", st.Index+1, err)
+		return fmt.Errorf("training on step %d: %w", st.Index, err)
 	}
 	put("time/train_s", time.Since(start).Seconds())
 	put("train/loss", stats.loss)
@@ -153,7 +153,7 @@ func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 	k.ratioMetrics(st.Index, stats.ratio, put)
 	if stats.skipped != "" {
 		put("train/skipped_update", 1)
-		k.logf("step %d: update skipped: %s", st.Index+1, stats.skipped)
+		k.logf("step %d: update skipped: %s", st.Index, stats.skipped)
 	}
 	if err := k.after(ctx, st); err != nil {
 		return err

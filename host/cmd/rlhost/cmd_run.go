@@ -173,7 +173,7 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	// an earlier run in the way worth mentioning. Check now, delete after
 	// the pre-flight: --overwrite must not cost the user an earlier run
 	// when this one cannot start.
-	old, err := existingOutputs(dir, *overwrite, *appendOut || *resume != "")
+	old, err := existingOutputs(dir, *overwrite, *appendOut || *resume != "", "--out DIR, --overwrite or --append")
 	if err != nil {
 		a.errorf("%v", err)
 		return 1
@@ -269,11 +269,12 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	return 0
 }
 
-// existingOutputs refuses to mix two runs' outputs unless asked to, and
-// returns the files --overwrite will remove once the job has started.
+// existingOutputs refuses to mix two runs' outputs unless asked to, naming
+// the command's choices, and returns the files --overwrite will remove
+// once the job has started.
 // (--append keeps the old lines; step numbers start at 0 again, and each
 // line's run_id tells the runs apart.)
-func existingOutputs(dir string, overwrite, appendOut bool) ([]string, error) {
+func existingOutputs(dir string, overwrite, appendOut bool, choices string) ([]string, error) {
 	if overwrite && appendOut {
 		return nil, fmt.Errorf("--overwrite and --append exclude each other")
 	}
@@ -292,7 +293,7 @@ func existingOutputs(dir string, overwrite, appendOut bool) ([]string, error) {
 		return nil, nil
 	}
 	if !overwrite {
-		return nil, fmt.Errorf("output directory %s already holds a run (%s); pass --out DIR, --overwrite or --append", dir, strings.Join(existing, ", "))
+		return nil, fmt.Errorf("output directory %s already holds a run (%s); pass %s", dir, strings.Join(existing, ", "), choices)
 	}
 	return existing, nil
 }

@@ -207,3 +207,55 @@ func TestPluginDyingBeforeHandshakeSaysWhy(t *testing.T) {
 		})
 	}
 }
+
+// rlhost train checks every step of the file before it writes anything:
+// a file without token ids leaves --out untouched, so running it again
+// gives the same answer rather than a refusal of the empty files.
+func TestTrainChecksInputsBeforeWriting(t *testing.T) {
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if r := rlhost(t, dir, "run", filepath.Join(root, "examples", "coding.hcl"), "--dry-run", "--steps", "1", "--out", "replayed"); r.code != 0 {
+		t.Fatalf("replay run: %+v", r)
+	}
+	for range 2 {
+		r := rlhost(t, dir, "train", filepath.Join(root, "examples", "quickstart.hcl"), "--trajectories", "replayed/trajectories.jsonl", "--out", "offline")
+		want := "replayed/trajectories.jsonl: step 0: group 0 episode 0 (task "
+		if r.code != 1 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "no token ids") {
+			t.Fatalf("want exit 1 and %q ... no token ids; got %+v", want, r)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "offline")); !os.IsNotExist(err) {
+			t.Fatalf("train wrote to --out before failing: %v", err)
+		}
+	}
+}
+
+// rlhost train --help's example: offline training on what a quickstart run
+// recorded starts from the same warmed-up model, so the trainer's log-probs
+// agree with the server's; a second run into the same --out is refused
+// with the choices train has.
+func TestTrainHelpExample(t *testing.T) {
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := filepath.Join(root, "examples", "quickstart.hcl")
+	dir := t.TempDir()
+	if r := rlhost(t, dir, "run", job, "--steps", "2", "--var", "warmup_steps=20", "--out", "recorded"); r.code != 0 {
+		t.Fatalf("quickstart run: %+v", r)
+	}
+	args := []string{"train", job, "--trajectories", "recorded/trajectories.jsonl", "--var", "warmup_steps=20", "--out", "offline"}
+	r := rlhost(t, dir, args...)
+	if r.code != 0 || strings.Contains(r.stderr, "drift") {
+		t.Fatalf("want a quiet offline run; got %+v", r)
+	}
+	if got := readStepLines(t, filepath.Join(dir, "offline", "metrics.jsonl")); len(got) != 2 || got[0].Step != 0 || got[1].Step != 1 {
+		t.Errorf("offline metrics %+v, want steps 0 and 1", got)
+	}
+	r = rlhost(t, dir, args...)
+	if r.code != 1 || !strings.Contains(r.stderr, "pass --out DIR or --overwrite") || strings.Contains(r.stderr, "--append") {
+		t.Fatalf("want the earlier run refused with train's own choices; got %+v", r)
+	}
+}
