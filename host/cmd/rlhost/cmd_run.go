@@ -84,7 +84,7 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	outDir := fs.String("out", "", "output directory (default: the config's output.dir, else runs/<run name>)")
 	steps := fs.Int("steps", 0, "override run.steps")
 	overwrite := fs.Bool("overwrite", false, "replace the outputs of an earlier run in the output directory")
-	appendOut := fs.Bool("append", false, "append a new run (a new run id, steps from 1) to the outputs in the output directory; --resume continues a training run instead")
+	appendOut := fs.Bool("append", false, "append a new run (a new run id, its steps numbered from 0 again) to the outputs in the output directory; --resume continues a training run instead")
 	if done, code := parse(fs, args); done {
 		return code
 	}
@@ -213,7 +213,7 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 		fmt.Fprintf(a.stdout, "training %s: %d parameters, GRPO loss %s, lr %g; device %s\n", f.Run.Policy,
 			eng.Model.Cfg.NumParams(), train.GRPO.LossType, train.GRPO.LR, eng.Device)
 		if rs.checkpoint != "" {
-			fmt.Fprintf(a.stdout, "resuming from %s at step %d\n", rs.checkpoint, rs.state.NextStep+1)
+			fmt.Fprintf(a.stdout, "resuming from %s: steps 0 to %d done, continuing at step %d\n", rs.checkpoint, rs.state.NextStep-1, rs.state.NextStep)
 		} else if train.Warmup != nil {
 			if err := a.warmup(ctx, eng, train, f.Run.Seed); err != nil {
 				a.errorf("%v", err)
