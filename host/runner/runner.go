@@ -58,6 +58,9 @@ type Runner struct {
 	Progress  io.Writer    // step lines and the final summary; nil for none
 	Logger    hclog.Logger // nil for none
 	Recovered []string     // what opening the outputs repaired, for the summary
+	// Earlier is a resumed run's summary of the steps before StartStep
+	// (output.Continued); Run adds to it. Nil for a run from step 0.
+	Earlier *output.Summary
 
 	fatalMu sync.Mutex
 	fatal   error // a fault no later episode can escape (a rejected API key)
@@ -96,8 +99,8 @@ func (r *Runner) Run(ctx context.Context) (res Result, err error) {
 	if r.Settings.MaxPolicyFailures <= 0 {
 		r.Settings.MaxPolicyFailures = DefaultMaxPolicyFailures
 	}
-	sum := output.Summary{RunID: r.RunID, ConfigPath: r.ConfigPath, TotalSteps: r.Settings.Steps, StartedAt: time.Now().UTC(),
-		Recovered: r.Recovered}
+	sum := r.continueSummary(output.Summary{RunID: r.RunID, ConfigPath: r.ConfigPath, TotalSteps: r.Settings.Steps, StartedAt: time.Now().UTC(),
+		Recovered: r.Recovered})
 	tasks, err := r.Env.Tasks(ctx)
 	if err != nil {
 		return Result{Summary: sum}, fmt.Errorf("env %s: %w", r.EnvName, err)

@@ -207,7 +207,7 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	for _, rec := range out.Recovered() {
 		r.Recovered = append(r.Recovered, rec.String())
 	}
-	r.Settings.StartStep = rs.state.NextStep
+	r.Settings.StartStep, r.Earlier = rs.state.NextStep, rs.summary
 	var sink *training.Sink
 	if train != nil {
 		fmt.Fprintf(a.stdout, "training %s: %d parameters, GRPO loss %s, lr %g; device %s\n", f.Run.Policy,
