@@ -76,12 +76,15 @@ func Open(ctx context.Context, o EngineOptions) (e *Engine, err error) {
 		if err != nil {
 			return nil, err
 		}
-		need := o.Train.GRPO
+		need, alt := o.Train.GRPO, defaultLoRA() // alt: what the advice may offer instead
+		if need.LoRA != nil {
+			alt = nil
+		}
 		if w := o.Train.Warmup; need.LoRA != nil && w != nil && !w.LoRA {
 			// The warm-up fine-tunes every weight: that is the peak.
 			need.LoRA, need.Beta = nil, 0
 		}
-		if _, err := grpo.CheckMemory(hf, need); err != nil {
+		if _, err := grpo.CheckMemory(hf, need, alt); err != nil {
 			// The trainer block's sizes caused it, not the policy block
 			// that opens the engine: the path says so.
 			return nil, schema.Diagnostics{schema.Errorf([]string{"trainer", "micro_batch"}, "", "%w", err)}.Err()
