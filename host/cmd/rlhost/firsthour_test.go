@@ -259,3 +259,19 @@ func TestTrainHelpExample(t *testing.T) {
 		t.Fatalf("want the earlier run refused with train's own choices; got %+v", r)
 	}
 }
+
+// Every doc is reachable from the README, not only from an HCL comment or
+// another doc.
+func TestReadmeLinksEveryDoc(t *testing.T) {
+	readme := readFile(t, "../../../README.md")
+	docs, err := filepath.Glob("../../../docs/*.md")
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("no docs: %v", err)
+	}
+	for _, d := range append(docs, "../../../BENCHMARKS.md") {
+		rel, _ := filepath.Rel("../../..", d)
+		if !strings.Contains(readme, "]("+rel+")") {
+			t.Errorf("README.md has no link to %s", rel)
+		}
+	}
+}
