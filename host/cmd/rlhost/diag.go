@@ -34,6 +34,12 @@ func printDiags(w io.Writer, f *config.File, diags hcl.Diagnostics) {
 	}
 	wr := hcl.NewDiagnosticTextWriter(w, files, width, color)
 	for _, d := range diags {
+		if d.Subject != nil && d.Subject.Filename == "" {
+			// Placed in no file (a block made from flags): nothing to show.
+			nd := *d
+			nd.Subject, nd.Context = nil, nil
+			d = &nd
+		}
 		if d.Subject != nil {
 			if notes := f.VariableNotes(*d.Subject); len(notes) > 0 {
 				nd := *d

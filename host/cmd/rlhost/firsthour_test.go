@@ -275,3 +275,13 @@ func TestReadmeLinksEveryDoc(t *testing.T) {
 		}
 	}
 }
+
+// A misspelt backend on the command line is named with its near miss, and
+// the error is not dressed as a place in a file that does not exist.
+func TestSandboxExecMisspeltBackend(t *testing.T) {
+	r := rlhost(t, t.TempDir(), "sandbox", "exec", "--backend", "lcoal", "--", "true")
+	if r.code == 0 || !strings.Contains(r.stderr, `unknown sandbox plugin "lcoal": did you mean "local"?`) ||
+		strings.Contains(r.stderr, ":0:0") || strings.Contains(r.stderr, "source code not available") {
+		t.Fatalf("want a plain error with a suggestion; got %+v", r)
+	}
+}
