@@ -39,11 +39,13 @@ func (a *app) cmdValidate(ctx context.Context, args []string) int {
 		return code
 	}
 	training := "none (rollouts and scoring only)"
+	var train *trainingpkg.Settings
 	if f.Trainer != nil && !*dryRun {
 		s, code := a.trainSettings(f, false, false)
 		if code != 0 {
 			return code
 		}
+		train = s
 		training = "GRPO on the embedded policy (see docs/training.md)"
 		if s.Sync != nil {
 			training = "GRPO on a LoRA adapter, hot-loaded into the vLLM server every step (see docs/vllm.md)"
@@ -55,9 +57,10 @@ func (a *app) cmdValidate(ctx context.Context, args []string) int {
 		return 1
 	}
 	defer mgr.StopAll(context.WithoutCancel(ctx))
-	// The embedded policy's model is checked for, not loaded.
+	// The embedded policy's model is checked for, not loaded; the trainer
+	// block is checked against its shape.
 	var eng *trainingpkg.Engine
-	embedded := trainingpkg.Provider(ctx, &eng, trainingpkg.ProviderOptions{CheckOnly: true})
+	embedded := trainingpkg.Provider(ctx, &eng, trainingpkg.ProviderOptions{CheckOnly: true, Train: train})
 	j, diags := job.Prepare(ctx, f, mgr, job.Options{RunID: "validate", PolicyProvider: []policy.Option{embedded}})
 	printDiags(a.stderr, f, diags)
 	if diags.HasErrors() {

@@ -285,3 +285,33 @@ func TestSandboxExecMisspeltBackend(t *testing.T) {
 		t.Fatalf("want a plain error with a suggestion; got %+v", r)
 	}
 }
+
+// A trainer setting the model cannot take (max_seq_len past its positions)
+// is reported at that setting, once, by validate as by run, before any
+// model is loaded.
+func TestTrainerSettingBeyondTheModel(t *testing.T) {
+	tok, err := filepath.Abs("../../../examples/quickstart/tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	write(t, dir, "job.hcl", fmt.Sprintf(`sandbox "s" { backend = "local" }
+env "coding" { tasks = "builtin" }
+policy "student" {
+  provider  = "embedded"
+  init      = "tiny"
+  tokenizer = %q
+}
+trainer {
+  max_seq_len = 2048
+}
+`, tok))
+	for _, cmd := range []string{"validate", "run"} {
+		r := rlhost(t, dir, cmd, "job.hcl")
+		want := "job.hcl:9:17: Error: Invalid trainer setting"
+		if r.code != 1 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "2048 is more than the model's max_position_embeddings (128)") ||
+			strings.Count(r.stderr, `policy "student"`) > 1 {
+			t.Errorf("%s: want %q and the model's limit, once; got %+v", cmd, want, r)
+		}
+	}
+}
