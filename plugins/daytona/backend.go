@@ -183,7 +183,7 @@ func (b *Backend) ready() (settings, error) {
 }
 
 func (b *Backend) opts(s settings) callOpts {
-	return callOpts{timeout: s.apiTimeout, retries: s.maxRetries, log: b.log}
+	return callOpts{timeout: s.apiTimeout, retries: s.maxRetries, log: b.log, api: s.apiURL}
 }
 
 // apiError converts an error of the generated API client as the SDK does,

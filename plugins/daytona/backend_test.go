@@ -722,7 +722,7 @@ func TestUnreachableAPIFailsFast(t *testing.T) {
 		t.Fatalf("configure: %v", d.Err())
 	}
 	_, err = b.List(context.Background(), map[string]string{"a": "b"})
-	want := "daytona list sandboxes: unavailable: cannot reach the Daytona API: connection refused: nothing listens at " + addr
+	want := "daytona list sandboxes: unavailable: cannot reach the Daytona API at http://" + addr + "/api: connection refused: nothing listens at " + addr
 	if !errors.Is(err, core.ErrUnavailable) || err == nil || err.Error() != want {
 		t.Fatalf("list = %v; want %q", err, want)
 	}

@@ -137,6 +137,8 @@ type callOpts struct {
 	// log announces each retry, so a slow call is not a silent one; nil
 	// for none.
 	log hclog.Logger
+	// api is the API's URL, named when it cannot be reached.
+	api string
 }
 
 // retry runs op until it succeeds, fails for good, or retries run out, and
@@ -177,6 +179,9 @@ func withRetry(ctx context.Context, what string, o callOpts, op func(ctx context
 				return out
 			}
 		}
+	}
+	if cause, ok := unreachable(err); ok && o.api != "" {
+		return fmt.Errorf("daytona %s: %w: cannot reach the Daytona API at %s: %w", what, core.ErrUnavailable, o.api, transportErr{msg: cause, err: err})
 	}
 	return classify(what, err)
 }
