@@ -28,7 +28,7 @@ variable "policy" {
 
 variable "model" {
   default     = ""
-  description = "Hugging Face model directory to train, e.g. Qwen2.5-0.5B-Instruct"
+  description = "a Hugging Face model directory to train, e.g. $PWD/models/Qwen2.5-0.5B-Instruct (docs/training.md#your-own-model-and-data says how to get one). To try this job without a model: rlhost run examples/mbpp.hcl --var policy=replay --dry-run"
 }
 
 variable "dataset" {

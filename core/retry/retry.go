@@ -3,6 +3,10 @@
 // full-jitter backoff, the jitter itself, and a sleep that ends with its
 // context.
 //
+// It also names the one transport failure that retrying rarely mends
+// (Unreachable: nothing listens there, or the host does not exist), so
+// every client tells it apart from a server that asks to try again.
+//
 // It deliberately has no retry loop: which failures are worth repeating,
 // and what to do between attempts (adopt a half-made sandbox, re-read a
 // header), belongs to each client.
@@ -10,10 +14,14 @@ package retry
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -97,4 +105,34 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// Unreachable says whether err means the service is not there: the
+// connection was refused (nothing listens on the port), the host name
+// does not resolve, or no route leads to the host. Unlike a 503, a 429 or
+// a connection dropped mid-answer, such a failure says nothing about
+// trying again soon, so a check before a run fails on it at once. cause
+// is a short account for messages ("connection refused: nothing listens
+// at 127.0.0.1:9"),
+// without the request's URL.
+func Unreachable(err error) (cause string, ok bool) {
+	if err == nil {
+		return "", false
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+		return fmt.Sprintf("host %s not found (DNS lookup failed)", dnsErr.Name), true
+	}
+	at := ""
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Addr != nil {
+		at = " at " + opErr.Addr.String()
+	}
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused: nothing listens" + at, true
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "no route to the host" + at, true
+	}
+	return "", false
 }

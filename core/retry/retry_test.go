@@ -3,7 +3,14 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -99,5 +106,51 @@ func TestSleepEndsWithContext(t *testing.T) {
 	}
 	if err := Sleep(context.Background(), time.Microsecond); err != nil {
 		t.Errorf("Sleep: %v", err)
+	}
+}
+
+// Unreachable tells "nothing is there" from failures worth another try,
+// through the wrapping an HTTP client adds.
+func TestUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, refused := http.Get("http://" + addr + "/v1/models")
+	if refused == nil {
+		t.Fatalf("GET %s succeeded with nothing listening", addr)
+	}
+	dns := &url.Error{Op: "Get", URL: "https://api.example.invalid/x?y=z", Err: &net.OpError{Op: "dial", Net: "tcp",
+		Err: &net.DNSError{Err: "no such host", Name: "api.example.invalid", IsNotFound: true}}}
+	dnsTemporary := &net.DNSError{Err: "server misbehaving", Name: "api.example.invalid", IsTemporary: true}
+	noRoute := &url.Error{Op: "Get", URL: "http://10.1.2.3/", Err: &net.OpError{Op: "dial", Net: "tcp",
+		Addr: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 80}, Err: os.NewSyscallError("connect", syscall.EHOSTUNREACH)}}
+	for _, tc := range []struct {
+		name  string
+		err   error
+		ok    bool
+		cause string
+	}{
+		{"refused", refused, true, "connection refused: nothing listens at " + addr},
+		{"refused, wrapped again", fmt.Errorf("list models: %w", refused), true, "connection refused: nothing listens at " + addr},
+		{"no such host", dns, true, "host api.example.invalid not found (DNS lookup failed)"},
+		{"no route", noRoute, true, "no route to the host at 10.1.2.3:80"},
+		{"DNS server failure", dnsTemporary, false, ""},
+		{"reset mid-answer", &url.Error{Op: "Get", URL: "http://x/", Err: syscall.ECONNRESET}, false, ""},
+		{"EOF", io.ErrUnexpectedEOF, false, ""},
+		{"deadline", context.DeadlineExceeded, false, ""},
+		{"nil", nil, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cause, ok := Unreachable(tc.err)
+			if ok != tc.ok || cause != tc.cause {
+				t.Errorf("Unreachable(%v) = %q, %v; want %q, %v", tc.err, cause, ok, tc.cause, tc.ok)
+			}
+			if ok && strings.Contains(cause, "?y=z") {
+				t.Errorf("the cause repeats the URL: %q", cause)
+			}
+		})
 	}
 }

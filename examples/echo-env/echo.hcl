@@ -9,7 +9,7 @@
 
 variable "plugin" {
   default     = "./echo-env"
-  description = "path of the built plugin, relative to this file"
+  description = "path of the built plugin, relative to this file; build it first with: go build -o examples/echo-env/echo-env ./examples/echo-env"
 }
 
 run {

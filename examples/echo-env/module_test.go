@@ -8,19 +8,36 @@ import (
 	"testing"
 )
 
-// The README's way to depend on the SDK: a module of its own whose go.mod
-// replaces github.com/rlhost/rlhost with a checkout. Built offline, from
-// the module cache this repository's build already filled.
+// The README's way to depend on the SDK, command by command: a module of
+// its own beside a checkout (../rlhost), built offline (GOPROXY=off) from
+// the module cache this repository's build filled. Only the clone is left
+// out: the checkout is this one.
 func TestBuildsAsItsOwnModule(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
+	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("needs the go command")
 	}
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "## Depend on the SDK from your own module")
+	_, block, ok2 := strings.Cut(section, "```sh\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("the README has no sh block under \"Depend on the SDK from your own module\"")
+	}
+	work := t.TempDir()
+	if err := os.Symlink(root, filepath.Join(work, "rlhost")); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(work, "my-env")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range []string{"env.go", "main.go"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -30,45 +47,22 @@ func TestBuildsAsItsOwnModule(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// What `go mod tidy` writes for the user (README): the go line and the
-	// checkout's requirements, at the versions the checkout pins. Without
-	// them the go command walks the full graph of pre-1.17 dependencies
-	// and needs go.mod files this offline build never fetched.
-	rootMod, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	goLine, requires := "go 1.26.0", ""
-	inRequire := false
-	for _, l := range strings.Split(string(rootMod), "\n") {
-		switch {
-		case strings.HasPrefix(l, "go "):
-			goLine = l
-		case strings.HasPrefix(l, "require ("):
-			inRequire = true
-			requires += l + "\n"
-		case inRequire:
-			requires += l + "\n"
-			inRequire = l != ")"
-		case strings.HasPrefix(l, "require "):
-			requires += l + "\n"
+	// A user's environment, without this repository's go settings, and
+	// without a network.
+	env := append(os.Environ(), "GOFLAGS=", "GOPROXY=off", "GOWORK=off", "GONOSUMDB=", "GOPRIVATE=")
+	ran := 0
+	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+		if strings.HasPrefix(line, "git clone ") {
+			continue // the checkout is this one, built by the test run
 		}
+		cmd := exec.Command("sh", "-c", line)
+		cmd.Dir, cmd.Env = dir, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", line, err, out)
+		}
+		ran++
 	}
-	mod := "module example.com/my-env\n\n" + goLine + "\n\nrequire github.com/rlhost/rlhost v0.0.0\n\n" + requires + "\nreplace github.com/rlhost/rlhost => " + root + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(goBin, "build", "-o", filepath.Join(dir, "my-env"), ".")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build in a module of its own: %v\n%s", err, out)
+	if _, err := os.Stat(filepath.Join(dir, "my-env")); err != nil || ran < 4 {
+		t.Fatalf("after %d commands, no my-env: %v", ran, err)
 	}
 }

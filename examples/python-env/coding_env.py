@@ -1,4 +1,4 @@
-"""The seed workflow's single-shot coding tasks as a Python environment.
+"""Single-shot coding tasks as a Python environment.
 
 Tasks are a TASKS dict in the style of TRL's reward-function examples. A
 completion's code is extracted, checked for banned patterns, and run in the

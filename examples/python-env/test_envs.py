@@ -75,6 +75,16 @@ class SecretEnvTest(unittest.TestCase):
         self.assertEqual(res[1].reward, 0.0)
         self.assertAlmostEqual(res[2].reward, 0.9)
 
+    def test_cut_off_by_max_turns(self):
+        # Two shell calls and no submit: the run's max_turns (two, the
+        # longest scripted episode) ends it; end() keeps its metric.
+        h = Harness(SecretEnv, {"tasks": 1, "files": 3})
+        res = h.run({"secret-0": [[call("shell", cmd="ls notes"), call("shell", cmd="true")]]})["secret-0"]
+        self.assertEqual(res[0].error, "", h.stderr)
+        self.assertEqual(res[0].finish_reason, "max_turns")
+        self.assertEqual(res[0].reward, 0.0)
+        self.assertEqual(res[0].metrics.get("shell_calls"), 2, res[0].metrics)
+
 
 if __name__ == "__main__":
     unittest.main()

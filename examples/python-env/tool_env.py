@@ -78,6 +78,15 @@ class SecretEnv(rl.Env):
                 results.append(rl.tool_result(call, f"unknown tool {call.name!r}"))
         return rl.Observation(messages=results)
 
+    def end(self, ep, reason):
+        # reason is "" after a submit. Otherwise the host stopped the
+        # episode first (rl.FINISH_MAX_TURNS: the run's max_turns replies
+        # were used up; or a timeout): no number was submitted, so the
+        # reward stays 0, but the metric every episode reports is kept.
+        if reason:
+            return rl.Observation(reward=0.0, metrics={"shell_calls": ep.state.get("shell_calls", 0)})
+        return None
+
 
 if __name__ == "__main__":
     rl.serve(SecretEnv())

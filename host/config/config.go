@@ -24,6 +24,9 @@ type File struct {
 	Files map[string]*hcl.File
 	// EvalContext is what plugin bodies are decoded with: var, env(), path, run.
 	EvalContext *hcl.EvalContext
+	// VarDescriptions holds the description of each variable that has
+	// one and was not set with --var, by name (see VariableNotes).
+	VarDescriptions map[string]string
 }
 
 // Run is the run block: how many steps, how large, how parallel.

@@ -132,7 +132,10 @@ func TestDiagnostics(t *testing.T) {
 		{name: "reserved label", src: "sandbox \"a\" {\n  backend = \"local\"\n  labels = { \"rlhost.run\" = \"x\" }\n}\n", summary: "Reserved label", line: 3, col: 12},
 		{name: "ambiguous env", src: "sandbox \"a\" { backend = \"local\" }\nenv \"x\" {}\nenv \"y\" {}\nrun {}\n", summary: "Ambiguous env", line: 4, col: 1},
 		{name: "ambiguous env without run", src: "sandbox \"a\" { backend = \"local\" }\nenv \"x\" {}\nenv \"y\" {}\n", summary: "Ambiguous env", line: 3, col: 1},
-		{name: "unknown run env", src: "env \"x\" {}\nrun {\n  env = \"nope\"\n}\n", summary: "no env block has that name", line: 3, col: 9},
+		{name: "unknown run env", src: "env \"x\" {}\nrun {\n  env = \"nope\"\n}\n", summary: `no env block has that name; the names are "x".`, line: 3, col: 9},
+		{name: "misspelt run policy", src: "policy \"replay\" { provider = \"replay\" }\npolicy \"openai\" { provider = \"openai\" }\nrun {\n  policy = \"replya\"\n}\n", summary: `no policy block has that name; did you mean "replay"?`, line: 4, col: 12},
+		{name: "misspelt --var", src: "variable \"policy\" { default = \"a\" }\nvariable \"model\" { default = \"\" }\nrun {}\n", vars: map[string]string{"polcy": "b"}, summary: "Did you mean --var policy?", noSubjOK: true},
+		{name: "unknown --var", src: "variable \"policy\" { default = \"a\" }\nrun {}\n", vars: map[string]string{"xyz": "b"}, summary: "The variables it declares: policy.", noSubjOK: true},
 		{name: "policy without provider", src: "policy \"p\" {\n  file = \"x\"\n}\n", summary: "Missing required argument", line: 1, col: 12},
 		{name: "zero exec timeout", src: "sandbox \"s\" {\n  backend = \"local\"\n  timeout = \"0s\"\n}\n", summary: "must be more than zero", line: 3, col: 13},
 		{name: "removed exec_timeout", src: "sandbox \"s\" {\n  backend = \"local\"\n  exec_timeout = \"45s\"\n}\n", summary: `write timeout = "45s" instead`, line: 3, col: 3},
@@ -334,6 +337,17 @@ func TestSensitiveDiagnosticsHideTheLine(t *testing.T) {
 	}
 	if !strings.Contains(pd[0].Detail, "job.hcl:3:13") || strings.Contains(pd[0].Detail, "sk-secret") {
 		t.Fatalf("detail = %q", pd[0].Detail)
+	}
+	// A sensitive setting the block leaves out has no value to hide: the
+	// diagnostic is placed (here on the block) and says nothing of one.
+	f, diags = Parse("job.hcl", []byte("sandbox \"s\" {\n  backend = \"daytona\"\n}\n"), nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	sb = f.Sandboxes[0]
+	pd = PluginDiagnostics(schema.Diagnostics{schema.Errorf([]string{"api_key"}, "no key", "set DAYTONA_API_KEY or api_key")}, spec, "daytona", sb.Body, nil, sb.AttrRanges["backend"])
+	if pd[0].Subject == nil || pd[0].Subject.Start.Line != 2 || strings.Contains(pd[0].Detail, "sensitive") {
+		t.Fatalf("missing sensitive setting: subject %v, detail %q", pd[0].Subject, pd[0].Detail)
 	}
 	if err := CheckReserved(schema.Spec{Attributes: []schema.Attribute{{Name: "labels", Type: cty.String}}}, ReservedSandboxSettings, "p"); err == nil {
 		t.Error("a plugin declaring labels must be refused")

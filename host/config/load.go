@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/rlhost/rlhost/core/duration"
 	"github.com/rlhost/rlhost/core/labels"
 	"github.com/rlhost/rlhost/core/schema"
+	"github.com/rlhost/rlhost/core/suggest"
 )
 
 var topSchema = &hcl.BodySchema{
@@ -129,9 +131,7 @@ func (d *decoder) variables(given map[string]string) hcl.Diagnostics {
 		}
 		declared[name] = true
 		var v struct {
-			Default     *hcl.Attribute `hcl:"default,optional"`
-			Description string         `hcl:"description,optional"`
-			Remain      hcl.Body       `hcl:",remain"`
+			Default *hcl.Attribute
 		}
 		attrs, ad := b.Body.JustAttributes()
 		diags = append(diags, ad...)
@@ -140,6 +140,20 @@ func (d *decoder) variables(given map[string]string) hcl.Diagnostics {
 			case "default":
 				v.Default = a
 			case "description":
+				var desc string
+				// Kept for variables left at their default: a value the
+				// user chose needs no explaining.
+				if _, given := given[name]; given {
+					continue
+				}
+				if dd := gohcl.DecodeExpression(a.Expr, nil, &desc); !dd.HasErrors() && desc != "" {
+					if d.f.VarDescriptions == nil {
+						d.f.VarDescriptions = map[string]string{}
+					}
+					d.f.VarDescriptions[name] = desc
+				} else {
+					diags = append(diags, dd...)
+				}
 			default:
 				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unsupported argument", Detail: fmt.Sprintf("A variable block accepts only default and description, not %q.", an), Subject: a.NameRange.Ptr()})
 			}
@@ -174,11 +188,39 @@ func (d *decoder) variables(given map[string]string) hcl.Diagnostics {
 		}
 	}
 	sort.Strings(unknown)
+	var names []string
+	for n := range declared {
+		names = append(names, n)
+	}
+	sort.Strings(names)
 	for _, name := range unknown {
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Undeclared variable", Detail: fmt.Sprintf("--var %s was given, but the config declares no variable %q. Add a variable %q {} block.", name, name, name)})
+		detail := fmt.Sprintf("--var %s was given, but the config declares no variable %q. Add a variable %q {} block.", name, name, name)
+		if s := suggest.Closest(name, names); s != "" {
+			detail = fmt.Sprintf("--var %s was given, but the config declares no variable %q. Did you mean --var %s?", name, name, s)
+		} else if len(names) > 0 {
+			detail += fmt.Sprintf(" The variables it declares: %s.", strings.Join(names, ", "))
+		}
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Undeclared variable", Detail: detail})
 	}
 	d.f.EvalContext = evalContext(d.f.Dir, d.vars, d.names())
 	return diags
+}
+
+// namesHint ends a sentence about a name that matches none of names:
+// "; did you mean "X"?" for a near miss, else "; the names are "A", "B"."
+// (just "." when there are none).
+func namesHint(got string, names []string) string {
+	if s := suggest.Closest(got, names); s != "" {
+		return fmt.Sprintf("; did you mean %q?", s)
+	}
+	if len(names) == 0 {
+		return "."
+	}
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return "; the names are " + strings.Join(q, ", ") + "."
 }
 
 // names lists the labels of sandbox, env and policy blocks so that
@@ -537,7 +579,11 @@ func (d *decoder) links() hcl.Diagnostics {
 				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Ambiguous sandbox", Detail: fmt.Sprintf("Env %q must say which sandbox block to use: sandbox = sandbox.NAME.", e.Name), Subject: e.DefRange.Ptr()})
 			}
 		} else if !sandboxes[e.Sandbox] {
-			diags = append(diags, attrErr(nil, e.AttrRanges["sandbox"], "", "Unknown sandbox", fmt.Sprintf("No sandbox block is named %q.", e.Sandbox)))
+			var names []string
+			for _, s := range f.Sandboxes {
+				names = append(names, s.Name)
+			}
+			diags = append(diags, attrErr(nil, e.AttrRanges["sandbox"], "", "Unknown sandbox", fmt.Sprintf("No sandbox block is named %q%s", e.Sandbox, namesHint(e.Sandbox, names))))
 		}
 	}
 	pick := func(kind, chosen string, names []string, ranges []hcl.Range, attr string) string {
@@ -548,7 +594,7 @@ func (d *decoder) links() hcl.Diagnostics {
 				}
 			}
 			rng := f.Run.AttrRanges[attr]
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown " + kind, Detail: fmt.Sprintf("run.%s names %q, but no %s block has that name.", attr, chosen, kind), Subject: rangePtr(rng, f.Run.DefRange)})
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown " + kind, Detail: fmt.Sprintf("run.%s names %q, but no %s block has that name%s", attr, chosen, kind, namesHint(chosen, names)), Subject: rangePtr(rng, f.Run.DefRange)})
 			return ""
 		}
 		switch len(names) {

@@ -89,9 +89,10 @@ type Origin struct {
 // then by its first element among HostAttrs, else the whole block is
 // blamed. It is the one mapping from setting paths to source ranges, used
 // for plugins, the policy and trainer blocks and the host's own checks.
-// A diagnostic about a sensitive setting names its location in the text but
-// carries no Subject, so renderers never echo the line (an API key written
-// inline).
+// A diagnostic about a sensitive setting written in the block names its
+// location in the text but carries no Subject, so renderers never echo the
+// line (an API key written inline); one about a sensitive setting the block
+// leaves out has no value to hide and is shown as any other.
 func InConfigBody(ds schema.Diagnostics, o Origin) hcl.Diagnostics {
 	sensitive := map[string]bool{}
 	for _, a := range o.Spec.Attributes {
@@ -106,8 +107,9 @@ func InConfigBody(ds schema.Diagnostics, o Origin) hcl.Diagnostics {
 			sev = hcl.DiagWarning
 		}
 		rng := o.Block
+		written := false // the setting is in the block's text
 		if r, ok := findPath(o.Body, d.Path); ok {
-			rng = r
+			rng, written = r, true
 		} else if r, ok := o.HostAttrs[strings.Join(d.Path, ".")]; ok && len(d.Path) > 0 {
 			rng = r
 		} else if len(d.Path) > 0 {
@@ -129,7 +131,7 @@ func InConfigBody(ds schema.Diagnostics, o Origin) hcl.Diagnostics {
 		if rng.Filename != "" {
 			diag.Subject = rng.Ptr()
 		}
-		if len(d.Path) > 0 && sensitive[d.Path[0]] {
+		if written && sensitive[d.Path[0]] {
 			diag.Subject = nil
 			diag.Detail = fmt.Sprintf("%s:%d:%d: %s (the value is sensitive and not shown)", rng.Filename, rng.Start.Line, rng.Start.Column, detail)
 		}

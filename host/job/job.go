@@ -188,6 +188,17 @@ type pluginBlock struct {
 	configure func(ctx context.Context, raw any, cfg schema.Config) schema.Diagnostics
 }
 
+// chosenAt is the attribute that named the plugin (backend = "daytona"),
+// else the block's first line.
+func (b pluginBlock) chosenAt() hcl.Range {
+	for _, a := range b.refAttrs {
+		if r, ok := b.attrs[a]; ok {
+			return r
+		}
+	}
+	return b.def
+}
+
 // describer is what every kind's client offers: the plugin's Describe.
 type describer interface{ Info() pluginbase.Info }
 
@@ -197,14 +208,7 @@ type describer interface{ Info() pluginbase.Info }
 func start(ctx context.Context, f *config.File, mgr *pluginmgr.Manager, runID string, b pluginBlock) (*pluginmgr.Instance, hcl.Diagnostics) {
 	src, err := mgr.Resolve(b.kind, b.ref, f.Dir)
 	if err != nil {
-		rng := b.def
-		for _, a := range b.refAttrs {
-			if r, ok := b.attrs[a]; ok {
-				rng = r
-				break
-			}
-		}
-		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot find " + b.noun, Detail: err.Error(), Subject: rng.Ptr()}}
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot find " + b.noun, Detail: err.Error(), Subject: b.chosenAt().Ptr()}}
 	}
 	var diags hcl.Diagnostics
 	var mu sync.Mutex // setup runs again, on another goroutine, after each restart
@@ -225,7 +229,9 @@ func start(ctx context.Context, f *config.File, mgr *pluginmgr.Manager, runID st
 			return fmt.Errorf("%s %q: invalid config", b.block, b.name)
 		}
 		pd := b.configure(ctx, raw, schema.Config{Name: b.name, JSON: js, BaseDir: f.Dir, RunID: runID})
-		diags = append(diags, config.PluginDiagnostics(pd, info.Config, info.Name, b.body, b.attrs, b.def)...)
+		// What the plugin says of a setting the block leaves out (a
+		// required key) is placed on the line that chose the plugin.
+		diags = append(diags, config.PluginDiagnostics(pd, info.Config, info.Name, b.body, b.attrs, b.chosenAt())...)
 		if pd.HasErrors() {
 			return fmt.Errorf("%s %q: rejected by plugin %s", b.block, b.name, info.Name)
 		}
@@ -237,7 +243,7 @@ func start(ctx context.Context, f *config.File, mgr *pluginmgr.Manager, runID st
 	if err != nil {
 		if !diags.HasErrors() {
 			noun := strings.ToUpper(b.noun[:1]) + b.noun[1:]
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: noun + " failed to start", Detail: err.Error(), Subject: b.def.Ptr()})
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: noun + " failed to start", Detail: err.Error(), Subject: b.chosenAt().Ptr()})
 		}
 		return nil, diags
 	}

@@ -1,7 +1,10 @@
 package output
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -21,7 +24,8 @@ type Summary struct {
 	RewardMean      float64   `json:"reward_mean"` // over all episodes, weighted by episode
 	PassRate        float64   `json:"pass_rate"`   // over all episodes
 	StartedAt       time.Time `json:"started_at"`
-	EndedAt         time.Time `json:"ended_at,omitzero"` // zero while running
+	ResumedAt       time.Time `json:"resumed_at,omitzero"` // the latest --resume; zero for a run never resumed
+	EndedAt         time.Time `json:"ended_at,omitzero"`   // zero while running
 	Interrupted     bool      `json:"interrupted"`
 	StepRewardMeans []float64 `json:"step_reward_means"`
 	// OutputDir is where the run's files are; Writer.WriteSummary fills it.
@@ -43,6 +47,22 @@ func (s *Summary) AddStep(m core.StepMetrics) {
 	s.Timeouts += m.Timeouts
 	s.StepsDone++
 	s.StepRewardMeans = append(s.StepRewardMeans, m.RewardMean)
+}
+
+// Continued is the summary a resumed run goes on from: the run's first
+// start (from prev, the summary.json the earlier part left; now when it
+// has none) and the totals of earlier, the steps the resume kept. The
+// resumed run's Runner adds its own steps to it, so the final summary and
+// summary.json describe the whole run.
+func Continued(prev Summary, earlier []core.StepMetrics, now time.Time) Summary {
+	s := Summary{StartedAt: prev.StartedAt}
+	if s.StartedAt.IsZero() {
+		s.StartedAt = now
+	}
+	for _, m := range earlier {
+		s.AddStep(m)
+	}
+	return s
 }
 
 // ProgressLine renders one step for the terminal, e.g.
@@ -111,8 +131,12 @@ func FinalSummary(s Summary) string {
 		fmt.Fprintf(&b, "  by step   %s\n", fmtSeries(s.StepRewardMeans))
 	}
 	if !s.StartedAt.IsZero() && !s.EndedAt.IsZero() {
-		fmt.Fprintf(&b, "  time      %s (%s to %s)\n", s.EndedAt.Sub(s.StartedAt).Round(time.Millisecond),
-			s.StartedAt.UTC().Format(time.RFC3339), s.EndedAt.UTC().Format(time.RFC3339))
+		resumed := ""
+		if !s.ResumedAt.IsZero() {
+			resumed = ", resumed at " + s.ResumedAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(&b, "  time      %s (%s to %s%s)\n", s.EndedAt.Sub(s.StartedAt).Round(time.Millisecond),
+			s.StartedAt.UTC().Format(time.RFC3339), s.EndedAt.UTC().Format(time.RFC3339), resumed)
 	}
 	if s.OutputDir != "" {
 		fmt.Fprintf(&b, "  output    %s\n", s.OutputDir)
@@ -142,4 +166,17 @@ func fmtSeries(v []float64) string {
 
 func fmtMS(ms float64) string {
 	return time.Duration(ms * float64(time.Millisecond)).Round(100 * time.Millisecond).String()
+}
+
+// ReadSummary reads the summary.json of the run in dir.
+func ReadSummary(dir string) (Summary, error) {
+	var s Summary
+	data, err := os.ReadFile(filepath.Join(dir, SummaryFile))
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		return s, fmt.Errorf("%s: %w", filepath.Join(dir, SummaryFile), err)
+	}
+	return s, nil
 }

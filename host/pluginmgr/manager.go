@@ -182,13 +182,17 @@ func (in *Instance) launch(ctx context.Context) (*plugin.Client, any, pluginbase
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	cmd.Env = in.env
 	logger := in.m.logger.Named(src.Kind + "." + src.Name)
+	// Until the handshake, the plugin's log is held and its stderr kept:
+	// a plugin that dies first is reported once, by what it said.
+	gate, tail := newStartGate(joinStacks(logger)), &stderrTail{}
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  pluginbase.HandshakeConfig(),
 		Plugins:          map[string]plugin.Plugin{pluginbase.KindEnv: &envplugin.Plugin{Logger: logger}, pluginbase.KindSandbox: &sandboxplugin.Plugin{}},
 		Cmd:              cmd,
 		SkipHostEnv:      true, // cmd.Env is already exactly what the plugin may see
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		Logger:           joinStacks(logger), // a crash trace prints as one block
+		Logger:           gate, // joinStacks: a crash trace prints as one block
+		Stderr:           tail,
 		StartTimeout:     20 * time.Second,
 		GRPCDialOptions:  pluginbase.DialOptions(),
 		SyncStdout:       io.Discard,
@@ -196,9 +200,11 @@ func (in *Instance) launch(ctx context.Context) (*plugin.Client, any, pluginbase
 	})
 	rpc, err := client.Client()
 	if err != nil {
-		client.Kill()
-		return nil, nil, pluginbase.Info{}, fmt.Errorf("start %s: not a working rlhost plugin (handshake failed): %w", src, err)
+		client.Kill() // returns once the plugin's stderr is read to its end
+		gate.release(true)
+		return nil, nil, pluginbase.Info{}, startError(src, err, tail.Lines(), cmd.ProcessState)
 	}
+	gate.release(false)
 	raw, err := rpc.Dispense(src.Kind)
 	if err != nil {
 		client.Kill()

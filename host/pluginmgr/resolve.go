@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/rlhost/rlhost/core/suggest"
 )
 
 // Source says how to launch one plugin.
@@ -92,6 +94,9 @@ func (m *Manager) Resolve(kind, ref, baseDir string) (Source, error) {
 	}
 	known := append([]string(nil), m.builtins[kind]...)
 	sort.Strings(known)
+	if s := suggest.Closest(ref, known); s != "" {
+		return Source{}, fmt.Errorf("unknown %s plugin %q: did you mean %q? (built-in %s plugins are %s)", kind, ref, s, kind, strings.Join(known, ", "))
+	}
 	return Source{}, fmt.Errorf("unknown %s plugin %q: built-in %s plugins are %s; an external plugin is a path (./my-plugin) or an executable rlhost-%s-%s in %s",
 		kind, ref, kind, strings.Join(known, ", "), kind, ref, strings.Join(m.dirs, ":"))
 }

@@ -43,6 +43,8 @@ func TestResolve(t *testing.T) {
 		{"env", "./not-exec", "", false, "not executable"},
 		{"env", "./adir", "", false, "is a directory"},
 		{"sandbox", "coding", "", false, "built-in sandbox plugins are local"},
+		{"sandbox", "lcoal", "", false, `unknown sandbox plugin "lcoal": did you mean "local"?`},
+		{"env", "codign", "", false, `unknown env plugin "codign": did you mean "coding"?`},
 		{"env", "", "", false, "no env plugin named"},
 	}
 	for _, tc := range cases {

@@ -83,6 +83,7 @@ func TestNewValidation(t *testing.T) {
 		{"openai with empty key variable", openai(func(c *Config) { c.APIKeyEnv = ptr("RLHOST_SET_KEY") }), ""},
 		{"no provider", Config{Name: "p"}, `policy "p": provider: required`},
 		{"unknown provider", Config{Name: "p", Provider: "anthropic"}, `provider: unknown provider "anthropic" (known: openai, replay, rules, vllm)`},
+		{"misspelt provider", Config{Name: "p", Provider: "repaly"}, `provider: unknown provider "repaly"; did you mean "replay"? (known: openai, replay, rules, vllm)`},
 		{"replay without file", Config{Name: "p", Provider: "replay"}, `file: required`},
 		{"replay file missing", Config{Name: "p", Provider: "replay", File: ptr("nope.jsonl")}, `file: open ` + filepath.Join(dir, "nope.jsonl")},
 		{"replay with openai attribute", Config{Name: "p", Provider: "replay", File: ptr("ok.jsonl"), Model: ptr("m")}, `model: not used by provider "replay"`},

@@ -21,6 +21,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/retry"
 )
 
 // Defaults of the openai provider.
@@ -514,9 +515,10 @@ func (p *openAIPolicy) unauthorized(err error) string {
 
 // Check asks every server GET {base_url}/models whether it is up,
 // accepts the key, and serves the configured model. Failures worth
-// retrying get the same retries and backoff as a completion. Every
-// server must pass: a fleet that starts a server short is more likely a
-// typo than a plan.
+// retrying (a 503, a 429, a dropped connection) get the same retries and
+// backoff as a completion; a refused connection or an unknown host fails
+// at once. Every server must pass: a fleet that starts a server short is
+// more likely a typo than a plan.
 func (p *openAIPolicy) Check(ctx context.Context, notify func(msg string)) error {
 	errs := make([]error, len(p.fleet.servers))
 	var wg sync.WaitGroup
@@ -552,6 +554,11 @@ func (p *openAIPolicy) checkServer(ctx context.Context, s *server, notify func(m
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("GET %s: %w (last error: %s)", url, ctx.Err(), describe(err))
+		}
+		// Nothing listening, or no such host: no answer says "try again",
+		// so the check fails now rather than after every retry.
+		if cause, ok := retry.Unreachable(err); ok {
+			return fmt.Errorf("GET %s: %s (is the server running, and is base_url right?)", url, cause)
 		}
 		if classify(err) != retryable {
 			return fmt.Errorf("GET %s: %s%s", url, describe(err), p.unauthorized(err))

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/core/suggest"
 )
 
 // Policy produces assistant messages. Implementations are safe for
@@ -113,6 +114,9 @@ func New(cfg Config, baseDir string, opts ...Option) (Policy, error) {
 	}
 	f, ok := providers[cfg.Provider]
 	if !ok {
+		if s := suggest.Closest(cfg.Provider, slices.Sorted(maps.Keys(providers))); s != "" {
+			return nil, cfg.attrErr("provider", "unknown provider %q; did you mean %q? (known: %s)", cfg.Provider, s, known(providers))
+		}
 		return nil, cfg.attrErr("provider", "unknown provider %q (known: %s)", cfg.Provider, known(providers))
 	}
 	return f(cfg, baseDir)

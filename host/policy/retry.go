@@ -97,6 +97,12 @@ func sleepCtx(ctx context.Context, d time.Duration) error { return retry.Sleep(c
 func describe(err error) string {
 	status, code, msg := apiFailure(err)
 	if status == 0 {
+		// The caller's message names the URL already; go-openai's
+		// transport error would repeat it.
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			return urlErr.Err.Error()
+		}
 		return err.Error()
 	}
 	if code != "" {

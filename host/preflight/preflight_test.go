@@ -41,7 +41,7 @@ func TestCheckPolicy(t *testing.T) {
 		name, url, want string
 	}{
 		{"up", srv.URL, ""},
-		{"down", down, `policy "vllm" (job.hcl:4): GET ` + down + `/models: giving up after 1 attempts`},
+		{"down", down, `policy "vllm" (job.hcl:4): GET ` + down + `/models: connection refused: nothing listens at `},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := policy.New(policy.Config{Name: "vllm", Provider: "openai", BaseURL: ptr(tc.url), Model: ptr("m"), MaxRetries: ptr(0)}, f.Dir)

@@ -57,6 +57,9 @@ type Runner struct {
 	// disk: they stand in for those episodes instead of running them
 	// again, and are not written again.
 	Resumed []core.Trajectory
+	// Earlier is a resumed run's summary of the steps before StartStep
+	// (output.Continued); Run adds to it. Nil for a run from step 0.
+	Earlier *output.Summary
 
 	fatalMu sync.Mutex
 	fatal   error // a fault no later episode can escape (a rejected API key)
@@ -162,9 +165,11 @@ func (r *Runner) setDefaults() {
 	}
 }
 
+// newSummary is the summary Run starts from; a resumed run's goes on from
+// its earlier steps' (continueSummary).
 func (r *Runner) newSummary() output.Summary {
-	return output.Summary{RunID: r.RunID, ConfigPath: r.ConfigPath, TotalSteps: r.Settings.Steps, StartedAt: time.Now().UTC(),
-		Recovered: r.Recovered}
+	return r.continueSummary(output.Summary{RunID: r.RunID, ConfigPath: r.ConfigPath, TotalSteps: r.Settings.Steps, StartedAt: time.Now().UTC(),
+		Recovered: r.Recovered})
 }
 
 // openTasks lists the env's tasks and replays the task order up to the

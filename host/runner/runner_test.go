@@ -511,3 +511,33 @@ func TestBackendLeaseReachesTheEnvAndItsCountsTheMetrics(t *testing.T) {
 		}
 	}
 }
+
+// A resumed run's summary describes the whole run: the steps before the
+// resume (Earlier) and its own, from the run's first start.
+func TestResumedSummaryCoversTheWholeRun(t *testing.T) {
+	env := &scoreEnv{tasks: tasks("a", "b")}
+	p := &funcPolicy{answer: func(_ context.Context, req policy.Request, _ int) (string, error) { return "right:" + req.TaskID, nil }}
+	first := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	earlier := []core.StepMetrics{{Step: 0, Episodes: 2, RewardMean: 0, Errors: 1}, {Step: 1, Episodes: 2, RewardMean: 0.5}}
+	sum := output.Continued(output.Summary{StartedAt: first, StepsDone: 9, Interrupted: true}, earlier, time.Now())
+	r, rec := newRunner(env, newMemBackend(), p, Settings{Steps: 4, BatchSize: 2, StartStep: 2})
+	r.Earlier = &sum
+	res, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []output.Summary{res.Summary, rec.summary} {
+		if s.StepsDone != 4 || s.TotalSteps != 4 || s.Episodes != 8 || s.Errors != 1 || len(s.StepRewardMeans) != 4 {
+			t.Errorf("summary %+v: want 4 of 4 steps, 8 episodes, 1 error, 4 means", s)
+		}
+		if !s.StartedAt.Equal(first) || s.ResumedAt.IsZero() || s.ResumedAt.Before(first) || s.Interrupted || s.RunID != "test" {
+			t.Errorf("summary started %v, resumed %v, interrupted %v, run %q", s.StartedAt, s.ResumedAt, s.Interrupted, s.RunID)
+		}
+		if want := (0 + 0.5*2 + 1*2 + 1*2) / 8.0; s.RewardMean != want {
+			t.Errorf("reward mean %v, want %v over all 8 episodes", s.RewardMean, want)
+		}
+	}
+	if len(sum.StepRewardMeans) != 2 {
+		t.Errorf("Run changed the caller's Earlier: %v", sum.StepRewardMeans)
+	}
+}

@@ -71,25 +71,43 @@ type EngineOptions struct {
 	Version int
 }
 
+// checkFits refuses training settings the model cannot take, from the
+// model's shape alone: max_seq_len past its positions, or an estimate over
+// the memory available. train nil (serving only) always fits.
+func checkFits(src Source, train *Settings) error {
+	if train == nil {
+		return nil
+	}
+	hf, err := shapeOf(src)
+	if err != nil {
+		return err
+	}
+	need, alt := train.GRPO, defaultLoRA() // alt: what the advice may offer instead
+	if need.LoRA != nil {
+		alt = nil
+	}
+	if w := train.Warmup; need.LoRA != nil && w != nil && !w.LoRA {
+		// The warm-up fine-tunes every weight: that is the peak.
+		need.LoRA, need.Beta = nil, 0
+	}
+	if mp := hf.MaxPositions; mp > 0 && need.MaxSeqLen > mp {
+		return schema.Diagnostics{schema.Errorf([]string{"trainer", "max_seq_len"}, "",
+			"%d is more than the model's max_position_embeddings (%d): set max_seq_len = %d or less", need.MaxSeqLen, mp, mp)}.Err()
+	}
+	if _, err := grpo.CheckMemory(hf, need, alt); err != nil {
+		// The trainer block's sizes caused it, not the policy block
+		// that opens the engine: the path says so.
+		return schema.Diagnostics{schema.Errorf([]string{"trainer", "micro_batch"}, "", "%w", err)}.Err()
+	}
+	return nil
+}
+
 // Open loads or creates the model, the trainer and the server, and starts
 // serving on a loopback port.
 func Open(ctx context.Context, o EngineOptions) (e *Engine, err error) {
-	if o.Train != nil {
-		// Refuse before allocating anything a run cannot finish with.
-		hf, err := shapeOf(o.Source)
-		if err != nil {
-			return nil, err
-		}
-		need := o.Train.GRPO
-		if w := o.Train.Warmup; need.LoRA != nil && w != nil && !w.LoRA {
-			// The warm-up fine-tunes every weight: that is the peak.
-			need.LoRA, need.Beta = nil, 0
-		}
-		if _, err := grpo.CheckMemory(hf, need); err != nil {
-			// The trainer block's sizes caused it, not the policy block
-			// that opens the engine: the path says so.
-			return nil, schema.Diagnostics{schema.Errorf([]string{"trainer", "micro_batch"}, "", "%w", err)}.Err()
-		}
+	// Refuse before allocating anything a run cannot finish with.
+	if err := checkFits(o.Source, o.Train); err != nil {
+		return nil, err
 	}
 	dev, prec := "auto", "fp32"
 	if o.Train != nil {

@@ -37,10 +37,15 @@ func moduleNames() []string {
 	return out
 }
 
+// defaultLoRA is the adapter an empty lora block trains.
+func defaultLoRA() *grpo.LoRA {
+	return &grpo.LoRA{AdapterConfig: model.AdapterConfig{Rank: defaultLoRARank, Alpha: defaultLoRAAlpha,
+		Targets: []model.Module{model.QProj, model.VProj}}}
+}
+
 // decodeLoRA reads a trainer block's lora block.
 func decodeLoRA(f *config.File, b *hcl.Block) (*grpo.LoRA, hcl.Diagnostics) {
-	l := &grpo.LoRA{AdapterConfig: model.AdapterConfig{Rank: defaultLoRARank, Alpha: defaultLoRAAlpha,
-		Targets: []model.Module{model.QProj, model.VProj}}}
+	l := defaultLoRA()
 	content, diags := b.Body.Content(loraSchema)
 	if diags.HasErrors() {
 		return nil, diags

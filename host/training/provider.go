@@ -55,6 +55,10 @@ func embeddedProvider(ctx context.Context, slot **Engine, o ProviderOptions) pol
 			return nil, err
 		}
 		if o.CheckOnly {
+			// What a run would refuse before loading anything.
+			if err := checkFits(src, o.Train); err != nil {
+				return nil, err
+			}
 			return checkOnly{}, nil
 		}
 		if o.Checkpoint != "" {
@@ -70,8 +74,9 @@ func embeddedProvider(ctx context.Context, slot **Engine, o ProviderOptions) pol
 		}
 		e, err := Open(ctx, EngineOptions{Source: src, ModelName: name, Train: o.Train, MaxBatch: maxBatch, Logger: o.Logger, Version: o.ResumeVersion})
 		if err != nil {
-			// Diagnostics inside err (the trainer block's) keep their paths.
-			return nil, fmt.Errorf("policy %q: %w", cfg.Name, err)
+			// Diagnostics inside err (the trainer block's) keep their
+			// paths; the caller names the policy block.
+			return nil, err
 		}
 		oc := cfg
 		oc.Provider = "openai"

@@ -45,7 +45,7 @@ func Samples(trajs []core.Trajectory) (Batch, error) {
 		}
 		samples, split, err := trajectorySamples(t)
 		if err != nil {
-			return Batch{}, fmt.Errorf("step %d group %d episode %d (task %s): %w", t.Step, t.Group, t.Index, t.TaskID, err)
+			return Batch{}, fmt.Errorf("group %d episode %d (task %s): %w", t.Group, t.Index, t.TaskID, err)
 		}
 		if len(samples) == 0 {
 			b.Skipped["empty"]++

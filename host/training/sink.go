@@ -106,14 +106,14 @@ func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 	}
 	batch, err := k.batch(st, put)
 	if err != nil {
-		return fmt.Errorf("training on step %d: %w", st.Index+1, err)
+		return fmt.Errorf("training on step %d: %w", st.Index, err)
 	}
 	if !k.worthUpdating(st, batch, put) {
 		return k.after(ctx, st)
 	}
 	stats, err := k.update(ctx, batch)
 	if err != nil {
-		return fmt.Errorf("training on step %d: %w", st.Index+1, err)
+		return fmt.Errorf("training on step %d: %w", st.Index, err)
 	}
 	k.record(st, stats, len(batch.Groups), put)
 	if err := k.after(ctx, st); err != nil {
@@ -136,7 +136,7 @@ func (k *Sink) batch(st *runner.Step, put func(string, float64)) (Batch, error) 
 		trajs, ages = dropStale(trajs, k.Engine.Version(), limit)
 		ages.put(put)
 		if ages.Dropped > 0 {
-			k.logf("step %d: %d episodes were sampled by weights more than max_off_policy_steps = %d updates old and are left out of training", st.Index+1, ages.Dropped, limit)
+			k.logf("step %d: %d episodes were sampled by weights more than max_off_policy_steps = %d updates old and are left out of training", st.Index, ages.Dropped, limit)
 		}
 	}
 	batch, err := Samples(trajs)
@@ -156,7 +156,7 @@ func (k *Sink) batch(st *runner.Step, put func(string, float64)) (Batch, error) 
 // it records why the update is skipped.
 func (k *Sink) worthUpdating(st *runner.Step, batch Batch, put func(string, float64)) bool {
 	if len(batch.Groups) == 0 {
-		k.logf("step %d: no episode to train on", st.Index+1)
+		k.logf("step %d: no episode to train on", st.Index)
 		put("train/skipped_update", 1)
 		return false
 	}
@@ -205,7 +205,7 @@ func (k *Sink) record(st *runner.Step, s grpo.Stats, groups int, put func(string
 	k.ratioMetrics(st.Index, s, put)
 	if s.Skipped != "" {
 		put("train/skipped_update", 1)
-		k.logf("step %d: update skipped: %s", st.Index+1, s.Skipped)
+		k.logf("step %d: update skipped: %s", st.Index, s.Skipped)
 	}
 }
 

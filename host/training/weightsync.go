@@ -287,7 +287,7 @@ func (k *Sink) ratioMetrics(step int, s grpo.Stats, put func(string, float64)) {
 	}
 	if s.SampleLogProbDiff > warn {
 		k.logf("step %d: the trainer's log-probs drift from the server's: mean |log ratio| %.4f is above importance_ratio_warn %g (ratio mean %.3f, max %.2f, %.1f%% outside the sampling clip range); a different chat template, tokenizer, dtype or adapter on the server shows here first",
-			step+1, s.SampleLogProbDiff, warn, s.SampleRatioMean, s.SampleRatioMax, 100*s.SampleRatioClipped)
+			step, s.SampleLogProbDiff, warn, s.SampleRatioMean, s.SampleRatioMax, 100*s.SampleRatioClipped)
 	}
 }
 

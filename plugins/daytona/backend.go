@@ -19,6 +19,7 @@ import (
 	"github.com/daytonaio/daytona/libs/sdk-go/pkg/options"
 	"github.com/daytonaio/daytona/libs/sdk-go/pkg/types"
 	toolbox "github.com/daytonaio/daytona/libs/toolbox-api-client-go"
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/retry"
@@ -52,6 +53,8 @@ type Backend struct {
 	foreign    map[string]*sdk.Sandbox // handles of sandboxes other processes made
 	gate       *inflight.Gate          // calls in progress, for Shutdown
 	configured bool
+	// log announces retries; hclog JSON on stderr, which the host relays.
+	log hclog.Logger
 }
 
 // tracked is a sandbox this process created (or is creating).
@@ -73,6 +76,7 @@ func New() *Backend {
 		byName: map[string]*tracked{}, byID: map[string]*tracked{}, foreign: map[string]*sdk.Sandbox{},
 		gate: inflight.New(),
 		http: &http.Client{Transport: transport()},
+		log:  pluginbase.NewLogger(backendName),
 	}
 }
 
@@ -179,7 +183,17 @@ func (b *Backend) ready() (settings, error) {
 }
 
 func (b *Backend) opts(s settings) callOpts {
-	return callOpts{timeout: s.apiTimeout, retries: s.maxRetries}
+	return callOpts{timeout: s.apiTimeout, retries: s.maxRetries, log: b.log, api: s.apiURL}
+}
+
+// apiError converts an error of the generated API client as the SDK does,
+// except that a failure without an HTTP answer keeps its transport error
+// (which retry.Unreachable can read) instead of flattening it to text.
+func apiError(err error, resp *http.Response) error {
+	if resp == nil {
+		return err
+	}
+	return sdkerrors.ConvertAPIError(err, resp)
 }
 
 // bind derives a context that also ends when Shutdown starts, and counts
@@ -566,7 +580,7 @@ func (b *Backend) getDTO(ctx context.Context, s settings, id string) (*apiclient
 	err := withRetry(ctx, "get sandbox "+id, b.opts(s), func(ctx context.Context) error {
 		got, resp, err := b.api.SandboxAPI.GetSandbox(b.auth(ctx, s), id).Execute()
 		if err != nil {
-			return sdkerrors.ConvertAPIError(err, resp)
+			return apiError(err, resp)
 		}
 		out = got
 		return nil
@@ -600,7 +614,7 @@ func (b *Backend) list(ctx context.Context, s settings, labels map[string]string
 			got, resp, err := b.api.SandboxAPI.ListSandboxesPaginated(b.auth(ctx, s)).
 				Labels(string(q)).Page(float32(page)).Limit(100).Execute()
 			if err != nil {
-				return sdkerrors.ConvertAPIError(err, resp)
+				return apiError(err, resp)
 			}
 			res = got
 			return nil

@@ -1,15 +1,20 @@
 package daytona
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	sdkerrors "github.com/daytonaio/daytona/libs/sdk-go/pkg/errors"
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/schema"
@@ -670,10 +675,17 @@ func TestTransientFaultsAbsorbed(t *testing.T) {
 		t.Errorf("exec ran %q times", res.Stdout)
 	}
 
-	// 503s on the control plane are retried for list and destroy.
+	// 503s on the control plane are retried for list and destroy, and
+	// each retry is announced.
+	var logs bytes.Buffer
+	e.b.log = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
 	e.srv.Unavailable(2)
 	if list, err := e.b.List(ctx, nil); err != nil || len(list) != 1 {
 		t.Errorf("list through 503s: %+v %v", list, err)
+	}
+	if !strings.Contains(logs.String(), "daytona list sandboxes: HTTP 503; retry 1 of 3 in ") ||
+		!strings.Contains(logs.String(), "retry 2 of 3") {
+		t.Errorf("retries not announced: %q", logs.String())
 	}
 	e.srv.Unavailable(2)
 	if err := e.b.Destroy(ctx, info.ID); err != nil {
@@ -681,5 +693,52 @@ func TestTransientFaultsAbsorbed(t *testing.T) {
 	}
 	if n := len(e.srv.Sandboxes()); n != 0 {
 		t.Errorf("%d sandboxes left", n)
+	}
+}
+
+// An API that cannot be reached (nothing listens at api_url, or its host
+// does not resolve) fails each call at once, without the retries meant
+// for answers that say "try again", and says so without the request's
+// URL and query.
+func TestUnreachableAPIFailsFast(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	js, err := json.Marshal(map[string]any{"api_key": "k", "api_url": "http://" + addr + "/api", "max_retries": 4,
+		"api_timeout": "10s", "state_dir": t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	b := New()
+	b.log = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
+	defer b.Shutdown(context.Background())
+	d := b.Configure(context.Background(), schema.Config{Name: "t", RunID: "run-1", JSON: js}, core.SandboxSpec{})
+	if d.HasErrors() {
+		t.Fatalf("configure: %v", d.Err())
+	}
+	_, err = b.List(context.Background(), map[string]string{"a": "b"})
+	want := "daytona list sandboxes: unavailable: cannot reach the Daytona API at http://" + addr + "/api: connection refused: nothing listens at " + addr
+	if !errors.Is(err, core.ErrUnavailable) || err == nil || err.Error() != want {
+		t.Fatalf("list = %v; want %q", err, want)
+	}
+	if logs.Len() != 0 {
+		t.Errorf("retried: %q", logs.String())
+	}
+	// The configure's orphan sweep said the same, as a warning.
+	if len(d) != 1 || d[0].Severity != schema.Warning || strings.Contains(d[0].Detail, "labels=") || !strings.Contains(d[0].Detail, "cannot reach the Daytona API") {
+		t.Errorf("configure diagnostics %+v", d)
+	}
+	// The SDK flattens its transport errors to text; they read the same.
+	flat := &sdkerrors.DaytonaError{Message: `Get "https://app.daytona.io/api/sandbox?labels=%7B%22x%22%7D": dial tcp: lookup app.daytona.io on 10.0.0.53:53: no such host`}
+	if retryable(context.Background(), flat) {
+		t.Error("an SDK error for an unknown host is retried")
+	}
+	if got := classify("create sandbox", flat).Error(); got != "daytona create sandbox: unavailable: cannot reach the Daytona API: dial tcp: lookup app.daytona.io on 10.0.0.53:53: no such host" {
+		t.Errorf("classify = %q", got)
 	}
 }

@@ -86,7 +86,7 @@ func (b *Backend) Exec(ctx context.Context, id string, req core.ExecRequest) (co
 	defer cancel()
 	start := time.Now()
 	var resp *types.ExecuteResponse
-	err = withRetry(callCtx, "exec in "+id, callOpts{retries: s.maxRetries, retryIf: only429}, func(c context.Context) error {
+	err = withRetry(callCtx, "exec in "+id, callOpts{retries: s.maxRetries, retryIf: only429, log: b.log, api: s.apiURL}, func(c context.Context) error {
 		r, err := h.Process.ExecuteCommand(c, cmd, options.WithCwd(dir), options.WithExecuteTimeout(time.Duration(secs)*time.Second))
 		resp = r
 		return err

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
 	"time"
 
 	sdkerrors "github.com/daytonaio/daytona/libs/sdk-go/pkg/errors"
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/retry"
@@ -45,13 +49,68 @@ func apiStatus(err error) (int, http.Header) {
 }
 
 // retryable says whether a failed call may be repeated: 429, 5xx (not 501)
-// and failures without a response, as long as the caller's context lives.
+// and failures without a response, as long as the caller's context lives;
+// not when the API cannot be reached at all (unreachable).
 func retryable(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return false
 	}
 	st, _ := apiStatus(err)
-	return st == http.StatusTooManyRequests || (st >= 500 && st != http.StatusNotImplemented) || st == 0
+	if st == 0 {
+		_, gone := unreachable(err)
+		return !gone
+	}
+	return st == http.StatusTooManyRequests || (st >= 500 && st != http.StatusNotImplemented)
+}
+
+// unreachable says whether err means the API is not there: no such host,
+// connection refused, no route (retry.Unreachable). The SDK flattens a
+// transport error into its message, so for its errors the text is read.
+func unreachable(err error) (cause string, ok bool) {
+	if cause, ok := retry.Unreachable(err); ok {
+		return cause, true
+	}
+	var de *sdkerrors.DaytonaError
+	if !errors.As(err, &de) || de.StatusCode != 0 {
+		return "", false
+	}
+	for _, sign := range []string{"no such host", "connection refused", "no route to host", "network is unreachable"} {
+		if strings.Contains(de.Message, sign) {
+			return withoutURL(de.Message), true
+		}
+	}
+	return "", false
+}
+
+// requestPrefix is how a Go HTTP client's error starts: the method and the
+// quoted URL, which carries the whole query string.
+var requestPrefix = regexp.MustCompile(`^[A-Z][a-z]+ "[^"]*": `)
+
+// withoutURL drops the request's method and URL from a transport error's
+// text; the caller's message already says which call failed.
+func withoutURL(msg string) string { return requestPrefix.ReplaceAllString(msg, "") }
+
+// transportErr is an error without an HTTP answer, printed without the
+// request URL; errors.As still finds the original.
+type transportErr struct {
+	msg string
+	err error
+}
+
+func (e transportErr) Error() string { return e.msg }
+func (e transportErr) Unwrap() error { return e.err }
+
+// shortTransport renders an error that got no HTTP answer without the URL.
+func shortTransport(err error) error {
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		return transportErr{msg: urlErr.Err.Error(), err: err}
+	}
+	var de *sdkerrors.DaytonaError
+	if errors.As(err, &de) && de.StatusCode == 0 {
+		return transportErr{msg: withoutURL(de.Message), err: err}
+	}
+	return err
 }
 
 // backoff is the delay before retry number attempt (0-based): full jitter
@@ -75,6 +134,11 @@ type callOpts struct {
 	// loop with err (used by create to adopt a sandbox whose create
 	// response was lost).
 	beforeRetry func(ctx context.Context, err error) (done bool, out error)
+	// log announces each retry, so a slow call is not a silent one; nil
+	// for none.
+	log hclog.Logger
+	// api is the API's URL, named when it cannot be reached.
+	api string
 }
 
 // retry runs op until it succeeds, fails for good, or retries run out, and
@@ -98,8 +162,16 @@ func withRetry(ctx context.Context, what string, o callOpts, op func(ctx context
 		if attempt >= o.retries || !can(ctx, err) {
 			break
 		}
-		_, h := apiStatus(err)
-		if serr := retry.Sleep(ctx, backoff(attempt, h, time.Now(), retry.Jitter)); serr != nil {
+		st, h := apiStatus(err)
+		wait := backoff(attempt, h, time.Now(), retry.Jitter)
+		if o.log != nil {
+			why := fmt.Sprintf("HTTP %d", st)
+			if st == 0 {
+				why = shortTransport(err).Error()
+			}
+			o.log.Warn(fmt.Sprintf("daytona %s: %s; retry %d of %d in %s", what, why, attempt+1, o.retries, wait.Round(time.Millisecond)))
+		}
+		if serr := retry.Sleep(ctx, wait); serr != nil {
 			break
 		}
 		if o.beforeRetry != nil {
@@ -107,6 +179,9 @@ func withRetry(ctx context.Context, what string, o callOpts, op func(ctx context
 				return out
 			}
 		}
+	}
+	if cause, ok := unreachable(err); ok && o.api != "" {
+		return fmt.Errorf("daytona %s: %w: cannot reach the Daytona API at %s: %w", what, core.ErrUnavailable, o.api, transportErr{msg: cause, err: err})
 	}
 	return classify(what, err)
 }
@@ -122,7 +197,12 @@ func classify(what string, err error) error {
 		return fmt.Errorf("daytona %s: %w (HTTP %d; check $%s or api_key): %w", what, ErrAuth, st, apiKeyEnv, err)
 	case st == http.StatusNotFound:
 		return fmt.Errorf("daytona %s: %w: %w", what, core.ErrNotFound, err)
-	case st == http.StatusTooManyRequests || st >= 500 || st == 0:
+	case st == 0:
+		if cause, ok := unreachable(err); ok {
+			return fmt.Errorf("daytona %s: %w: cannot reach the Daytona API: %w", what, core.ErrUnavailable, transportErr{msg: cause, err: err})
+		}
+		return fmt.Errorf("daytona %s: %w: %w", what, core.ErrUnavailable, shortTransport(err))
+	case st == http.StatusTooManyRequests || st >= 500:
 		return fmt.Errorf("daytona %s: %w: %w", what, core.ErrUnavailable, err)
 	}
 	return fmt.Errorf("daytona %s: %w", what, err)

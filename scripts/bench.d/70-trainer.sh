@@ -10,3 +10,6 @@ fi
 run_block "Trainer: CPU backend and Qwen2 model" \
 "Every figure with its yardsticks measured in the same run: a tight FMA loop (single thread and all cores), single-thread and all-core sgemm with rlhost's matmul, OpenBLAS's all-core sgemm (through PyTorch's torch.mm), and the same work in PyTorch 1.13 (Debian's python3-torch on OpenBLAS, OMP_NUM_THREADS = all cores, OMP_WAIT_POLICY=PASSIVE because spinning OpenMP threads collapse on a loaded shared machine) on a Qwen2 written out by hand in trainer/bench/torch_qwen2.py: forward+backward of the mean target log-prob, one AdamW step, and KV-cache decoding with sampling. Each PyTorch figure is taken right after rlhost's. The 0.5B rows use the real Qwen2.5-0.5B dimensions (896 hidden, 24 layers, 14/2 heads, 4864 MLP, 151936 vocab) with random weights at sequence 256; peak memory is the process's." \
   go run ./trainer/bench --heavy --torch /usr/bin/python3
+for row in '10m fwd+bwd, B=4' 'qwen2.5-0.5b fwd+bwd, B=1' 'qwen2.5-0.5b AdamW update' 'qwen2.5-0.5b generate, KV cache, batch 1,' 'qwen2.5-0.5b generate, KV cache, batch 16,'; do
+  summary_row "$(cell "$row" 1)" "$(cell "$row" 2)" "$(cell "$row" 3)" "$(cell "$row" 4)"
+done

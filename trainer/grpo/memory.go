@@ -101,10 +101,12 @@ func loraDims(hf *hfconfig.Config, mod model.Module) (in, out int64) {
 
 // CheckMemory compares EstimateMemory with the memory the system has
 // available (MemAvailable in /proc/meminfo) and returns an error stating
-// both when the estimate does not fit. Call it before loading the model:
-// the estimate includes the weights. Where /proc/meminfo cannot be read,
-// it only returns the estimate.
-func CheckMemory(hf *hfconfig.Config, c Config) (Memory, error) {
+// both when the estimate does not fit, with what would (Advice). lora is
+// the adapter an empty lora block trains, for that advice; nil leaves
+// LoRA out of it. Call it before loading the model: the estimate includes
+// the weights. Where /proc/meminfo cannot be read, it only returns the
+// estimate.
+func CheckMemory(hf *hfconfig.Config, c Config, lora *LoRA) (Memory, error) {
 	est := EstimateMemory(hf, c)
 	b, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
@@ -112,13 +114,102 @@ func CheckMemory(hf *hfconfig.Config, c Config) (Memory, error) {
 	}
 	avail, ok := memAvailable(string(b))
 	if ok && est.Total > avail {
-		hint := "lower micro_batch or max_seq_len"
-		if c.Beta != 0 {
-			hint += ", or set beta to 0 (no reference model)"
-		}
-		return est, fmt.Errorf("grpo: training needs about %s, but only %.2f GiB is available; %s", est, float64(avail)/(1<<30), hint)
+		return est, fmt.Errorf("grpo: training needs about %s, but only %s is available. %s", est, gib(avail), Advice(hf, c, avail, lora))
 	}
 	return est, nil
+}
+
+func gib(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
+
+// Advice says why training with c does not fit in avail bytes and what
+// would: which part of the estimate dominates; when the weights,
+// gradients and optimiser state alone are over (the floor no micro_batch
+// or max_seq_len goes below), that no batch setting helps; else the
+// longest max_seq_len that fits. When c trains every weight and lora is
+// given, it adds what a lora block would need, and whether that fits.
+func Advice(hf *hfconfig.Config, c Config, avail int64, lora *LoRA) string {
+	est := EstimateMemory(hf, c)
+	floor := est.Params + est.Grads + est.Optimizer + est.Reference
+	var out []string
+	parts := []struct {
+		name string
+		b    int64
+	}{{"the weights", est.Params}, {"the gradients", est.Grads}, {"AdamW's moments", est.Optimizer},
+		{"the reference copy (beta > 0)", est.Reference}, {"the activations of one micro_batch × max_seq_len pass", est.Activations}}
+	top := parts[0]
+	for _, p := range parts[1:] {
+		if p.b > top.b {
+			top = p
+		}
+	}
+	out = append(out, fmt.Sprintf("Most of it is %s (%s).", top.name, gib(top.b)))
+	if floor > avail {
+		what := "weights, gradients and AdamW alone"
+		if est.Reference > 0 {
+			what = "weights, gradients, AdamW and the reference copy alone"
+		}
+		out = append(out, fmt.Sprintf("The %s need %s, so no micro_batch or max_seq_len fits.", what, gib(floor)))
+	} else if t := longestFit(hf, c, avail); t > 0 {
+		out = append(out, fmt.Sprintf("max_seq_len = %d fits (about %s at micro_batch = %d).", t, gib(EstimateMemory(hf, withSeq(c, t)).Total), c.MicroBatch))
+	} else if c.MicroBatch > 1 {
+		one := c
+		one.MicroBatch = 1
+		if t := longestFit(hf, one, avail); t > 0 {
+			out = append(out, fmt.Sprintf("micro_batch = 1 with max_seq_len = %d fits (about %s).", t, gib(EstimateMemory(hf, withSeq(one, t)).Total)))
+		}
+	}
+	if est.Reference > 0 && c.LoRA == nil {
+		out = append(out, fmt.Sprintf("beta = 0 drops the reference copy (%s).", gib(est.Reference)))
+	}
+	if c.LoRA == nil && lora != nil {
+		lc := c
+		lc.LoRA = lora
+		le := EstimateMemory(hf, lc)
+		block := fmt.Sprintf("A LoRA adapter (a lora {} block in trainer: rank %d on %s; docs/lora.md)", lora.Rank, moduleList(lora.Targets))
+		switch lfloor := le.Params + le.Grads + le.Optimizer; {
+		case le.Total <= avail:
+			out = append(out, fmt.Sprintf("%s needs about %s, which fits.", block, gib(le.Total)))
+		case lfloor > avail:
+			out = append(out, fmt.Sprintf("%s would still need %s for the frozen weights alone: a smaller model, or more memory.", block, gib(lfloor)))
+		default:
+			msg := fmt.Sprintf("%s needs about %s at these settings", block, gib(le.Total))
+			if t := longestFit(hf, lc, avail); t > 0 {
+				msg += fmt.Sprintf("; with max_seq_len = %d, about %s, which fits", t, gib(EstimateMemory(hf, withSeq(lc, t)).Total))
+			}
+			out = append(out, msg+".")
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// longestFit is the longest max_seq_len, below c's, at which training
+// with c fits in avail bytes: a multiple of 128 when that is 128 or more,
+// else 0.
+func longestFit(hf *hfconfig.Config, c Config, avail int64) int {
+	const step = 128
+	lo, hi := 0, (c.MaxSeqLen+step-1)/step // in steps: lo fits (or is 0); hi, at or past c's, does not
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if EstimateMemory(hf, withSeq(c, mid*step)).Total <= avail {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo * step
+}
+
+func withSeq(c Config, t int) Config {
+	c.MaxSeqLen = t
+	return c
+}
+
+func moduleList(ms []model.Module) string {
+	names := make([]string, len(ms))
+	for i, m := range ms {
+		names[i] = strings.TrimSuffix(m.String(), "_proj")
+	}
+	return strings.Join(names, ", ")
 }
 
 // memAvailable parses the MemAvailable line of /proc/meminfo, in bytes.

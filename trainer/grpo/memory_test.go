@@ -2,6 +2,7 @@ package grpo
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -124,12 +125,12 @@ func TestCheckMemory(t *testing.T) {
 	}
 	c := DefaultConfig()
 	c.MicroBatch, c.MaxSeqLen = 1, 256
-	if _, err := CheckMemory(hf, c); err != nil {
+	if _, err := CheckMemory(hf, c, nil); err != nil {
 		t.Logf("this machine cannot hold the 0.5B trainer: %v", err)
 	}
 	// 4096 sequences of 32768 tokens: petabytes of attention.
 	c.MicroBatch, c.MaxSeqLen = 4096, 32768
-	est, err := CheckMemory(hf, c)
+	est, err := CheckMemory(hf, c, nil)
 	if _, statErr := os.Stat("/proc/meminfo"); statErr != nil {
 		t.Skip("no /proc/meminfo on this system")
 	}
@@ -137,4 +138,64 @@ func TestCheckMemory(t *testing.T) {
 		t.Fatalf("estimate %s: got %v, want an error stating estimate and availability", est, err)
 	}
 	t.Log(err)
+}
+
+// The advice names what dominates, the floor no batch setting goes below,
+// the longest max_seq_len that fits, and LoRA with its estimate.
+func TestAdvice(t *testing.T) {
+	hf, err := hfconfig.Preset("qwen2.5-0.5b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lora := &LoRA{AdapterConfig: model.AdapterConfig{Rank: 8, Alpha: 8, Targets: []model.Module{model.QProj, model.VProj}}}
+	c := DefaultConfig()
+	c.MicroBatch, c.MaxSeqLen = 1, 4096
+	est := EstimateMemory(hf, c)
+	floor := est.Params + est.Grads + est.Optimizer
+	const GiB = 1 << 30
+	fits := fmt.Sprintf("max_seq_len = %d fits (about ", longestFit(hf, c, 12*GiB))
+	withLoRA := c
+	withLoRA.LoRA = lora
+	le := EstimateMemory(hf, withLoRA)
+	loraFloor := le.Params + le.Grads + le.Optimizer
+	for _, tc := range []struct {
+		name  string
+		c     Config
+		avail int64
+		lora  *LoRA
+		want  []string
+		not   []string
+	}{
+		{"activations dominate: a shorter max_seq_len fits", c, 12 * GiB, lora, []string{
+			"Most of it is the activations of one micro_batch × max_seq_len pass",
+			fits,
+			"A LoRA adapter (a lora {} block in trainer: rank 8 on q, v; docs/lora.md) needs about ",
+		}, []string{"no micro_batch"}},
+		{"below the floor: only LoRA helps", c, floor - GiB, lora, []string{
+			"The weights, gradients and AdamW alone need " + gib(floor) + ", so no micro_batch or max_seq_len fits.",
+			"A LoRA adapter", "with max_seq_len = ",
+		}, []string{"max_seq_len = 4096"}},
+		{"not even LoRA's frozen weights", c, est.Params / 2, lora, []string{"would still need " + gib(loraFloor) + " for the frozen weights alone"}, nil},
+		{"already LoRA: no LoRA advice", withLoRA, 2 * GiB, lora, nil, []string{"A LoRA adapter"}},
+		{"no LoRA offered", c, 12 * GiB, nil, []string{fits}, []string{"LoRA"}},
+		{"reference copy", func() Config { b := c; b.Beta = 0.04; return b }(), floor, nil, []string{"weights, gradients, AdamW and the reference copy alone", "beta = 0 drops the reference copy"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Advice(hf, tc.c, tc.avail, tc.lora)
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("advice lacks %q:\n%s", w, got)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(got, n) {
+					t.Errorf("advice has %q:\n%s", n, got)
+				}
+			}
+		})
+	}
+	// What it proposes fits.
+	if t2 := longestFit(hf, c, 12*GiB); t2 == 0 || EstimateMemory(hf, withSeq(c, t2)).Total > 12*GiB || EstimateMemory(hf, withSeq(c, t2+128)).Total <= 12*GiB {
+		t.Errorf("longestFit = %d is not the longest multiple of 128 that fits", t2)
+	}
 }

@@ -84,7 +84,7 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	outDir := fs.String("out", "", "output directory (default: the config's output.dir, else runs/<run name>)")
 	steps := fs.Int("steps", 0, "override run.steps")
 	overwrite := fs.Bool("overwrite", false, "replace the outputs of an earlier run in the output directory")
-	appendOut := fs.Bool("append", false, "append a new run (a new run id, steps from 1) to the outputs in the output directory; --resume continues a training run instead")
+	appendOut := fs.Bool("append", false, "append a new run (a new run id, its steps numbered from 0 again) to the outputs in the output directory; --resume continues a training run instead")
 	if done, code := parse(fs, args); done {
 		return code
 	}
@@ -94,6 +94,10 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	}
 	if *steps < 0 {
 		a.errorf("--steps must be positive")
+		return 2
+	}
+	if *overwrite && *appendOut {
+		a.errorf("--overwrite and --append exclude each other")
 		return 2
 	}
 	if *steps > 0 {
@@ -124,14 +128,6 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 			return 0
 		}
 	}
-	// Check now, delete later: --overwrite must not cost the user an earlier
-	// run when this one's config turns out to be broken.
-	old, err := existingOutputs(dir, *overwrite, *appendOut || *resume != "")
-	if err != nil {
-		a.errorf("%v", err)
-		return 1
-	}
-
 	mgr, err := a.manager(cf.logLevel)
 	if err != nil {
 		a.errorf("%v", err)
@@ -173,6 +169,15 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	if eng != nil {
 		defer eng.Close()
 	}
+	// The config is whole (every plugin accepted its block): only now is
+	// an earlier run in the way worth mentioning. Check now, delete after
+	// the pre-flight: --overwrite must not cost the user an earlier run
+	// when this one cannot start.
+	old, err := existingOutputs(dir, *overwrite, *appendOut || *resume != "", "--out DIR, --overwrite or --append")
+	if err != nil {
+		a.errorf("%v", err)
+		return 1
+	}
 	if err := preflight.Check(ctx, f, j.Policy, j.Backend, a.stderr); err != nil {
 		a.errorf("%v", err)
 		return 1
@@ -206,7 +211,7 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	for _, rec := range out.Recovered() {
 		r.Recovered = append(r.Recovered, rec.String())
 	}
-	r.Settings.StartStep = rs.state.NextStep
+	r.Settings.StartStep, r.Earlier = rs.state.NextStep, rs.summary
 	r.Resumed = rs.ahead
 	if train != nil {
 		r.Settings.MaxOffPolicySteps = train.MaxOffPolicySteps
@@ -216,7 +221,7 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 		fmt.Fprintf(a.stdout, "training %s: %d parameters, GRPO loss %s, lr %g; device %s\n", f.Run.Policy,
 			eng.Model.Cfg.NumParams(), train.GRPO.LossType, train.GRPO.LR, eng.Device)
 		if rs.checkpoint != "" {
-			fmt.Fprintf(a.stdout, "resuming from %s at step %d\n", rs.checkpoint, rs.state.NextStep+1)
+			fmt.Fprintf(a.stdout, "resuming from %s: steps 0 to %d done, continuing at step %d\n", rs.checkpoint, rs.state.NextStep-1, rs.state.NextStep)
 		} else if train.Warmup != nil {
 			if err := a.warmup(ctx, eng, train, f.Run.Seed); err != nil {
 				a.errorf("%v", err)
@@ -272,11 +277,12 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	return 0
 }
 
-// existingOutputs refuses to mix two runs' outputs unless asked to, and
-// returns the files --overwrite will remove once the job has started.
+// existingOutputs refuses to mix two runs' outputs unless asked to, naming
+// the command's choices, and returns the files --overwrite will remove
+// once the job has started.
 // (--append keeps the old lines; step numbers start at 0 again, and each
 // line's run_id tells the runs apart.)
-func existingOutputs(dir string, overwrite, appendOut bool) ([]string, error) {
+func existingOutputs(dir string, overwrite, appendOut bool, choices string) ([]string, error) {
 	if overwrite && appendOut {
 		return nil, fmt.Errorf("--overwrite and --append exclude each other")
 	}
@@ -295,7 +301,7 @@ func existingOutputs(dir string, overwrite, appendOut bool) ([]string, error) {
 		return nil, nil
 	}
 	if !overwrite {
-		return nil, fmt.Errorf("output directory %s already holds a run (%s); pass --out DIR, --overwrite or --append", dir, strings.Join(existing, ", "))
+		return nil, fmt.Errorf("output directory %s already holds a run (%s); pass %s", dir, strings.Join(existing, ", "), choices)
 	}
 	return existing, nil
 }

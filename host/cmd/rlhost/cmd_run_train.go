@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/output"
 	"github.com/rlhost/rlhost/host/training"
 )
 
@@ -38,6 +40,7 @@ type resumeState struct {
 	state      training.RunState
 	earlier    []core.StepMetrics
 	ahead      []core.Trajectory // finished episodes of the steps still to run
+	summary    *output.Summary // the steps kept, for the runner to add to
 }
 
 // loadResume finds the newest complete checkpoint of dir and cuts the
@@ -51,11 +54,15 @@ func loadResume(dir string, steps int) (resumeState, error) {
 	if st.NextStep >= steps {
 		return resumeState{checkpoint: ckpt, state: st}, nil
 	}
+	// The run's first start; a summary.json that is gone or unreadable
+	// only costs the summary that date.
+	prev, _ := output.ReadSummary(dir)
 	res, err := training.TrimOutputs(dir, st)
 	if err != nil {
 		return resumeState{}, fmt.Errorf("--resume %s: %w", dir, err)
 	}
-	return resumeState{checkpoint: ckpt, state: st, earlier: res.Metrics, ahead: res.Ahead}, nil
+	sum := output.Continued(prev, res.Metrics, time.Now().UTC())
+	return resumeState{checkpoint: ckpt, state: st, earlier: res.Metrics, ahead: res.Ahead, summary: &sum}, nil
 }
 
 // warmup runs the trainer block's supervised warm-up before the first step.

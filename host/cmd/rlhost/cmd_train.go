@@ -29,10 +29,16 @@ the token ids and log-probs the server sampled (prompt_token_ids,
 token_ids, logprobs), as rlhost's embedded server and vLLM with
 return_token_ids provide; text alone is never retokenised to train on.
 
-Writes OUT/metrics.jsonl (one line per step), checkpoints and the trained
-model in Hugging Face layout under OUT/final.
+The trainer block's warm-up runs first, as in rlhost run, so the model
+starts where the run that recorded the file started. Every step's episodes
+are checked before anything is written: a file that cannot be trained on
+leaves --out untouched.
 
-Example:
+Writes OUT/metrics.jsonl (one line per step, numbered as in the
+trajectories file), checkpoints and the trained model in Hugging Face
+layout under OUT/final.
+
+Example (after make run, which writes runs/quickstart):
   rlhost train examples/quickstart.hcl --trajectories runs/quickstart/trajectories.jsonl --out runs/offline
 `
 
@@ -63,6 +69,13 @@ func (a *app) cmdTrain(ctx context.Context, args []string) int {
 		a.errorf("%v", err)
 		return 1
 	}
+	// Each step must be trainable before anything is written.
+	for _, trajs := range steps {
+		if _, err := training.Samples(trajs); err != nil {
+			a.errorf("%s: step %d: %v", *trajPath, trajs[0].Step, err)
+			return 1
+		}
+	}
 	settings, diags := training.Decode(f, training.PolicyTemperature(f), len(steps))
 	printDiags(a.stderr, f, diags)
 	if diags.HasErrors() {
@@ -84,7 +97,7 @@ func (a *app) cmdTrain(ctx context.Context, args []string) int {
 	if *outDir != "" {
 		dir = *outDir
 	}
-	old, err := existingOutputs(dir, *overwrite, false)
+	old, err := existingOutputs(dir, *overwrite, false, "--out DIR or --overwrite")
 	if err != nil {
 		a.errorf("%v", err)
 		return 1
@@ -99,6 +112,17 @@ func (a *app) cmdTrain(ctx context.Context, args []string) int {
 		return 1
 	}
 	defer eng.Close()
+	// As in rlhost run: the recorded episodes were sampled from the model
+	// after its warm-up, so training on them starts from there too.
+	if settings.Warmup != nil {
+		if err := a.warmup(ctx, eng, settings, f.Run.Seed); err != nil {
+			a.errorf("%v", err)
+			if ctx.Err() != nil {
+				return 130
+			}
+			return 1
+		}
+	}
 	out, err := output.Open(dir)
 	if err != nil {
 		a.errorf("%v", err)

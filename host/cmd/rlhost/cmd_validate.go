@@ -20,6 +20,9 @@ are printed with file:line:col and the offending source line.
 With --check-services it also makes the pre-flight checks a run makes: the
 policy's server must answer GET /models and serve the model, and the sandbox
 backend must answer one authenticated call.
+
+With --dry-run it checks the job as rlhost run --dry-run runs it: rollouts
+and scoring only, so the trainer block is not checked and any policy goes.
 `
 
 func (a *app) cmdValidate(ctx context.Context, args []string) int {
@@ -27,6 +30,7 @@ func (a *app) cmdValidate(ctx context.Context, args []string) int {
 	var cf commonFlags
 	cf.add(fs)
 	checkServices := fs.Bool("check-services", false, "also check that the policy server and the sandbox backend answer")
+	dryRun := fs.Bool("dry-run", false, "check the job as rlhost run --dry-run runs it (rollouts and scoring only, no trainer block)")
 	if done, code := parse(fs, args); done {
 		return code
 	}
@@ -35,11 +39,13 @@ func (a *app) cmdValidate(ctx context.Context, args []string) int {
 		return code
 	}
 	training := "none (rollouts and scoring only)"
-	if f.Trainer != nil {
+	var train *trainingpkg.Settings
+	if f.Trainer != nil && !*dryRun {
 		s, code := a.trainSettings(f, false, false)
 		if code != 0 {
 			return code
 		}
+		train = s
 		training = "GRPO on the embedded policy (see docs/training.md)"
 		if s.Sync != nil {
 			training = "GRPO on a LoRA adapter, hot-loaded into the vLLM server every step (see docs/vllm.md)"
@@ -51,9 +57,10 @@ func (a *app) cmdValidate(ctx context.Context, args []string) int {
 		return 1
 	}
 	defer mgr.StopAll(context.WithoutCancel(ctx))
-	// The embedded policy's model is checked for, not loaded.
+	// The embedded policy's model is checked for, not loaded; the trainer
+	// block is checked against its shape.
 	var eng *trainingpkg.Engine
-	embedded := trainingpkg.Provider(ctx, &eng, trainingpkg.ProviderOptions{CheckOnly: true})
+	embedded := trainingpkg.Provider(ctx, &eng, trainingpkg.ProviderOptions{CheckOnly: true, Train: train})
 	j, diags := job.Prepare(ctx, f, mgr, job.Options{RunID: "validate", PolicyProvider: []policy.Option{embedded}})
 	printDiags(a.stderr, f, diags)
 	if diags.HasErrors() {

@@ -6,6 +6,8 @@ package main
 import (
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,14 +63,23 @@ func TestPreflightPolicy(t *testing.T) {
 	defer srv.Close()
 	srv.SetModels("Qwen/Qwen2.5-0.5B-Instruct")
 	down := closedURL(t, "/v1")
+	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(`{"error":{"message":"loading","type":"server_error","code":null}}`))
+	}))
+	defer busy.Close()
 	for _, tc := range []struct {
 		name, url, model string
 		want             []string
+		not              string
 	}{
-		{"server down", down, "Qwen/Qwen2.5-0.5B-Instruct", []string{"GET " + down + "/models: giving up after 2 attempts", "connection refused",
+		// Nothing listening: no answer says "try again", so no retries.
+		{"server down", down, "Qwen/Qwen2.5-0.5B-Instruct", []string{"GET " + down + "/models: connection refused: nothing listens at " + strings.TrimSuffix(strings.TrimPrefix(down, "http://"), "/v1")}, "retry"},
+		{"server busy", busy.URL + "/v1", "Qwen/Qwen2.5-0.5B-Instruct", []string{"GET " + busy.URL + "/v1/models: giving up after 2 attempts", "HTTP 503",
 			// The retry is announced while it waits, not only at the end.
-			"connection refused; retry 1 of 1 in "}},
-		{"unknown model", srv.URL, "Qwen/Qwen3-8B", []string{"GET " + srv.URL + "/models", `model "Qwen/Qwen3-8B" is not served (the server has Qwen/Qwen2.5-0.5B-Instruct)`}},
+			"HTTP 503: loading; retry 1 of 1 in "}, ""},
+		{"unknown model", srv.URL, "Qwen/Qwen3-8B", []string{"GET " + srv.URL + "/models", `model "Qwen/Qwen3-8B" is not served (the server has Qwen/Qwen2.5-0.5B-Instruct)`}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -87,6 +98,9 @@ func TestPreflightPolicy(t *testing.T) {
 					if !strings.Contains(r.stderr, w) {
 						t.Errorf("%v: stderr lacks %q:\n%s", args, w, r.stderr)
 					}
+				}
+				if tc.not != "" && strings.Contains(r.stderr, tc.not) {
+					t.Errorf("%v: stderr has %q:\n%s", args, tc.not, r.stderr)
 				}
 				if strings.Contains(r.stderr, "every episode failed") {
 					t.Errorf("%v: episodes ran:\n%s", args, r.stderr)
@@ -121,7 +135,9 @@ func TestPreflightDaytona(t *testing.T) {
 		want           []string
 	}{
 		// The backend already checks the key when it is configured.
-		{"wrong key", srv.URL, "sk-wrong", "job.hcl:2:1: " + srv.URL + " answered HTTP 401", nil},
+		// The key is not in the block: the error is placed on the line
+		// that chose the backend.
+		{"wrong key", srv.URL, "sk-wrong", "job.hcl:3:13: Error: Daytona rejected the API key", []string{srv.URL + " answered HTTP 401"}},
 		{"no route", down, fakedaytona.DefaultAPIKey, "", []string{strings.TrimPrefix(down, "http://"), "connection refused"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -360,8 +360,9 @@ func TestVLLMTraining(t *testing.T) {
 		lines := readStepLines(t, filepath.Join(dir, "vignored", "metrics.jsonl"))
 		last := lines[len(lines)-1].Extra
 		t.Logf("last step: importance ratio mean %.6f max %.6f, mean |log ratio| %.6f", last["train/sample_ratio_mean"], last["train/sample_ratio_max"], last["train/sample_logprob_diff"])
-		if lines[0].Extra["train/updates"] == 0 || !strings.Contains(r.stderr, "step 2: the trainer's log-probs drift from the server's") {
-			t.Errorf("no drift warning for step 2:\n%s", r.stderr)
+		// Steps count from 0, as in metrics.jsonl: the second step is step 1.
+		if lines[0].Extra["train/updates"] == 0 || !strings.Contains(r.stderr, "step 1: the trainer's log-probs drift from the server's") {
+			t.Errorf("no drift warning for step 1:\n%s", r.stderr)
 		}
 	})
 	// The server refuses the adapter: the run stops with the server's

@@ -66,8 +66,8 @@ func Serve[CT, RT any, C Call[CT], R Reply[RT]](ctx context.Context, ln net.List
 }
 
 // serveConn reads calls from conn until it ends; each call runs on its own
-// goroutine. A connection ended by something other than a clean close is
-// logged, before it is closed.
+// goroutine. A connection ended by something other than the peer hanging
+// up (a close or a reset) is logged, before it is closed.
 func serveConn[CT, RT any, C Call[CT], R Reply[RT]](ctx context.Context, conn net.Conn, what string, h func(context.Context, C) R, log hclog.Logger) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // cuts off the connection's calls still running
@@ -104,7 +104,9 @@ func serveConn[CT, RT any, C Call[CT], R Reply[RT]](ctx context.Context, conn ne
 	for {
 		call := C(new(CT))
 		if err := Read(r, call); err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+			// A reset is a hang-up too: the peer went away with replies
+			// it never read, as a plugin being shut down does.
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) || ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("bad frame: %w", err)

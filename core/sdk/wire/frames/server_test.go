@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -393,5 +394,55 @@ func TestAcceptFailures(t *testing.T) {
 				t.Error("the connection outlived its socket")
 			}
 		})
+	}
+}
+
+// A peer that goes away with replies it never read (a plugin shut down
+// while its calls were answered) resets the connection. That is a hang-up,
+// as a clean close is: nothing is logged, and serving the connection ends
+// without an error.
+func TestPeerResetIsAHangUp(t *testing.T) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := make([]net.Conn, 2)
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), fmt.Sprintf("pair-%d", i))
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	server, peer := conns[0], conns[1]
+	logs := &logtest.Buffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- serveConn(context.Background(), server, "lent sandbox", echo, hclog.New(&hclog.LoggerOptions{Output: logs}))
+	}()
+	if err := Write(peer, info("a")); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the reply without reading it, then go away.
+	raw, err := peer.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var peekErr error
+	if err := raw.Read(func(fd uintptr) bool {
+		var b [1]byte
+		_, _, peekErr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK)
+		return peekErr != syscall.EAGAIN
+	}); err != nil || peekErr != nil {
+		t.Fatalf("peek the reply: %v, %v", err, peekErr)
+	}
+	peer.Close()
+	if err := <-done; err != nil {
+		t.Errorf("serving a reset connection ended with %v", err)
+	}
+	if logs.String() != "" {
+		t.Errorf("a peer's reset was logged:\n%s", logs.String())
 	}
 }

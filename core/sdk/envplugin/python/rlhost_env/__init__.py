@@ -9,8 +9,9 @@ import sys as _sys
 
 if _os.environ.get("RLHOST_PLUGIN"):
     # Started by rlhost: the host logs plain stderr lines at debug level but
-    # "[ERROR] " lines as errors, so a failure before the handshake (a
-    # missing module, a bug at import time) is shown to the user.
+    # "[ERROR] " lines as errors, so an exception that kills a running
+    # plugin is shown to the user. (One before the handshake, such as a
+    # missing module, becomes the host's start-up error either way.)
     def _excepthook(tp, value, tb, _prev=_sys.excepthook):
         import traceback
         for line in "".join(traceback.format_exception(tp, value, tb)).splitlines():
