@@ -40,7 +40,7 @@ type resumeState struct {
 	state      training.RunState
 	earlier    []core.StepMetrics
 	ahead      []core.Trajectory // finished episodes of the steps still to run
-	summary    *output.Summary // the steps kept, for the runner to add to
+	summary    *output.Summary   // the steps kept, for the runner to add to
 }
 
 // loadResume finds the newest complete checkpoint of dir and cuts the
