@@ -1,0 +1,320 @@
+// Package dashboard serves a local web page for rlhost runs: curves of
+// every per-step figure in metrics.jsonl (several runs overlaid), the
+// run's health, its settings, and a rollout viewer that pages through
+// trajectories.jsonl and finds text in it. Pages are rendered on the
+// server (html/template, charts as SVG) and kept current by a small
+// embedded script that listens for changes; nothing is fetched from the
+// network.
+//
+// It only reads run directories (through package rundir); it deliberately
+// does not start or steer runs, keep state of its own, or serve any file
+// by a name taken from a request.
+package dashboard
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rlhost/rlhost/host/dashboard/rundir"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Options configure a Server.
+type Options struct {
+	Dirs []string // run directories, in the order the page lists them
+	// Live is the run this process is running (rlhost run --ui), whose
+	// directory is Dirs[0]; nil for none.
+	Live *Live
+	// Poll is how often the directories are checked for new lines;
+	// 0 means DefaultPoll.
+	Poll time.Duration
+	// AnyHost accepts requests for any Host name. Without it only
+	// loopback names are answered, so a web page elsewhere cannot reach
+	// the dashboard through a name it points at 127.0.0.1 (DNS
+	// rebinding).
+	AnyHost bool
+}
+
+// DefaultPoll is how often a Server looks for new lines by default.
+const DefaultPoll = 500 * time.Millisecond
+
+// Server serves the dashboard of some run directories.
+type Server struct {
+	opt   Options
+	dirs  []*rundir.Dir
+	pages *template.Template
+	now   func() time.Time
+
+	mu      sync.Mutex
+	clients map[chan struct{}]bool
+	errs    map[string]string // the last refresh error of each directory
+}
+
+// New opens the run directories and indexes them.
+func New(opt Options) (*Server, error) {
+	if opt.Poll <= 0 {
+		opt.Poll = DefaultPoll
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opt: opt, pages: pages, now: time.Now, clients: map[chan struct{}]bool{}, errs: map[string]string{}}
+	for _, p := range opt.Dirs {
+		d, err := rundir.Open(p)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		s.dirs = append(s.dirs, d)
+	}
+	return s, nil
+}
+
+// Close releases the directories.
+func (s *Server) Close() error {
+	var errs []error
+	for _, d := range s.dirs {
+		errs = append(errs, d.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Handler is the dashboard's HTTP handler.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.fresh(s.overview))
+	mux.HandleFunc("GET /runs/{run}/rollouts", s.fresh(s.rollouts))
+	mux.HandleFunc("GET /runs/{run}/episodes/{ep}", s.fresh(s.episode))
+	mux.HandleFunc("GET /runs/{run}/settings", s.fresh(s.settings))
+	mux.HandleFunc("GET /events", s.events)
+	mux.HandleFunc("GET /static/{name}", s.static)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { s.notFound(w, r, "No such page.") })
+	return s.guard(mux)
+}
+
+// Serve serves the dashboard on ln until ctx ends, looking for new lines
+// every Poll meanwhile.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	go s.watch(ctx)
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	return nil
+}
+
+// refresh brings every directory up to date and reports whether
+// anything changed.
+func (s *Server) refresh() bool {
+	changed := false
+	for _, d := range s.dirs {
+		c, err := d.Refresh()
+		changed = changed || c
+		s.mu.Lock()
+		if err != nil {
+			changed = changed || s.errs[d.Path()] != err.Error()
+			s.errs[d.Path()] = err.Error()
+		} else {
+			delete(s.errs, d.Path())
+		}
+		s.mu.Unlock()
+	}
+	return changed
+}
+
+// fresh has every page show the files as they are when it is asked for,
+// not as the last poll found them.
+func (s *Server) fresh(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.refresh()
+		next(w, r)
+	}
+}
+
+// watch refreshes the directories and tells the pages open when
+// something changed.
+func (s *Server) watch(ctx context.Context) {
+	t := time.NewTicker(s.opt.Poll)
+	defer t.Stop()
+	var liveSeen uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		changed := s.refresh()
+		if s.opt.Live != nil {
+			if v := s.opt.Live.Version(); v != liveSeen {
+				liveSeen, changed = v, true
+			}
+		}
+		if changed {
+			s.notify()
+		}
+	}
+}
+
+func (s *Server) notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.clients {
+		select {
+		case c <- struct{}{}:
+		default: // a change is already pending for it
+		}
+	}
+}
+
+// events streams a message each time a run changed (server-sent events);
+// the page fetches itself again on each.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	c := make(chan struct{}, 1)
+	s.mu.Lock()
+	s.clients[c] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.clients, c)
+		s.mu.Unlock()
+	}()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	fmt.Fprint(w, "retry: 2000\n\n")
+	fl.Flush()
+	keep := time.NewTicker(15 * time.Second)
+	defer keep.Stop()
+	for n := 1; ; n++ {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-keep.C:
+			fmt.Fprint(w, ": keep-alive\n\n")
+		case <-c:
+			fmt.Fprintf(w, "data: %d\n\n", n)
+		}
+		fl.Flush()
+	}
+}
+
+// guard answers GET and HEAD only, checks the Host name, and forbids the
+// page to load anything from elsewhere or run inline script: even markup
+// that escaped escaping would stay inert.
+func (s *Server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cross-Origin-Resource-Policy", "same-origin")
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			h.Set("Allow", "GET, HEAD")
+			http.Error(w, "the dashboard is read-only", http.StatusMethodNotAllowed)
+			return
+		}
+		if !s.opt.AnyHost && !LoopbackHost(r.Host) {
+			http.Error(w, "this dashboard answers to loopback names only (localhost, 127.0.0.1, [::1])", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// LoopbackHost reports whether a Host header names this machine's
+// loopback interface.
+func LoopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// static serves the page's embedded script and style sheet.
+func (s *Server) static(w http.ResponseWriter, r *http.Request) {
+	types := map[string]string{"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
+	name := r.PathValue("name")
+	ct, ok := types[name]
+	if !ok {
+		s.notFound(w, r, "No such file.")
+		return
+	}
+	data, err := assets.ReadFile("assets/" + name)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Write(data)
+}
+
+// FindRunDirs turns the paths a user gave into run directories: a path
+// that holds a run is one; a path that does not but has runs one level
+// down (runs/) stands for those. No path at all means ./runs.
+func FindRunDirs(paths []string) ([]string, error) {
+	if len(paths) == 0 {
+		paths = []string{"runs"}
+		if _, err := os.Stat("runs"); err != nil {
+			return nil, errors.New("no run directory given, and there is no ./runs; pass RUN_DIR (the output directory of rlhost run)")
+		}
+	}
+	var out []string
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("run directory %s: %w", p, errors.Unwrap(err))
+		}
+		if !st.IsDir() {
+			return nil, fmt.Errorf("%s is not a directory; pass a run's output directory", p)
+		}
+		if rundir.IsRunDir(p) {
+			out = append(out, p)
+			continue
+		}
+		ents, err := os.ReadDir(p)
+		if err != nil {
+			return nil, fmt.Errorf("run directory %s: %w", p, err)
+		}
+		n := 0
+		for _, e := range ents {
+			if sub := filepath.Join(p, e.Name()); e.IsDir() && rundir.IsRunDir(sub) {
+				out = append(out, sub)
+				n++
+			}
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("%s holds no run (no metrics.jsonl, trajectories.jsonl or summary.json in it or in its subdirectories)", p)
+		}
+	}
+	return out, nil
+}
