@@ -18,8 +18,7 @@ type curveGroup struct {
 
 // figure is one per-step figure of metrics.jsonl.
 type figure struct {
-	key   string // Extra key, or one of the fixed names below
-	title string
+	title string // the Extra key, or a name for a field of StepMetrics
 	get   func(core.StepMetrics) (float64, bool)
 	wide  bool
 }
@@ -35,11 +34,11 @@ var sections = []struct{ prefix, id, title string }{
 }
 
 func fixed(title string, f func(core.StepMetrics) float64) figure {
-	return figure{key: title, title: title, get: func(m core.StepMetrics) (float64, bool) { return f(m), true }}
+	return figure{title: title, get: func(m core.StepMetrics) (float64, bool) { return f(m), true }}
 }
 
 func extra(key string) figure {
-	return figure{key: key, title: key, get: func(m core.StepMetrics) (float64, bool) {
+	return figure{title: key, get: func(m core.StepMetrics) (float64, bool) {
 		v, ok := m.Extra[key]
 		return v, ok
 	}}
@@ -94,7 +93,7 @@ func curves(runs []runRef) []curveGroup {
 // deviation, cut to the step's minimum and maximum (rewards of 0 and 1
 // have a spread that would reach past both); hovering shows all four.
 func rewardChart(runs []runRef) template.HTML {
-	c := chart.Chart{ID: "reward", Title: "reward (mean ± std)", Wide: true}
+	c := chart.Chart{Title: "reward (mean ± std)", Wide: true}
 	for _, r := range runs {
 		s := chart.Series{Label: r.Key, Color: r.Color, Band: true, ExtraNames: []string{"std", "min", "max"}}
 		for _, m := range r.Steps {
@@ -107,7 +106,7 @@ func rewardChart(runs []runRef) template.HTML {
 }
 
 func lineChart(runs []runRef, f figure) template.HTML {
-	c := chart.Chart{ID: f.key, Title: f.title, Wide: f.wide}
+	c := chart.Chart{Title: f.title, Wide: f.wide}
 	for _, r := range runs {
 		s := chart.Series{Label: r.Key, Color: r.Color}
 		for _, m := range r.Steps {

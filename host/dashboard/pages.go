@@ -216,9 +216,7 @@ func parseFilter(ref runRef, q url.Values) (rundir.Filter, filterView, string) {
 	if n := len(ref.Steps); n > 0 {
 		newest = ref.Steps[n-1].Step
 	}
-	if e := ref.Dir.Episodes(rundir.Filter{Run: ref.ID, Step: rundir.AllSteps, MinReward: math.NaN(), MaxReward: math.NaN()}); len(e) > 0 {
-		newest = max(newest, int(e[len(e)-1].Step))
-	}
+	newest = max(newest, ref.LastStep)
 	switch {
 	case fv.Step == "all", fv.Step == "" && fv.Q != "":
 		fv.Step = "all"

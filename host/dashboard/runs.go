@@ -259,7 +259,7 @@ func classIf(cond bool, class string) string {
 	return ""
 }
 
-// sortedKeys returns the union of the Extra keys of the runs' steps.
+// extraKeys returns the union of the Extra keys of the runs' steps, sorted.
 func extraKeys(runs []runRef) []string {
 	set := map[string]bool{}
 	for _, r := range runs {

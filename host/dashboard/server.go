@@ -60,6 +60,7 @@ type Server struct {
 	mu      sync.Mutex
 	clients map[chan struct{}]bool
 	errs    map[string]string // the last refresh error of each directory
+	errsVer uint64            // bumped when errs changes
 }
 
 // New opens the run directories and indexes them.
@@ -122,23 +123,37 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// refresh brings every directory up to date and reports whether
-// anything changed.
-func (s *Server) refresh() bool {
-	changed := false
+// refresh brings every directory up to date.
+func (s *Server) refresh() {
 	for _, d := range s.dirs {
-		c, err := d.Refresh()
-		changed = changed || c
+		_, err := d.Refresh()
 		s.mu.Lock()
-		if err != nil {
-			changed = changed || s.errs[d.Path()] != err.Error()
+		old, had := s.errs[d.Path()]
+		switch {
+		case err != nil && old != err.Error():
 			s.errs[d.Path()] = err.Error()
-		} else {
+			s.errsVer++
+		case err == nil && had:
 			delete(s.errs, d.Path())
+			s.errsVer++
 		}
 		s.mu.Unlock()
 	}
-	return changed
+}
+
+// version changes whenever anything a page shows does: a directory, a
+// refresh error, or the live counts.
+func (s *Server) version() uint64 {
+	var v uint64
+	for _, d := range s.dirs {
+		v += d.Version()
+	}
+	if s.opt.Live != nil {
+		v += s.opt.Live.Version()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return v + s.errsVer
 }
 
 // fresh has every page show the files as they are when it is asked for,
@@ -151,24 +166,21 @@ func (s *Server) fresh(next http.HandlerFunc) http.HandlerFunc {
 }
 
 // watch refreshes the directories and tells the pages open when
-// something changed.
+// something changed, whoever's refresh found it (a page's request
+// refreshes too).
 func (s *Server) watch(ctx context.Context) {
 	t := time.NewTicker(s.opt.Poll)
 	defer t.Stop()
-	var liveSeen uint64
+	seen := s.version()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		changed := s.refresh()
-		if s.opt.Live != nil {
-			if v := s.opt.Live.Version(); v != liveSeen {
-				liveSeen, changed = v, true
-			}
-		}
-		if changed {
+		s.refresh()
+		if v := s.version(); v != seen {
+			seen = v
 			s.notify()
 		}
 	}

@@ -310,7 +310,7 @@ func TestReadOnly(t *testing.T) {
 	}
 }
 
-// The page hears about a new step, and the curve has it.
+// An open page hears about a new step, and the curve has it.
 func TestLiveEvents(t *testing.T) {
 	dir := t.TempDir()
 	makeRun(t, dir, small)
@@ -344,6 +344,9 @@ func TestLiveEvents(t *testing.T) {
 	next := small
 	next.Start, next.Steps = 4, 1
 	makeRun(t, dir, next)
+	// Another page's request finds the new step first; this page still
+	// hears of it.
+	mustGet(t, s.Handler(), "/runs/run-a/rollouts")
 	select {
 	case _, ok := <-events:
 		if !ok {

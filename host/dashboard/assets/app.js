@@ -114,6 +114,7 @@ document.addEventListener('submit', (e) => {
       lab.className = 'lab';
       lab.textContent = g.dataset.label;
       const val = document.createElement('span');
+      val.className = 'val';
       const names = JSON.parse(g.dataset.extra || 'null') || [];
       let text = String(p[1]);
       if (names.length) text += ' (' + names.map((n, i) => n + ' ' + p[2 + i]).join(', ') + ')';

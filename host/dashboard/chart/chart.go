@@ -50,7 +50,6 @@ func (s Series) band(p Point) (lo, hi float64) {
 
 // Chart is one figure against step.
 type Chart struct {
-	ID     string // unique on the page, for live updates
 	Title  string
 	Series []Series
 	// Wide draws it larger, for a figure that gets a wider box: the page

@@ -32,7 +32,7 @@ func TestOneDotPerPoint(t *testing.T) {
 	for i := range 7 {
 		ps = append(ps, Point{X: i, Y: float64(i) / 10, Extra: []float64{0.1}})
 	}
-	svg := render(t, Chart{ID: "r", Title: "reward", Series: []Series{
+	svg := render(t, Chart{Title: "reward", Series: []Series{
 		{Label: "a", Color: "#123456", Points: ps, Band: true, ExtraNames: []string{"std"}},
 		{Label: "b", Color: "#654321", Points: ps[:3]},
 	}})

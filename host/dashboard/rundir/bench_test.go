@@ -123,6 +123,8 @@ func BenchmarkLargeRun(b *testing.B) {
 	}
 	med := func(v []time.Duration) time.Duration { slices.Sort(v); return v[len(v)/2] }
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f", float64(d.Microseconds())/1000) }
+	fmt.Println("| figure | value |")
+	fmt.Println("|---|---|")
 	fmt.Printf("| trajectories.jsonl | %d episodes, %.2f GB (%d steps) |\n", episodes, float64(st.Size())/1e9, bigRun.Steps)
 	fmt.Printf("| baseline: read the file once, 4 MiB reads (ms) | %s |\n", ms(med(readAll)))
 	if decodeAll > 0 {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -45,9 +46,10 @@ type Dir struct {
 }
 
 type runData struct {
-	id    string
-	steps []core.StepMetrics // by step; replaced, never changed in place
-	count int                // episodes indexed, superseded ones left out
+	id       string
+	steps    []core.StepMetrics // by step; replaced, never changed in place
+	count    int                // episodes indexed, superseded ones left out
+	lastStep int32              // the highest step of an episode; -1: none
 }
 
 // stamp tells a replaced or rewritten small file from the one read before.
@@ -83,7 +85,7 @@ func (d *Dir) Close() error { return d.root.Close() }
 // IsRunDir reports whether path holds any file a run writes.
 func IsRunDir(path string) bool {
 	for _, name := range []string{output.MetricsFile, output.TrajectoriesFile, output.SummaryFile} {
-		if st, err := os.Stat(path + string(os.PathSeparator) + name); err == nil && st.Mode().IsRegular() {
+		if st, err := os.Stat(filepath.Join(path, name)); err == nil && st.Mode().IsRegular() {
 			return true
 		}
 	}
@@ -175,7 +177,7 @@ func (d *Dir) refreshTrajectories() (bool, error) {
 		d.mu.Lock()
 		d.eps, d.epIdx, d.badLines = nil, map[epKey]int32{}, 0
 		for _, r := range d.runs {
-			r.count = 0
+			r.count, r.lastStep = 0, -1
 		}
 		d.mu.Unlock()
 	}
@@ -214,7 +216,9 @@ func (d *Dir) add(lines []scanned) {
 		}
 		d.epIdx[k] = int32(len(d.eps))
 		d.eps = append(d.eps, e)
-		d.runs[e.Run].count++
+		r := d.runs[e.Run]
+		r.count++
+		r.lastStep = max(r.lastStep, e.Step)
 	}
 }
 
@@ -223,7 +227,7 @@ func (d *Dir) runLocked(id string) int32 {
 		return i
 	}
 	i := int32(len(d.runs))
-	d.runs = append(d.runs, &runData{id: id})
+	d.runs = append(d.runs, &runData{id: id, lastStep: -1})
 	d.runIdx[id] = i
 	return i
 }

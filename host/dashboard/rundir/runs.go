@@ -17,8 +17,10 @@ import (
 type Run struct {
 	ID    string
 	Steps []core.StepMetrics // by step; shared, do not modify
-	// Episodes counts the run's indexed episodes.
+	// Episodes counts the run's indexed episodes; LastStep is the highest
+	// step among them (-1 with none).
 	Episodes int
+	LastStep int
 	// Summary and Job are summary.json and job.json when they belong to
 	// this run (they describe the directory's newest run only).
 	Summary *output.Summary
@@ -47,7 +49,7 @@ func (d *Dir) Runs() []Run {
 	}
 	var out []Run
 	for _, r := range d.runs {
-		run := Run{ID: r.id, Steps: r.steps, Episodes: r.count, Latest: r.id == latest}
+		run := Run{ID: r.id, Steps: r.steps, Episodes: r.count, LastStep: int(r.lastStep), Latest: r.id == latest}
 		if d.summary != nil && d.summary.RunID == r.id {
 			run.Summary = d.summary
 		}
