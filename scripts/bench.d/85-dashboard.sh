@@ -1,0 +1,3 @@
+run_block "Dashboard: opening and paging a large run" \
+"What \`rlhost ui\` does with a run of 100,000 episodes and about 1 GB of trajectories (three tool turns each, with token ids and log-probs; written by the benchmark into a temporary directory): the first index of trajectories.jsonl by byte offsets, against reading the file once (the floor) and decoding every line with encoding/json (what indexing avoids), in the same run; then what a page costs once it is open: a refresh with nothing new, listing every episode, reading one page of 50 from the middle, and a text search. Medians of three rounds, each round timing every figure in turn." \
+  go test -run '^$' -bench BenchmarkLargeRun -benchtime 1x -timeout 30m ./host/dashboard/rundir
