@@ -276,9 +276,16 @@ output { dir = "out" }
 		}
 		return string(b)
 	}
-	page := fetch("/")
-	if !strings.Contains(page, `class="status running"`) || !regexp.MustCompile(`<dt>in flight</dt><dd>4 <span class="note">0 of 4 done in step 0</span>`).MatchString(page) {
-		t.Errorf("the page does not show the run in progress:\n%s", page)
+	// The runner counts an episode in flight just before it starts it, so
+	// the last of the four may still be on its way.
+	inFlight := regexp.MustCompile(`<dt>in flight</dt><dd>4 <span class="note">0 of 4 done in step 0</span>`)
+	page := ""
+	waitUntil(t, cmd, "the page does not show 4 episodes in flight", func() bool {
+		page = fetch("/")
+		return inFlight.MatchString(page)
+	}, out, errb)
+	if !strings.Contains(page, `class="status running"`) {
+		t.Errorf("the page does not show the run running:\n%s", page)
 	}
 	runID := regexp.MustCompile(`/runs/([^/"]+)/settings`).FindStringSubmatch(page)
 	if runID == nil {
