@@ -31,7 +31,7 @@ type runRef struct {
 func (s *Server) runs() []runRef {
 	var out []runRef
 	seen := map[string]int{}
-	for i, d := range s.dirs {
+	for i, d := range s.dirList() {
 		st := d.Status()
 		for _, r := range d.Runs() {
 			ref := runRef{Run: r, Key: r.ID, Dir: d, Status: st}

@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,9 @@ var assets embed.FS
 // Options configure a Server.
 type Options struct {
 	Dirs []string // run directories, in the order the page lists them
+	// Parents are directories of runs (runs/): a run directory that
+	// appears in one later is added as the dashboard finds it.
+	Parents []string
 	// Live is the run this process is running (rlhost run --ui), whose
 	// directory is Dirs[0]; nil for none.
 	Live *Live
@@ -53,11 +57,12 @@ const DefaultPoll = 500 * time.Millisecond
 // Server serves the dashboard of some run directories.
 type Server struct {
 	opt   Options
-	dirs  []*rundir.Dir
 	pages *template.Template
 	now   func() time.Time
 
 	mu      sync.Mutex
+	dirs    []*rundir.Dir
+	known   map[string]bool // cleaned paths of dirs
 	clients map[chan struct{}]bool
 	errs    map[string]string // the last refresh error of each directory
 	errsVer uint64            // bumped when errs changes
@@ -72,22 +77,67 @@ func New(opt Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opt: opt, pages: pages, now: time.Now, clients: map[chan struct{}]bool{}, errs: map[string]string{}}
+	s := &Server{opt: opt, pages: pages, now: time.Now, clients: map[chan struct{}]bool{}, errs: map[string]string{}, known: map[string]bool{}}
 	for _, p := range opt.Dirs {
-		d, err := rundir.Open(p)
-		if err != nil {
+		if err := s.add(p); err != nil {
 			s.Close()
-			return nil, fmt.Errorf("%s: %w", p, err)
+			return nil, err
 		}
-		s.dirs = append(s.dirs, d)
 	}
 	return s, nil
+}
+
+// add opens one more run directory.
+func (s *Server) add(path string) error {
+	d, err := rundir.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dirs = append(s.dirs, d)
+	s.known[filepath.Clean(path)] = true
+	return nil
+}
+
+// dirList is the directories served, in order.
+func (s *Server) dirList() []*rundir.Dir {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.dirs)
+}
+
+// discover adds the run directories that appeared in Options.Parents.
+func (s *Server) discover() {
+	for _, parent := range s.opt.Parents {
+		ents, err := os.ReadDir(parent)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			p := filepath.Join(parent, e.Name())
+			s.mu.Lock()
+			known := s.known[filepath.Clean(p)]
+			s.mu.Unlock()
+			if known || !e.IsDir() || !rundir.IsRunDir(p) {
+				continue
+			}
+			if err := s.add(p); err != nil {
+				s.mu.Lock()
+				if s.errs[p] != err.Error() {
+					s.errs[p] = err.Error()
+					s.errsVer++
+				}
+				s.mu.Unlock()
+			}
+		}
+	}
 }
 
 // Close releases the directories.
 func (s *Server) Close() error {
 	var errs []error
-	for _, d := range s.dirs {
+	for _, d := range s.dirList() {
 		errs = append(errs, d.Close())
 	}
 	return errors.Join(errs...)
@@ -125,7 +175,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // refresh brings every directory up to date.
 func (s *Server) refresh() {
-	for _, d := range s.dirs {
+	for _, d := range s.dirList() {
 		_, err := d.Refresh()
 		s.mu.Lock()
 		old, had := s.errs[d.Path()]
@@ -144,8 +194,9 @@ func (s *Server) refresh() {
 // version changes whenever anything a page shows does: a directory, a
 // refresh error, or the live counts.
 func (s *Server) version() uint64 {
-	var v uint64
-	for _, d := range s.dirs {
+	dirs := s.dirList()
+	v := uint64(len(dirs))
+	for _, d := range dirs {
 		v += d.Version()
 	}
 	if s.opt.Live != nil {
@@ -178,6 +229,7 @@ func (s *Server) watch(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		s.discover()
 		s.refresh()
 		if v := s.version(); v != seen {
 			seen = v
@@ -290,43 +342,39 @@ func (s *Server) static(w http.ResponseWriter, r *http.Request) {
 	w.Write(data)
 }
 
-// FindRunDirs turns the paths a user gave into run directories: a path
-// that holds a run is one; a path that does not but has runs one level
-// down (runs/) stands for those. No path at all means ./runs.
-func FindRunDirs(paths []string) ([]string, error) {
+// FindRunDirs sorts the paths a user gave: a path that holds a run is a
+// run directory; any other directory is a parent, which stands for the
+// runs one level down (runs/), now and later. No path at all means
+// ./runs.
+func FindRunDirs(paths []string) (dirs, parents []string, err error) {
 	if len(paths) == 0 {
 		paths = []string{"runs"}
 		if _, err := os.Stat("runs"); err != nil {
-			return nil, errors.New("no run directory given, and there is no ./runs; pass RUN_DIR (the output directory of rlhost run)")
+			return nil, nil, errors.New("no run directory given, and there is no ./runs; pass RUN_DIR (the output directory of rlhost run)")
 		}
 	}
-	var out []string
 	for _, p := range paths {
 		st, err := os.Stat(p)
 		if err != nil {
-			return nil, fmt.Errorf("run directory %s: %w", p, errors.Unwrap(err))
+			return nil, nil, fmt.Errorf("run directory %s: %w", p, errors.Unwrap(err))
 		}
 		if !st.IsDir() {
-			return nil, fmt.Errorf("%s is not a directory; pass a run's output directory", p)
+			return nil, nil, fmt.Errorf("%s is not a directory; pass a run's output directory", p)
 		}
 		if rundir.IsRunDir(p) {
-			out = append(out, p)
+			dirs = append(dirs, p)
 			continue
 		}
 		ents, err := os.ReadDir(p)
 		if err != nil {
-			return nil, fmt.Errorf("run directory %s: %w", p, err)
+			return nil, nil, fmt.Errorf("run directory %s: %w", p, err)
 		}
-		n := 0
+		parents = append(parents, p)
 		for _, e := range ents {
 			if sub := filepath.Join(p, e.Name()); e.IsDir() && rundir.IsRunDir(sub) {
-				out = append(out, sub)
-				n++
+				dirs = append(dirs, sub)
 			}
 		}
-		if n == 0 {
-			return nil, fmt.Errorf("%s holds no run (no metrics.jsonl, trajectories.jsonl or summary.json in it or in its subdirectories)", p)
-		}
 	}
-	return out, nil
+	return dirs, parents, nil
 }

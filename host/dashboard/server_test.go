@@ -304,7 +304,7 @@ func TestReadOnly(t *testing.T) {
 		"/runs/run-a/settings", "/runs/run-a/episodes/s1-g0-e0.json", "/static/app.js"} {
 		mustGet(t, h, p)
 	}
-	s.dirs[0].Refresh()
+	s.refresh()
 	if after := snapshot(t, dir); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("the run directory changed:\nbefore %v\nafter  %v", before, after)
 	}
@@ -379,7 +379,7 @@ func TestInFlight(t *testing.T) {
 	tr := core.Trajectory{RunID: "live", Step: 0, FinishReason: "done"}
 	w.WriteTrajectory(tr)
 	live.EpisodeFinished(tr)
-	s.dirs[0].Refresh()
+	s.refresh()
 	body := mustGet(t, s.Handler(), "/")
 	if !regexp.MustCompile(`<dt>in flight</dt><dd>3 <span class="note">1 of 8 done in step 0</span>`).MatchString(body) || !strings.Contains(body, `status running`) {
 		t.Errorf("in flight not shown:\n%s", body)
@@ -407,15 +407,18 @@ func TestFindRunDirs(t *testing.T) {
 		want string
 	}{
 		{[]string{filepath.Join(root, "runs", "a")}, "a"},
-		{[]string{filepath.Join(root, "runs")}, "a b"},
+		{[]string{filepath.Join(root, "runs")}, "a b (runs)"},
+		{[]string{filepath.Join(root, "empty")}, "(empty)"},
 		{[]string{filepath.Join(root, "missing")}, "error: no such file or directory"},
 		{[]string{filepath.Join(root, "file")}, "error: is not a directory"},
-		{[]string{filepath.Join(root, "empty")}, "error: holds no run"},
 	} {
-		dirs, err := FindRunDirs(tc.args)
+		dirs, parents, err := FindRunDirs(tc.args)
 		var got []string
 		for _, d := range dirs {
 			got = append(got, filepath.Base(d))
+		}
+		for _, p := range parents {
+			got = append(got, "("+filepath.Base(p)+")")
 		}
 		g := strings.Join(got, " ")
 		if err != nil {
@@ -498,4 +501,37 @@ func FuzzPaths(f *testing.F) {
 			t.Fatalf("GET %q: %d %s", target, w.Code, body)
 		}
 	})
+}
+
+// A run that starts in a directory of runs after the dashboard did shows
+// up on the page.
+func TestNewRunInParentAppears(t *testing.T) {
+	root := t.TempDir()
+	makeRun(t, filepath.Join(root, "a"), small)
+	dirs, parents, err := FindRunDirs([]string{root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t, Options{Dirs: dirs, Parents: parents, Poll: 20 * time.Millisecond})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Serve(ctx, ln) }()
+	defer func() { cancel(); <-done }()
+	later := small
+	later.RunID = "run-later"
+	makeRun(t, filepath.Join(root, "b"), later)
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(mustGet(t, s.Handler(), "/"), "/runs/run-later/settings") {
+		if time.Now().After(deadline) {
+			t.Fatal("the new run never appeared")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if body := mustGet(t, s.Handler(), "/runs/run-later/rollouts"); !strings.Contains(body, "ep-link") {
+		t.Error("the new run's episodes are not listed")
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/host/config"
@@ -44,13 +45,16 @@ func (a *app) cmdUI(ctx context.Context, args []string) int {
 		a.errorf("%v", err)
 		return 1
 	}
-	dirs, err := dashboard.FindRunDirs(fs.Args())
+	dirs, parents, err := dashboard.FindRunDirs(fs.Args())
 	if err != nil {
 		ln.Close()
 		a.errorf("%v", err)
 		return 1
 	}
-	srv, err := dashboard.New(dashboard.Options{Dirs: dirs, AnyHost: anyHost})
+	if len(dirs) == 0 {
+		fmt.Fprintf(a.stderr, "rlhost: note: %s holds no run yet; runs written there will appear\n", strings.Join(parents, ", "))
+	}
+	srv, err := dashboard.New(dashboard.Options{Dirs: dirs, Parents: parents, AnyHost: anyHost})
 	if err != nil {
 		ln.Close()
 		a.errorf("%v", err)

@@ -210,9 +210,6 @@ func TestUICommandLine(t *testing.T) {
 	if code, _, errs := runCLI("ui", missing); code != 1 || !strings.Contains(errs, "rlhost: run directory "+missing+": no such file or directory") {
 		t.Errorf("ui on a missing directory: exit %d, stderr %q", code, errs)
 	}
-	if code, _, errs := runCLI("ui", t.TempDir()); code != 1 || !strings.Contains(errs, "holds no run") {
-		t.Errorf("ui on an empty directory: exit %d, stderr %q", code, errs)
-	}
 	if code, _, errs := runCLI("ui", "--listen", "7171", t.TempDir()); code != 1 || !strings.Contains(errs, "HOST:PORT") {
 		t.Errorf("ui --listen 7171: exit %d, stderr %q", code, errs)
 	}
