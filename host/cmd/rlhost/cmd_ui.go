@@ -23,8 +23,8 @@ them. It reads the directories rlhost run writes and never changes them;
 runs still being written update on the page as they go. Open the URL it
 prints; Ctrl-C stops it.
 
-RUN_DIR is a run's output directory, or a directory of them (runs/); with
-none given, ./runs.
+RUN_DIR is a run's output directory, or a directory of them (runs/), whose
+runs appear on the page as they start; with none given, ./runs.
 
 Examples:
   rlhost ui runs/quickstart
