@@ -100,6 +100,15 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 		a.errorf("--steps must be positive")
 		return 2
 	}
+	var dash *runUI
+	if *ui {
+		var err error
+		if dash, err = a.listenRunUI(*uiListen); err != nil {
+			a.errorf("%v", err)
+			return 1
+		}
+		defer dash.close()
+	}
 	if *steps > 0 {
 		f.Run.Steps = *steps
 	}
@@ -200,13 +209,9 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 		a.errorf("%v", err)
 		return 1
 	}
-	var dash *runUI
-	if *ui {
-		if dash, err = a.startRunUI(ctx, dir, *uiListen); err != nil {
-			a.errorf("%v", err)
-			return 1
-		}
-		defer dash.close()
+	if err := dash.serve(ctx, dir); err != nil {
+		a.errorf("%v", err)
+		return 1
 	}
 	envBlock := f.Env()
 	fmt.Fprintf(a.stdout, "run %s: env %s (%s), %s, policy %s; %d steps x %d tasks x %d episodes -> %s\n",

@@ -92,37 +92,46 @@ func plural(n int, one, many string) string {
 // runUI is the dashboard rlhost run --ui serves for the run in progress;
 // its methods do nothing on nil (no --ui).
 type runUI struct {
-	dir    string
-	live   *dashboard.Live
-	srv    *dashboard.Server
-	cancel context.CancelFunc
-	done   chan struct{}
-	a      *app
+	a       *app
+	ln      net.Listener
+	anyHost bool
+	live    *dashboard.Live
+	dir     string
+	srv     *dashboard.Server // nil until serve
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
-// startRunUI serves the run directory dir while the run goes on.
-func (a *app) startRunUI(ctx context.Context, dir, addr string) (*runUI, error) {
+// listenRunUI opens the dashboard's address before the run starts, so a
+// taken port stops the run before it has cost anything.
+func (a *app) listenRunUI(addr string) (*runUI, error) {
 	ln, anyHost, err := a.listenUI(addr)
 	if err != nil {
 		return nil, fmt.Errorf("--ui: %w", err)
 	}
-	live := &dashboard.Live{}
-	srv, err := dashboard.New(dashboard.Options{Dirs: []string{dir}, Live: live, AnyHost: anyHost})
+	return &runUI{a: a, ln: ln, anyHost: anyHost, live: &dashboard.Live{}}, nil
+}
+
+// serve serves the run directory dir while the run goes on.
+func (u *runUI) serve(ctx context.Context, dir string) error {
+	if u == nil {
+		return nil
+	}
+	srv, err := dashboard.New(dashboard.Options{Dirs: []string{dir}, Live: u.live, AnyHost: u.anyHost})
 	if err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("--ui: %w", err)
+		return fmt.Errorf("--ui: %w", err)
 	}
 	// The dashboard outlives a Ctrl-C until the run has cleaned up.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	u := &runUI{dir: dir, live: live, srv: srv, cancel: cancel, done: make(chan struct{}), a: a}
+	u.dir, u.srv, u.cancel, u.done = dir, srv, cancel, make(chan struct{})
 	go func() {
 		defer close(u.done)
-		if err := srv.Serve(sctx, ln); err != nil {
-			a.errorf("%v", err)
+		if err := srv.Serve(sctx, u.ln); err != nil {
+			u.a.errorf("%v", err)
 		}
 	}()
-	fmt.Fprintf(a.stdout, "dashboard: %s\n", dashboard.URL(ln))
-	return u, nil
+	fmt.Fprintf(u.a.stdout, "dashboard: %s\n", dashboard.URL(u.ln))
+	return nil
 }
 
 // watch has the runner and the writer report episodes to the dashboard
@@ -148,6 +157,10 @@ func (u *runUI) ended() {
 // close stops the dashboard with the run.
 func (u *runUI) close() {
 	if u == nil {
+		return
+	}
+	if u.srv == nil {
+		u.ln.Close() // the run ended before it started serving
 		return
 	}
 	u.live.End()
