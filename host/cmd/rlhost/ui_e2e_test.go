@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -215,6 +216,17 @@ func TestUICommandLine(t *testing.T) {
 	}
 	if code, out, _ := runCLI("run", "--help"); code != 0 || !strings.Contains(out, "--ui-listen") {
 		t.Errorf("run --help does not list --ui: %q", out)
+	}
+	// A taken port stops a run before it has made anything.
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	outDir := filepath.Join(t.TempDir(), "out")
+	code, _, errs = runCLI("run", "../../../examples/coding.hcl", "--dry-run", "--out", outDir, "--ui", "--ui-listen", taken.Addr().String())
+	if _, statErr := os.Stat(outDir); code != 1 || !strings.Contains(errs, "--ui: listen on") || statErr == nil {
+		t.Errorf("run --ui on a taken port: exit %d, stderr %q, output directory made: %v", code, errs, statErr == nil)
 	}
 }
 
