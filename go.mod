@@ -3,6 +3,7 @@ module github.com/rlhost/rlhost
 go 1.26.0
 
 require (
+	github.com/chromedp/chromedp v0.23.0
 	github.com/daytonaio/daytona/libs/api-client-go v0.173.0
 	github.com/daytonaio/daytona/libs/sdk-go v0.173.0
 	github.com/daytonaio/daytona/libs/toolbox-api-client-go v0.173.0
@@ -51,7 +52,9 @@ require (
 	github.com/campoy/embedmd v1.0.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/fatih/color v1.13.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/dashboard"
 	"github.com/rlhost/rlhost/host/job"
 	"github.com/rlhost/rlhost/host/output"
 	"github.com/rlhost/rlhost/host/pluginmgr"
@@ -71,6 +72,7 @@ checkpoint that --resume continues from. A second Ctrl-C forces.
 Examples:
   rlhost run examples/quickstart.hcl
   rlhost run examples/quickstart.hcl --resume runs/quickstart
+  rlhost run examples/quickstart.hcl --ui     (and open the URL it prints)
   rlhost run examples/coding.hcl --dry-run
   rlhost run examples/coding.hcl --dry-run --var backend=daytona --steps 2
 `
@@ -85,6 +87,8 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	steps := fs.Int("steps", 0, "override run.steps")
 	overwrite := fs.Bool("overwrite", false, "replace the outputs of an earlier run in the output directory")
 	appendOut := fs.Bool("append", false, "append a new run (a new run id, its steps numbered from 0 again) to the outputs in the output directory; --resume continues a training run instead")
+	ui := fs.Bool("ui", false, "serve a live dashboard of the run while it runs (see rlhost ui)")
+	uiListen := fs.String("ui-listen", dashboard.DefaultAddr, "with --ui: "+listenHelp)
 	if done, code := parse(fs, args); done {
 		return code
 	}
@@ -99,6 +103,15 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	if *overwrite && *appendOut {
 		a.errorf("--overwrite and --append exclude each other")
 		return 2
+	}
+	var dash *runUI
+	if *ui {
+		var err error
+		if dash, err = a.listenRunUI(*uiListen); err != nil {
+			a.errorf("%v", err)
+			return 1
+		}
+		defer dash.close()
 	}
 	if *steps > 0 {
 		f.Run.Steps = *steps
@@ -196,6 +209,15 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	for _, rec := range out.Recovered() {
 		fmt.Fprintf(a.stderr, "rlhost: warning: %s\n", rec)
 	}
+	vars, _ := cf.varMap() // checked by loadConfig
+	if err := out.WriteJob(jobRecord(f, runID, vars)); err != nil {
+		a.errorf("%v", err)
+		return 1
+	}
+	if err := dash.serve(ctx, dir); err != nil {
+		a.errorf("%v", err)
+		return 1
+	}
 	envBlock := f.Env()
 	fmt.Fprintf(a.stdout, "run %s: env %s (%s), %s, policy %s; %d steps x %d tasks x %d episodes -> %s\n",
 		runID, envBlock.Name, j.Env.Info().Name, j.SandboxLabel(), f.Run.Policy,
@@ -208,6 +230,7 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 		// A fleet says when a server goes out or comes back.
 		l.SetLogger(r.Logger)
 	}
+	dash.watch(r, out, prog)
 	for _, rec := range out.Recovered() {
 		r.Recovered = append(r.Recovered, rec.String())
 	}
@@ -244,6 +267,7 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 		r.Sinks = append(r.Sinks, sink)
 	}
 	res, err := r.Run(ctx)
+	dash.ended()
 	res.Summary.OutputDir = dir
 	if sink != nil {
 		completed := err == nil && !res.Interrupted && ctx.Err() == nil
@@ -289,7 +313,7 @@ func existingOutputs(dir string, overwrite, appendOut bool, choices string) ([]s
 	// A training run's model outputs belong to the run as much as its
 	// lines: left behind, an old checkpoint would outrank the new run's on
 	// --resume, and an old final/ would pass for this run's model.
-	files := []string{output.TrajectoriesFile, output.MetricsFile, output.SummaryFile, training.RewardsPlot,
+	files := []string{output.TrajectoriesFile, output.MetricsFile, output.SummaryFile, output.JobFile, training.RewardsPlot,
 		training.CheckpointsDir, training.FinalDir, training.AdapterDir, training.BaseDir, training.AdaptersDir}
 	var existing []string
 	for _, name := range files {

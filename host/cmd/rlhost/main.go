@@ -48,6 +48,7 @@ func commands() []command {
 		{name: "train", summary: "Run GRPO offline on recorded trajectories (token ids and log-probs included)", run: (*app).cmdTrain},
 		{name: "validate", summary: "Check a job file (and every plugin's settings) without running it", run: (*app).cmdValidate},
 		{name: "plugins", summary: "List built-in and discovered plugins with versions and config schemas", run: (*app).cmdPlugins},
+		{name: "ui", summary: "Serve a dashboard of runs in the browser: curves, health, settings, rollouts", run: (*app).cmdUI},
 		{name: "sandbox", summary: "Run a command in a fresh sandbox, or list and remove sandboxes", run: (*app).cmdSandbox},
 		{name: "model", summary: "Create, score with, sample from, merge and serve a model (Qwen2-family, HF layout)", run: (*app).cmdModel},
 		{name: "tokenize", summary: "Encode or decode text with a tokenizer.json", run: (*app).cmdTokenize},
