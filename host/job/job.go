@@ -37,9 +37,10 @@ type Job struct {
 
 // Options tune Prepare.
 type Options struct {
-	RunID          string
-	PolicyProvider []policy.Option // extra providers (the trainer's embedded policy)
-	SkipPolicy     bool
+	RunID string
+	// SkipPolicy leaves Job.Policy for the caller to build: a run that
+	// trains opens its policy with the trainer (training.OpenPolicy).
+	SkipPolicy bool
 }
 
 // Prepare starts and configures everything the run block uses. On error the
@@ -74,7 +75,7 @@ func Prepare(ctx context.Context, f *config.File, mgr *pluginmgr.Manager, o Opti
 		j.Backend = backend
 	}
 	if !o.SkipPolicy {
-		p, d := NewPolicy(f, o.PolicyProvider)
+		p, d := NewPolicy(f)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			j.Close(ctx)
@@ -249,42 +250,55 @@ func start(ctx context.Context, f *config.File, mgr *pluginmgr.Manager, runID st
 	}
 	return in, diags
 }
-
-// NewPolicy decodes the run's policy block and builds the policy.
-func NewPolicy(f *config.File, opts []policy.Option) (policy.Policy, hcl.Diagnostics) {
+// PolicyConfig decodes the run's policy block.
+func PolicyConfig(f *config.File) (policy.Config, hcl.Diagnostics) {
 	pb := f.Policy()
 	if pb == nil {
-		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No policy block", Detail: "A run needs a policy block, e.g. policy \"replay\" { provider = \"replay\" file = \"completions.jsonl\" }."}}
+		return policy.Config{}, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No policy block", Detail: "A run needs a policy block, e.g. policy \"replay\" { provider = \"replay\" file = \"completions.jsonl\" }."}}
 	}
 	var cfg policy.Config
 	diags := gohcl.DecodeBody(pb.Body, f.EvalContext, &cfg)
+	cfg.Name = pb.Name
+	return cfg, diags
+}
+
+// NewPolicy builds the run's policy from its policy block, with any
+// provider but the ones a trainer opens (training.OpenPolicy).
+func NewPolicy(f *config.File) (policy.Policy, hcl.Diagnostics) {
+	cfg, diags := PolicyConfig(f)
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	cfg.Name = pb.Name
-	p, err := policy.New(cfg, f.Dir, opts...)
+	p, err := policy.New(cfg, f.Dir)
 	if err != nil {
-		// Each diagnostic carries the path of the setting that caused it:
-		// one of the policy block's, or of the trainer block's (the
-		// embedded provider sizes its training from it).
-		for _, d := range schema.FromError(err) {
-			o := config.Origin{Body: pb.Body, Block: pb.DefRange}
-			summary, detail := "Invalid policy", fmt.Sprintf("policy %q: ", pb.Name)
-			if len(d.Path) > 0 && d.Path[0] == "trainer" && f.Trainer != nil {
-				o = config.Origin{Body: f.Trainer.Body, Block: f.Trainer.DefRange}
-				summary, detail = "Invalid trainer setting", ""
-				d.Path = d.Path[1:]
-			}
-			if len(d.Path) > 0 {
-				detail += strings.Join(d.Path, ".") + ": "
-			}
-			if d.Summary != "" {
-				detail += d.Summary + ": "
-			}
-			d.Summary, d.Detail = summary, detail+d.Detail
-			diags = append(diags, config.InConfigBody(schema.Diagnostics{d}, o)...)
-		}
-		return nil, diags
+		return nil, append(diags, PolicyDiagnostics(f, err)...)
 	}
 	return p, diags
+}
+
+// PolicyDiagnostics places an error building the run's policy: each
+// diagnostic inside it carries the path of the setting that caused it,
+// one of the policy block's, or of the trainer block's (path "trainer",
+// when the trainer sized the policy's engine).
+func PolicyDiagnostics(f *config.File, err error) hcl.Diagnostics {
+	pb := f.Policy()
+	var diags hcl.Diagnostics
+	for _, d := range schema.FromError(err) {
+		o := config.Origin{Body: pb.Body, Block: pb.DefRange}
+		summary, detail := "Invalid policy", fmt.Sprintf("policy %q: ", pb.Name)
+		if len(d.Path) > 0 && d.Path[0] == "trainer" && f.Trainer != nil {
+			o = config.Origin{Body: f.Trainer.Body, Block: f.Trainer.DefRange}
+			summary, detail = "Invalid trainer setting", ""
+			d.Path = d.Path[1:]
+		}
+		if len(d.Path) > 0 {
+			detail += strings.Join(d.Path, ".") + ": "
+		}
+		if d.Summary != "" {
+			detail += d.Summary + ": "
+		}
+		d.Summary, d.Detail = summary, detail+d.Detail
+		diags = append(diags, config.InConfigBody(schema.Diagnostics{d}, o)...)
+	}
+	return diags
 }

@@ -4,9 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/hcl/v2"
+
 	"github.com/rlhost/rlhost/core/schema"
 	"github.com/rlhost/rlhost/host/config"
-	"github.com/rlhost/rlhost/host/policy"
 )
 
 // A policy that New refuses is reported at the setting that caused it: one
@@ -21,22 +22,24 @@ trainer {
   micro_batch = 64
 }
 `
-	trainerErr := policy.WithProvider("big", func(cfg policy.Config, _ string) (policy.Policy, error) {
-		return nil, schema.Diagnostics{schema.Errorf([]string{"trainer", "micro_batch"}, "", "needs more memory")}.Err()
-	})
+	// What the trainer refuses when it opens the embedded policy's engine.
+	trainerErr := schema.Diagnostics{schema.Errorf([]string{"trainer", "micro_batch"}, "", "needs more memory")}.Err()
 	for _, c := range []struct {
-		name, provider, summary, detail string
-		line, col                       int
+		name, summary, detail string
+		line, col             int
+		diags                 func(f *config.File) hcl.Diagnostics
 	}{
-		{"policy setting", "replay", "Invalid policy", `policy "p": file: open`, 3, 14},
-		{"trainer setting", "big", "Invalid trainer setting", "micro_batch: needs more memory", 6, 17},
+		{"policy setting", "Invalid policy", `policy "p": file: open`, 3, 14,
+			func(f *config.File) hcl.Diagnostics { _, d := NewPolicy(f); return d }},
+		{"trainer setting", "Invalid trainer setting", "micro_batch: needs more memory", 6, 17,
+			func(f *config.File) hcl.Diagnostics { return PolicyDiagnostics(f, trainerErr) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f, diags := config.Parse("job.hcl", []byte(strings.Replace(src, `"replay"`, `"`+c.provider+`"`, 1)), nil)
+			f, diags := config.Parse("job.hcl", []byte(src), nil)
 			if diags.HasErrors() {
 				t.Fatal(diags)
 			}
-			_, diags = NewPolicy(f, []policy.Option{trainerErr})
+			diags = c.diags(f)
 			if len(diags) != 1 {
 				t.Fatalf("diags = %v", diags)
 			}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/rlhost/rlhost/core/schema"
 	"github.com/rlhost/rlhost/host/config"
-	"github.com/rlhost/rlhost/trainer/compute/cuda"
+	"github.com/rlhost/rlhost/trainer/device"
 	"github.com/rlhost/rlhost/trainer/grpo"
 )
 
@@ -189,7 +189,7 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 	switch s.Device {
 	case "auto", "cpu":
 	case "cuda":
-		if !cuda.Built {
+		if !device.CUDABuilt() {
 			attrErr("device", `device "cuda" needs a build with the CUDA backend (make build-cuda, docs/cuda.md); this rlhost has only the CPU backend`)
 		}
 	default:
@@ -200,7 +200,7 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 		attrErr("precision", fmt.Sprintf("precision %q is not one of fp32, bf16", s.Precision))
 	case s.Precision == "bf16" && s.Device == "cpu":
 		attrErr("precision", `precision "bf16" needs device "cuda" (or "auto" on a GPU); the CPU backend computes in fp32`)
-	case s.Precision == "bf16" && !cuda.Built:
+	case s.Precision == "bf16" && !device.CUDABuilt():
 		attrErr("precision", `precision "bf16" needs a build with the CUDA backend (make build-cuda, docs/cuda.md); this rlhost has only the CPU backend`)
 	}
 	if s.CheckpointEvery < 0 {

@@ -16,14 +16,11 @@ import (
 // ProviderName is the policy provider of the trainer's own server.
 const ProviderName = "embedded"
 
-// ProviderOptions configure Provider.
-type ProviderOptions struct {
+// PolicyOptions configure OpenPolicy.
+type PolicyOptions struct {
 	Train      *Settings // nil: serve only
 	Checkpoint string    // resume from this checkpoint instead of the block's model
 	Logger     hclog.Logger
-	// CheckOnly validates the block and its files without loading the
-	// model (rlhost validate).
-	CheckOnly bool
 	// For a policy served by vLLM (weights_sync): the run's output
 	// directory (adapters go under it by default), its id (adapter names
 	// start with it), and the step a resumed run starts at.
@@ -34,68 +31,90 @@ type ProviderOptions struct {
 	ResumeVersion int
 }
 
-// Provider makes providers "embedded" and "vllm" known to policy.New
-// (vllm: see vllmProvider). The embedded factory
-// opens the engine (model, trainer, server) and returns an OpenAI-protocol
-// policy pointed at the server, asking for token ids; the engine is left
-// in *slot for the caller, who closes it.
-func Provider(ctx context.Context, slot **Engine, o ProviderOptions) policy.Option {
-	embedded := embeddedProvider(ctx, slot, o)
-	vllm := vllmProvider(ctx, slot, o)
-	return func(m map[string]policy.Factory) {
-		embedded(m)
-		vllm(m)
-	}
+// Opens reports whether OpenPolicy builds the policy of a block of
+// provider for a run with training settings train (nil: a dry run): the
+// embedded server always, a vLLM server when the run trains its adapter.
+func Opens(provider string, train *Settings) bool {
+	return provider == ProviderName || (provider == VLLMProviderName && train != nil && train.Sync != nil)
 }
 
-func embeddedProvider(ctx context.Context, slot **Engine, o ProviderOptions) policy.Option {
-	return policy.WithProvider(ProviderName, func(cfg policy.Config, baseDir string) (policy.Policy, error) {
-		src, err := source(cfg, baseDir)
-		if err != nil {
-			return nil, err
+// OpenPolicy builds the policy of a run's policy block cfg and the
+// engine behind it, which the caller closes:
+//   - provider "embedded": the engine (model, trainer unless o.Train is
+//     nil, and the server sampling its weights) and an OpenAI-protocol
+//     policy pointed at that server, asking for token ids;
+//   - provider "vllm" in a run that trains: the engine without a server
+//     (the base model and the adapter being trained), with the adapter
+//     sync attached, and the vllm policy.
+//
+// Errors carry the diagnostics of the setting at fault (the policy
+// block's, or the trainer block's under path "trainer").
+func OpenPolicy(ctx context.Context, cfg policy.Config, baseDir string, o PolicyOptions) (*Engine, policy.Policy, error) {
+	switch {
+	case cfg.Provider == ProviderName:
+		return openEmbedded(ctx, cfg, baseDir, o)
+	case Opens(cfg.Provider, o.Train):
+		return openVLLM(ctx, cfg, baseDir, o)
+	}
+	return nil, nil, fmt.Errorf("policy %q: provider %q has no engine to open", cfg.Name, cfg.Provider)
+}
+
+// CheckPolicy checks what OpenPolicy would refuse without loading a model
+// (rlhost validate), and returns the policy pre-flight checks: the
+// vllm one, or a stand-in for the embedded server, which starts with the
+// run.
+func CheckPolicy(cfg policy.Config, baseDir string, train *Settings) (policy.Policy, error) {
+	if cfg.Provider != ProviderName {
+		return policy.NewVLLM(cfg, baseDir)
+	}
+	src, err := source(cfg, baseDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFits(src, train); err != nil {
+		return nil, err
+	}
+	return checkOnly{}, nil
+}
+
+// openEmbedded opens the engine and serves it on loopback.
+func openEmbedded(ctx context.Context, cfg policy.Config, baseDir string, o PolicyOptions) (*Engine, policy.Policy, error) {
+	src, err := source(cfg, baseDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.Checkpoint != "" {
+		src = Source{Checkpoint: o.Checkpoint, Tokenizer: src.Tokenizer}
+	}
+	maxBatch := 16
+	if cfg.MaxBatch != nil {
+		if *cfg.MaxBatch < 1 {
+			return nil, nil, cfg.AttributeError("max_batch", "%d, want >= 1", *cfg.MaxBatch)
 		}
-		if o.CheckOnly {
-			// What a run would refuse before loading anything.
-			if err := checkFits(src, o.Train); err != nil {
-				return nil, err
-			}
-			return checkOnly{}, nil
-		}
-		if o.Checkpoint != "" {
-			src = Source{Checkpoint: o.Checkpoint, Tokenizer: src.Tokenizer}
-		}
-		name := cfg.Name
-		maxBatch := 16
-		if cfg.MaxBatch != nil {
-			if *cfg.MaxBatch < 1 {
-				return nil, cfg.AttributeError("max_batch", "%d, want >= 1", *cfg.MaxBatch)
-			}
-			maxBatch = *cfg.MaxBatch
-		}
-		e, err := Open(ctx, EngineOptions{Source: src, ModelName: name, Train: o.Train, MaxBatch: maxBatch, Logger: o.Logger, Version: o.ResumeVersion})
-		if err != nil {
-			// Diagnostics inside err (the trainer block's) keep their
-			// paths; the caller names the policy block.
-			return nil, err
-		}
-		oc := cfg
-		oc.Provider = "openai"
-		oc.BaseURL, oc.Model = &e.BaseURL, &name
-		oc.Init, oc.Tokenizer, oc.InitSeed, oc.MaxBatch = nil, nil, nil, nil
-		yes := true
-		oc.ReturnTokenIDs = &yes
-		if oc.Temperature == nil {
-			one := 1.0
-			oc.Temperature = &one
-		}
-		p, err := policy.NewOpenAI(oc, baseDir)
-		if err != nil {
-			e.Close()
-			return nil, err
-		}
-		*slot = e
-		return p, nil
-	})
+		maxBatch = *cfg.MaxBatch
+	}
+	e, err := Open(ctx, EngineOptions{Source: src, ModelName: cfg.Name, Train: o.Train, MaxBatch: maxBatch, Logger: o.Logger, Version: o.ResumeVersion})
+	if err != nil {
+		// Diagnostics inside err (the trainer block's) keep their paths;
+		// the caller names the policy block.
+		return nil, nil, err
+	}
+	oc := cfg
+	oc.Provider = "openai"
+	oc.BaseURL, oc.Model = &e.BaseURL, &cfg.Name
+	oc.Init, oc.Tokenizer, oc.InitSeed, oc.MaxBatch = nil, nil, nil, nil
+	yes := true
+	oc.ReturnTokenIDs = &yes
+	if oc.Temperature == nil {
+		one := 1.0
+		oc.Temperature = &one
+	}
+	p, err := policy.NewOpenAI(oc, baseDir)
+	if err != nil {
+		e.Close()
+		return nil, nil, err
+	}
+	return e, p, nil
 }
 
 // SourceOf is where an embedded policy block's weights come from.

@@ -199,46 +199,39 @@ func (p syncedPolicy) Check(ctx context.Context, notify func(string)) error {
 	return nil
 }
 
-// vllmProvider makes provider "vllm" known to policy.New for a run that
-// trains: besides the policy it opens the trainer (base model plus
-// adapter, no server) and leaves it in *slot with the adapter sync
-// attached. A run that does not train gets the plain policy.
-func vllmProvider(ctx context.Context, slot **Engine, o ProviderOptions) policy.Option {
-	return policy.WithProvider(VLLMProviderName, func(cfg policy.Config, baseDir string) (policy.Policy, error) {
-		v, err := policy.NewVLLM(cfg, baseDir)
-		if err != nil {
-			return nil, err
-		}
-		if o.Train == nil || o.Train.Sync == nil || o.CheckOnly {
-			return v, nil
-		}
-		src := Source{ModelDir: o.Train.Sync.Model}
-		if o.Checkpoint != "" {
-			src = Source{Checkpoint: o.Checkpoint}
-		}
-		e, err := Open(ctx, EngineOptions{Source: src, ModelName: cfg.Name, Train: o.Train, NoServe: true, Logger: o.Logger, Version: o.ResumeVersion})
-		if err != nil {
-			v.Close()
-			return nil, fmt.Errorf("policy %q: %w", cfg.Name, err)
-		}
-		dir := o.Train.Sync.AdapterDir
-		if dir == "" {
-			dir = filepath.Join(o.OutDir, AdaptersDir)
-		}
-		// The server resolves lora_path from its own working directory.
-		if dir, err = filepath.Abs(dir); err != nil {
-			e.Close()
-			v.Close()
-			return nil, err
-		}
-		prefix := o.RunID
-		if prefix == "" {
-			prefix = cfg.Name
-		}
-		e.Sync = &LoRASync{Policy: v, Dir: dir, Prefix: prefix, Save: e.saveAdapter, Keep: o.Train.MaxOffPolicySteps + 2}
-		*slot = e
-		return syncedPolicy{VLLM: v, sync: e.Sync, resumeStep: o.ResumeStep, resumeVersion: o.ResumeVersion}, nil
-	})
+// openVLLM opens the trainer of a policy vLLM serves (base model plus
+// adapter, no server), attaches the adapter sync to it, and returns the
+// vllm policy whose pre-flight also loads a resumed run's adapter.
+func openVLLM(ctx context.Context, cfg policy.Config, baseDir string, o PolicyOptions) (*Engine, policy.Policy, error) {
+	v, err := policy.NewVLLM(cfg, baseDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	src := Source{ModelDir: o.Train.Sync.Model}
+	if o.Checkpoint != "" {
+		src = Source{Checkpoint: o.Checkpoint}
+	}
+	e, err := Open(ctx, EngineOptions{Source: src, ModelName: cfg.Name, Train: o.Train, NoServe: true, Logger: o.Logger, Version: o.ResumeVersion})
+	if err != nil {
+		v.Close()
+		return nil, nil, fmt.Errorf("policy %q: %w", cfg.Name, err)
+	}
+	dir := o.Train.Sync.AdapterDir
+	if dir == "" {
+		dir = filepath.Join(o.OutDir, AdaptersDir)
+	}
+	// The server resolves lora_path from its own working directory.
+	if dir, err = filepath.Abs(dir); err != nil {
+		e.Close()
+		v.Close()
+		return nil, nil, err
+	}
+	prefix := o.RunID
+	if prefix == "" {
+		prefix = cfg.Name
+	}
+	e.Sync = &LoRASync{Policy: v, Dir: dir, Prefix: prefix, Save: e.saveAdapter, Keep: o.Train.MaxOffPolicySteps + 2}
+	return e, syncedPolicy{VLLM: v, sync: e.Sync, resumeStep: o.ResumeStep, resumeVersion: o.ResumeVersion}, nil
 }
 
 // saveAdapter writes the engine's adapter for LoRASync.

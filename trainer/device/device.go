@@ -16,6 +16,11 @@ import (
 	"github.com/rlhost/rlhost/trainer/compute/cuda"
 )
 
+// CUDABuilt reports whether this binary has the CUDA backend (make
+// build-cuda): a setting that needs it can be refused before any device
+// is opened.
+func CUDABuilt() bool { return cuda.Built }
+
 // Names are the accepted settings.
 var Names = []string{"auto", "cpu", "cuda"}
 

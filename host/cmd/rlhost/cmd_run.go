@@ -13,12 +13,12 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/pflag"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/dashboard"
 	"github.com/rlhost/rlhost/host/job"
 	"github.com/rlhost/rlhost/host/output"
 	"github.com/rlhost/rlhost/host/pluginmgr"
-	"github.com/rlhost/rlhost/host/policy"
 	"github.com/rlhost/rlhost/host/preflight"
 	"github.com/rlhost/rlhost/host/runner"
 	"github.com/rlhost/rlhost/host/training"
@@ -168,12 +168,19 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 		os.Exit(130)
 	}()
 
+	j, diags := job.Prepare(ctx, f, mgr, job.Options{RunID: runID, SkipPolicy: true})
 	var eng *training.Engine
-	provider := training.Provider(ctx, &eng, training.ProviderOptions{Train: train, Checkpoint: rs.checkpoint, Logger: a.logger(cf.logLevel),
-		OutDir: dir, RunID: runID, ResumeStep: rs.state.NextStep, ResumeVersion: rs.state.Version()})
-	j, diags := job.Prepare(ctx, f, mgr, job.Options{RunID: runID, PolicyProvider: []policy.Option{provider}})
+	if !diags.HasErrors() {
+		var d hcl.Diagnostics
+		eng, d = openPolicy(ctx, f, j, training.PolicyOptions{Train: train, Checkpoint: rs.checkpoint, Logger: a.logger(cf.logLevel),
+			OutDir: dir, RunID: runID, ResumeStep: rs.state.NextStep, ResumeVersion: rs.state.Version()})
+		diags = append(diags, d...)
+	}
 	printDiags(a.stderr, f, diags)
 	if diags.HasErrors() {
+		if j != nil {
+			j.Close(ctx)
+		}
 		mgr.StopAll(context.Background())
 		return 1
 	}

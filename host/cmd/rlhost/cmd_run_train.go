@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/job"
 	"github.com/rlhost/rlhost/host/output"
 	"github.com/rlhost/rlhost/host/training"
 )
@@ -32,6 +34,27 @@ func (a *app) trainSettings(f *config.File, dryRun, resume bool) (*training.Sett
 		return nil, 1
 	}
 	return s, 0
+}
+
+// openPolicy builds the run's policy into j: a trainer's (the embedded
+// server, or a vLLM server whose adapter it trains), whose engine it
+// returns for the caller to close, or any other provider's.
+func openPolicy(ctx context.Context, f *config.File, j *job.Job, o training.PolicyOptions) (*training.Engine, hcl.Diagnostics) {
+	cfg, diags := job.PolicyConfig(f)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	if !training.Opens(cfg.Provider, o.Train) {
+		p, d := job.NewPolicy(f)
+		j.Policy = p
+		return nil, d
+	}
+	eng, p, err := training.OpenPolicy(ctx, cfg, f.Dir, o)
+	if err != nil {
+		return nil, job.PolicyDiagnostics(f, err)
+	}
+	j.Policy = p
+	return eng, nil
 }
 
 // resumeState is what --resume found in the run's directory.

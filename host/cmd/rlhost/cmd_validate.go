@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hashicorp/hcl/v2"
+	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/job"
-	"github.com/rlhost/rlhost/host/policy"
 	"github.com/rlhost/rlhost/host/preflight"
 	trainingpkg "github.com/rlhost/rlhost/host/training"
 )
@@ -57,13 +58,15 @@ func (a *app) cmdValidate(ctx context.Context, args []string) int {
 		return 1
 	}
 	defer mgr.StopAll(context.WithoutCancel(ctx))
-	// The embedded policy's model is checked for, not loaded; the trainer
-	// block is checked against its shape.
-	var eng *trainingpkg.Engine
-	embedded := trainingpkg.Provider(ctx, &eng, trainingpkg.ProviderOptions{CheckOnly: true, Train: train})
-	j, diags := job.Prepare(ctx, f, mgr, job.Options{RunID: "validate", PolicyProvider: []policy.Option{embedded}})
+	j, diags := job.Prepare(ctx, f, mgr, job.Options{RunID: "validate", SkipPolicy: true})
+	if !diags.HasErrors() {
+		diags = append(diags, checkPolicy(f, j, train)...)
+	}
 	printDiags(a.stderr, f, diags)
 	if diags.HasErrors() {
+		if j != nil {
+			j.Close(ctx)
+		}
 		return 1
 	}
 	defer j.Close(ctx)
@@ -89,4 +92,25 @@ func (a *app) cmdValidate(ctx context.Context, args []string) int {
 		env.Name, j.Env.Info().Name, j.Env.Info().Version, sandbox,
 		f.Run.Policy, training, f.Output.Dir, services)
 	return 0
+}
+
+// checkPolicy builds the policy validate checks into j: the trainer's is
+// checked, not opened (the embedded policy's model is looked for, not
+// loaded, and the trainer block is checked against its shape).
+func checkPolicy(f *config.File, j *job.Job, train *trainingpkg.Settings) hcl.Diagnostics {
+	cfg, diags := job.PolicyConfig(f)
+	if diags.HasErrors() {
+		return diags
+	}
+	if !trainingpkg.Opens(cfg.Provider, train) {
+		p, d := job.NewPolicy(f)
+		j.Policy = p
+		return d
+	}
+	p, err := trainingpkg.CheckPolicy(cfg, f.Dir, train)
+	if err != nil {
+		return job.PolicyDiagnostics(f, err)
+	}
+	j.Policy = p
+	return nil
 }
