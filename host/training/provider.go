@@ -20,6 +20,7 @@ const ProviderName = "embedded"
 type ProviderOptions struct {
 	Train      *Settings // nil: serve only
 	Checkpoint string    // resume from this checkpoint instead of the block's model
+	Adapter    string    // serve the block's model with this PEFT adapter (no training)
 	Logger     hclog.Logger
 	// CheckOnly validates the block and its files without loading the
 	// model (rlhost validate).
@@ -57,6 +58,7 @@ func embeddedProvider(ctx context.Context, slot **Engine, o ProviderOptions) pol
 		if o.Checkpoint != "" {
 			src = Source{Checkpoint: o.Checkpoint, Tokenizer: src.Tokenizer}
 		}
+		src.Adapter = o.Adapter
 		name := cfg.Name
 		maxBatch := 16
 		if cfg.MaxBatch != nil {

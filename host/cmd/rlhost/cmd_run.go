@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/eval"
 	"github.com/rlhost/rlhost/host/job"
 	"github.com/rlhost/rlhost/host/output"
 	"github.com/rlhost/rlhost/host/pluginmgr"
@@ -106,6 +107,11 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	train, code := a.trainSettings(f, *dryRun, *resume != "")
 	if code != 0 {
 		return code
+	}
+	evalSettings, diags := eval.Decode(f)
+	printDiags(a.stderr, f, diags)
+	if diags.HasErrors() {
+		return 1
 	}
 	var rs resumeState
 	if *resume != "" {
@@ -210,7 +216,7 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 		if rs.checkpoint != "" {
 			fmt.Fprintf(a.stdout, "resuming from %s at step %d\n", rs.checkpoint, rs.state.NextStep+1)
 		} else if train.Warmup != nil {
-			if err := a.warmup(ctx, eng, train, f.Run.Seed); err != nil {
+			if err := a.warmup(ctx, eng, train, f.Run.Seed, dir); err != nil {
 				a.errorf("%v", err)
 				if ctx.Err() != nil {
 					return 130
@@ -229,6 +235,9 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 		sink = training.NewSink(eng, train, runID, dir, rs.state.NextStep, rs.earlier)
 		sink.Title, sink.Logger = f.Run.Name, r.Logger
 		r.Sinks = append(r.Sinks, sink)
+	}
+	if code := a.holdOut(ctx, r, evalSettings, train != nil); code != 0 {
+		return code
 	}
 	res, err := r.Run(ctx)
 	res.Summary.OutputDir = dir
@@ -276,7 +285,7 @@ func existingOutputs(dir string, overwrite, appendOut bool) ([]string, error) {
 	// lines: left behind, an old checkpoint would outrank the new run's on
 	// --resume, and an old final/ would pass for this run's model.
 	files := []string{output.TrajectoriesFile, output.MetricsFile, output.SummaryFile, training.RewardsPlot,
-		training.CheckpointsDir, training.FinalDir, training.AdapterDir, training.BaseDir, training.AdaptersDir}
+		training.CheckpointsDir, training.FinalDir, training.AdapterDir, training.BaseDir, training.AdaptersDir, training.WarmupDir}
 	var existing []string
 	for _, name := range files {
 		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
