@@ -77,6 +77,11 @@ func ParseSpec(s string, f *config.File) (Spec, error) {
 		_, err := os.Stat(filepath.Join(dir, name))
 		return err == nil
 	}
+	// A directory on the command line is relative to the working
+	// directory; the policy blocks' paths are relative to the job file.
+	if abs, err := filepath.Abs(source); err == nil {
+		sp.Path = abs
+	}
 	switch {
 	case has(source, "trainer_state.json"):
 		sp.Kind = KindCheckpoint
@@ -85,7 +90,7 @@ func ParseSpec(s string, f *config.File) (Spec, error) {
 	case has(source, "config.json"):
 		sp.Kind = KindModel
 	case has(filepath.Join(source, training.FinalDir), "config.json"):
-		sp.Kind, sp.Path = KindModel, filepath.Join(source, training.FinalDir)
+		sp.Kind, sp.Path = KindModel, filepath.Join(sp.Path, training.FinalDir)
 	default:
 		return Spec{}, fmt.Errorf("--policy %s is not a model directory (config.json), a checkpoint (trainer_state.json), a LoRA adapter (adapter_config.json) or a training run's output directory (final/)", source)
 	}

@@ -279,16 +279,16 @@ func (r Result) Render(w io.Writer) {
 
 // Render prints the comparison in one line per measure.
 func (c Comparison) Render(w io.Writer) {
-	line := func(name string, d Difference, scale float64, unit string) string {
+	line := func(name string, d Difference, scale float64, format string) string {
 		verdict := "not significant"
 		if d.Significant {
 			verdict = "significant"
 		}
-		return fmt.Sprintf("  %-7s %+.3g%s [%+.3g, %+.3g]  p = %.3g, %s at 5%%", name,
-			scale*d.Diff, unit, scale*d.CI[0], scale*d.CI[1], d.P, verdict)
+		return fmt.Sprintf("  %-7s "+format+"  p = %.2g, %s at 5%%", name,
+			scale*d.Diff, scale*d.CI[0], scale*d.CI[1], d.P, verdict)
 	}
 	fmt.Fprintf(w, "%s vs %s (%s):\n%s\n%s\n", c.Policy, c.Baseline, c.Test,
-		line("reward", c.Reward, 1, ""), line("pass@1", c.PassAt1, 100, " pts"))
+		line("reward", c.Reward, 1, "%+.3f [%+.3f, %+.3f]"), line("pass@1", c.PassAt1, 100, "%+.1f pts [%+.1f, %+.1f]"))
 }
 
 // Metrics are the eval/* metrics a training run logs for one evaluation.

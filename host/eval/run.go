@@ -118,7 +118,7 @@ func evaluateOne(ctx context.Context, j *job.Job, sp Spec, tasks []core.Task, o 
 	if err := r.Err(); err != nil {
 		return Result{}, trajs, fmt.Errorf("policy %s: %w", sp.Label, err)
 	}
-	res := Summarize(sp.Label, sp.Kind+" "+sp.Path, tasks, trajs, o.K, time.Since(start))
+	res := Summarize(sp.Label, sp.Kind+" "+sp.Source, tasks, trajs, o.K, time.Since(start))
 	if res.Episodes > 0 && res.Errors == res.Episodes {
 		first := ""
 		for _, t := range trajs {
