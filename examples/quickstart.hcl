@@ -25,7 +25,7 @@ variable "warmup_steps" {
 
 run {
   name        = "quickstart"
-  steps       = 40
+  steps       = 100
   batch_size  = 4  # tasks per step
   group_size  = 8  # completions per task: the GRPO group
   seed        = var.seed
@@ -56,14 +56,14 @@ policy "student" {
 }
 
 trainer {
-  learning_rate    = 0.001
-  lr_scheduler_type = "constant"
-  warmup_steps     = 3 # ramp the LR over the first updates: Adam's fresh moments make them large
+  learning_rate    = 0.0005 # decays linearly to 0 over the run (TRL's default schedule)
+  warmup_steps     = 3      # ramp the LR over the first updates: Adam's fresh moments make them large
+  beta             = 0.04   # KL to the warmed-up model: keeps each task near the function the warm-up taught
   loss_type        = "dapo"
   micro_batch      = 16
   max_seq_len      = 64
   max_grad_norm    = 1.0
-  checkpoint_every = 10
+  checkpoint_every = 20
 
   warmup {
     file          = "quickstart/warmup.jsonl"

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -28,19 +29,24 @@ type Problem struct {
 	TestSetupCode     string   `json:"test_setup_code,omitempty"`
 	ChallengeTestList []string `json:"challenge_test_list,omitempty"`
 	TestImports       []string `json:"test_imports,omitempty"` // sanitized variant
+	// Files are written into the workspace before the agent's first turn
+	// (path relative to the workspace → content). Not an MBPP field: it
+	// lets a task hand the agent material it must find with its tools.
+	Files map[string]string `json:"files,omitempty"`
 }
 
 // rawProblem accepts both MBPP layouts. task_id is a json.Number so both
 // 11 and "11" work; unknown fields (source_file, ...) are ignored.
 type rawProblem struct {
-	TaskID            json.RawMessage `json:"task_id"`
-	Text              *string         `json:"text"`
-	Prompt            *string         `json:"prompt"`
-	Code              string          `json:"code"`
-	TestList          []string        `json:"test_list"`
-	TestSetupCode     string          `json:"test_setup_code"`
-	ChallengeTestList []string        `json:"challenge_test_list"`
-	TestImports       []string        `json:"test_imports"`
+	TaskID            json.RawMessage   `json:"task_id"`
+	Text              *string           `json:"text"`
+	Prompt            *string           `json:"prompt"`
+	Code              string            `json:"code"`
+	TestList          []string          `json:"test_list"`
+	TestSetupCode     string            `json:"test_setup_code"`
+	ChallengeTestList []string          `json:"challenge_test_list"`
+	TestImports       []string          `json:"test_imports"`
+	Files             map[string]string `json:"files"`
 }
 
 func (r rawProblem) problem() (Problem, error) {
@@ -50,7 +56,7 @@ func (r rawProblem) problem() (Problem, error) {
 	}
 	p := Problem{
 		TaskID: id, Code: r.Code, TestList: r.TestList, TestSetupCode: r.TestSetupCode,
-		ChallengeTestList: r.ChallengeTestList, TestImports: r.TestImports,
+		ChallengeTestList: r.ChallengeTestList, TestImports: r.TestImports, Files: r.Files,
 	}
 	switch {
 	case r.Text != nil:
@@ -88,6 +94,11 @@ func (p Problem) validate() error {
 	for i, t := range p.TestList {
 		if strings.TrimSpace(t) == "" {
 			return fmt.Errorf("task %d: test_list[%d] is empty", p.TaskID, i)
+		}
+	}
+	for name := range p.Files {
+		if clean := path.Clean(name); name == "" || path.IsAbs(name) || clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
+			return fmt.Errorf("task %d: files: %q is not a path inside the workspace (relative, without ..)", p.TaskID, name)
 		}
 	}
 	return nil

@@ -129,6 +129,8 @@ func TestParseErrors(t *testing.T) {
 		{"no tests", `{"task_id": 1, "text": "x", "test_list": []}`, "test_list is empty"},
 		{"blank test", `{"task_id": 1, "text": "x", "test_list": [" "]}`, "test_list[0] is empty"},
 		{"second line", jsonlOf(t, 1) + `{"task_id": 2}`, "line 2"},
+		{"file outside the workspace", `{"task_id": 1, "text": "x", "test_list": ["assert 1"], "files": {"../etc/x": "y"}}`, `files: "../etc/x" is not a path inside the workspace`},
+		{"absolute file", `{"task_id": 1, "text": "x", "test_list": ["assert 1"], "files": {"/etc/x": "y"}}`, `files: "/etc/x"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -110,13 +112,18 @@ func (e *Env) NewEpisode(ctx context.Context, ep envplugin.Episode) (envplugin.S
 	if err != nil {
 		return nil, envplugin.Observation{}, err
 	}
+	for _, name := range slices.Sorted(maps.Keys(ps[i].Files)) {
+		if err := ep.Sandbox.WriteFile(ctx, path.Clean(name), []byte(ps[i].Files[name]), 0o644); err != nil {
+			return nil, envplugin.Observation{}, fmt.Errorf("mbpp: task %s: write %s into sandbox %s: %w", ep.Task.ID, name, ep.Sandbox.ID(), err)
+		}
+	}
 	s := &session{cfg: cfg, prob: ps[i], sb: ep.Sandbox, rt: rt, tools: toolRunner{cfg: cfg, sb: ep.Sandbox}, attempt: 1}
 	return s, envplugin.Observation{
 		Messages: []core.Message{
 			{Role: core.RoleSystem, Content: systemPrompt(cfg)},
 			{Role: core.RoleUser, Content: userPrompt(cfg, ps[i])},
 		},
-		Tools: toolSpecs(cfg.Tools),
+		Tools: ToolSpecs(cfg.Tools),
 		Info:  map[string]string{"task_id": ep.Task.ID, "solution_path": cfg.SolutionPath},
 	}, nil
 }

@@ -587,3 +587,32 @@ func TestLeftoverProcessesStoppedBeforeGrading(t *testing.T) {
 	}
 	wantFinal(t, obs, 1, core.FinishPassed, map[string]float64{"tests_passed": 3})
 }
+
+// A task's files are in the workspace before the agent's first turn, so
+// the agent can read what the task leaves it there.
+func TestTaskFilesAreInTheWorkspace(t *testing.T) {
+	data := t.TempDir() + "/files.jsonl"
+	task := `{"task_id": 7, "text": "Write f(x) as spec.txt says.", "test_list": ["assert f(3) == 9"],` +
+		` "files": {"spec.txt": "f(x) returns x squared.\n", "notes/more.txt": "nothing"}}`
+	if err := os.WriteFile(data, []byte(task+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, map[string]any{"dataset": data, "show_tests": false, "max_attempts": 1}, core.SandboxSpec{})
+	msgs, obs := r.run(t, "7", 5,
+		tools(call("c1", "read_file", map[string]string{"path": "spec.txt"})),
+		tools(call("c2", "read_file", map[string]string{"path": "notes/more.txt"})),
+		tools(call("c3", "write_file", map[string]string{"path": "solution.py", "content": "def f(x):\n    return x * x\n"})),
+	)
+	var results []string
+	for _, m := range msgs {
+		if m.Role == core.RoleTool {
+			results = append(results, m.Content)
+		}
+	}
+	if len(results) != 3 || results[0] != "f(x) returns x squared.\n" || results[1] != "nothing" {
+		t.Fatalf("tool results %q", results)
+	}
+	if !obs.Done || obs.Reward != 1 {
+		t.Errorf("final observation %+v, want the solution written from the spec to pass", obs)
+	}
+}

@@ -15,7 +15,7 @@ import (
 )
 
 // toolSpecs returns the OpenAI function tools for the configured names.
-func toolSpecs(names []string) []core.ToolSpec {
+func ToolSpecs(names []string) []core.ToolSpec {
 	defs := map[string]core.FunctionSpec{
 		ToolBash: {
 			Name:        ToolBash,

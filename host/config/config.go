@@ -19,6 +19,7 @@ type File struct {
 	Policies  []*Policy
 	Output    Output
 	Trainer   *Trainer // nil: the run only rolls out and scores
+	Eval      *Eval    // nil: no tasks held out, no evaluation during training
 
 	// Files holds the parsed sources, for rendering diagnostics with context.
 	Files map[string]*hcl.File
@@ -93,6 +94,12 @@ type Policy struct {
 
 // Trainer is the trainer block. Its body is decoded by host/training.
 type Trainer struct {
+	Body     hcl.Body
+	DefRange hcl.Range
+}
+
+// Eval is the eval block. Its body is decoded by host/eval.
+type Eval struct {
 	Body     hcl.Body
 	DefRange hcl.Range
 }

@@ -32,6 +32,7 @@ var topSchema = &hcl.BodySchema{
 		{Type: "policy", LabelNames: []string{"name"}},
 		{Type: "output"},
 		{Type: "trainer"},
+		{Type: "eval"},
 	},
 }
 
@@ -79,6 +80,7 @@ func Parse(path string, src []byte, vars map[string]string) (*File, hcl.Diagnost
 	diags = append(diags, d.envs()...)
 	diags = append(diags, d.policies()...)
 	diags = append(diags, d.trainer()...)
+	diags = append(diags, d.eval()...)
 	diags = append(diags, d.links()...)
 	return f, diags
 }
@@ -559,6 +561,19 @@ func (d *decoder) trainer() hcl.Diagnostics {
 		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Duplicate trainer block", Detail: "Only one trainer block is allowed.", Subject: blocks[1].DefRange.Ptr()}}
 	}
 	d.f.Trainer = &Trainer{Body: blocks[0].Body, DefRange: blocks[0].DefRange}
+	return nil
+}
+
+// eval keeps the eval block's body for host/eval, which owns its schema.
+func (d *decoder) eval() hcl.Diagnostics {
+	blocks := d.ofType("eval")
+	if len(blocks) == 0 {
+		return nil
+	}
+	if len(blocks) > 1 {
+		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Duplicate eval block", Detail: "Only one eval block is allowed.", Subject: blocks[1].DefRange.Ptr()}}
+	}
+	d.f.Eval = &Eval{Body: blocks[0].Body, DefRange: blocks[0].DefRange}
 	return nil
 }
 

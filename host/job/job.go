@@ -250,6 +250,7 @@ func start(ctx context.Context, f *config.File, mgr *pluginmgr.Manager, runID st
 	}
 	return in, diags
 }
+
 // PolicyConfig decodes the run's policy block.
 func PolicyConfig(f *config.File) (policy.Config, hcl.Diagnostics) {
 	pb := f.Policy()

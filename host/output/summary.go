@@ -87,6 +87,12 @@ func ProgressLine(m core.StepMetrics, totalSteps int) string {
 			e["train/loss"], e["train/grad_norm"], e["train/lr"], 100*e["train/clip_region"], e["train/tokens"],
 			e["train/zero_std_groups"], e["train/groups"], e["time/train_s"])
 	}
+	if e := m.Extra; e["eval/tasks"] > 0 {
+		// The held-out tasks, evaluated after this step's update.
+		fmt.Fprintf(&b, "\n  eval: reward %.3f [%.3f, %.3f]  pass@1 %.1f%%  pass@%.0f %.1f%%  tasks %.0f  errors %.0f  %.1fs",
+			e["eval/reward_mean"], e["eval/reward_ci_low"], e["eval/reward_ci_hi"], 100*e["eval/pass@1"],
+			e["eval/k"], 100*e["eval/pass@k"], e["eval/tasks"], e["eval/errors"], e["time/eval_s"])
+	}
 	if e := m.Extra; e["sync/adapter_step"] > 0 {
 		// Training a policy another server samples (weights_sync): how
 		// far its log-probs are from the trainer's, and the adapter pushed.

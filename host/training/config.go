@@ -16,6 +16,7 @@ import (
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/trainer/device"
 	"github.com/rlhost/rlhost/trainer/grpo"
+	"github.com/rlhost/rlhost/trainer/optim"
 )
 
 // Settings are the trainer block's values.
@@ -91,6 +92,8 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 	}
 	s := &Settings{GRPO: grpo.DefaultConfig(), Device: "auto", Precision: "fp32", KeepCheckpoints: 2, SaveDType: "f32"}
 	g := &s.GRPO
+	// transformers' default schedule; a job knows its length (total_steps).
+	g.Schedule = optim.Linear
 	grpoKeys := jsonKeys(grpo.Config{})
 	schema := &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "warmup"}, {Type: "lora"}}}
 	for _, k := range grpoKeys {
@@ -117,12 +120,20 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 		if d.HasErrors() {
 			continue
 		}
+		if v.IsNull() {
+			// null unsets a setting TRL lets be None (no bound); any
+			// other keeps its default.
+			if name == "sampling_clip_max" {
+				given[name] = json.RawMessage("null")
+			}
+			continue
+		}
 		raw, err := ctyjson.Marshal(v, v.Type())
 		if err != nil {
 			diags = append(diags, attrDiag(tb, name, "Invalid trainer setting", err.Error()))
 			continue
 		}
-		given[name] = raw
+		given[name] = trlSpelling(name, raw)
 	}
 	if diags.HasErrors() {
 		return nil, diags
@@ -270,6 +281,21 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 			`weights_sync = "lora" trains a LoRA adapter: add a lora block (lora { rank = 16 }, see docs/vllm.md)`))
 	}
 	return s, diags
+}
+
+// trlSpelling maps values TRL accepts for a setting in another type to
+// rlhost's: scale_rewards = true or false means "group" or "none", as in
+// GRPOConfig.
+func trlSpelling(name string, raw json.RawMessage) json.RawMessage {
+	if name == "scale_rewards" {
+		switch string(raw) {
+		case "true":
+			return json.RawMessage(`"group"`)
+		case "false":
+			return json.RawMessage(`"none"`)
+		}
+	}
+	return raw
 }
 
 // jsonKeys lists the JSON names of v's fields.

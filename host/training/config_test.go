@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/trainer/grpo"
+	"github.com/rlhost/rlhost/trainer/optim"
 )
 
 func decode(t *testing.T, trainer string) (*Settings, string) {
@@ -84,5 +86,44 @@ func TestDecodeTrainerBlockErrors(t *testing.T) {
 				t.Errorf("got:\n%s\nwant it to contain:\n%s", errs, c.want)
 			}
 		})
+	}
+}
+
+// Values TRL accepts in another spelling, and the defaults a TRL user
+// expects of the trainer block.
+func TestDecodeTRLSpellings(t *testing.T) {
+	for _, tc := range []struct {
+		name, block string
+		check       func(g grpo.Config) bool
+	}{
+		{"scale_rewards true is group", `scale_rewards = true`, func(g grpo.Config) bool { return g.ScaleRewards == grpo.ScaleGroup }},
+		{"scale_rewards false is none", `scale_rewards = false`, func(g grpo.Config) bool { return g.ScaleRewards == grpo.ScaleNone }},
+		{"scale_rewards by name", `scale_rewards = "batch"`, func(g grpo.Config) bool { return g.ScaleRewards == grpo.ScaleBatch }},
+		{"sampling_clip_max defaults to 3", `sampling_correction = "token_mask"`,
+			func(g grpo.Config) bool { return g.SamplingClipMax != nil && *g.SamplingClipMax == 3 }},
+		{"sampling_clip_max null is no bound", "sampling_correction = \"token_mask\"\n  sampling_clip_max = null",
+			func(g grpo.Config) bool { return g.SamplingClipMax == nil }},
+		{"null elsewhere keeps the default", `learning_rate = null`, func(g grpo.Config) bool { return g.LR == 1e-6 }},
+		{"the schedule is transformers' linear", ``, func(g grpo.Config) bool { return g.Schedule == optim.Linear && g.TotalSteps == 10 }},
+		{"sapo temperatures", "loss_type = \"sapo\"\n  sapo_temperature_neg = 2",
+			func(g grpo.Config) bool { return g.SAPOTemperatureNeg == 2 && g.SAPOTemperaturePos == 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, errs := decode(t, "trainer {\n  "+tc.block+"\n}")
+			if errs != "" {
+				t.Fatal(errs)
+			}
+			if !tc.check(s.GRPO) {
+				t.Errorf("decoded %+v", s.GRPO)
+			}
+		})
+	}
+	_, errs := decode(t, "trainer {\n  sampling_correction = \"token_truncate\"\n  sampling_clip_max = null\n}")
+	if want := "needs at least one bound"; !strings.Contains(errs, want) {
+		t.Errorf("truncation without bounds: got %q, want %q", errs, want)
+	}
+	_, errs = decode(t, "trainer {\n  scale_rewards = 1\n}")
+	if want := "want a string"; !strings.Contains(errs, want) {
+		t.Errorf("scale_rewards = 1: got %q, want %q", errs, want)
 	}
 }

@@ -31,6 +31,9 @@ type Source struct {
 	Seed            uint64
 	// Checkpoint is a directory written by Engine.Checkpoint.
 	Checkpoint string
+	// Adapter, with ModelDir and without training, is a PEFT adapter
+	// directory served on top of the model (rlhost eval).
+	Adapter string
 }
 
 // Engine is the policy being trained: a model on the CPU backend, its GRPO
@@ -157,6 +160,15 @@ func Open(ctx context.Context, o EngineOptions) (e *Engine, err error) {
 		e.tokDir = src.ModelDir
 		if e.Model, err = model.Load(be, src.ModelDir); err != nil {
 			return nil, err
+		}
+		if src.Adapter != "" && o.Train == nil {
+			a, err := lora.Load(be, e.Model.Cfg, src.Adapter)
+			if err != nil {
+				return nil, err
+			}
+			if err := e.Model.SetAdapter(a); err != nil {
+				return nil, err
+			}
 		}
 	default:
 		cfg, err := hfconfig.Preset(src.Init)

@@ -20,6 +20,7 @@ const ProviderName = "embedded"
 type PolicyOptions struct {
 	Train      *Settings // nil: serve only
 	Checkpoint string    // resume from this checkpoint instead of the block's model
+	Adapter    string    // serve the block's model with this PEFT adapter (no training)
 	Logger     hclog.Logger
 	// For a policy served by vLLM (weights_sync): the run's output
 	// directory (adapters go under it by default), its id (adapter names
@@ -86,6 +87,7 @@ func openEmbedded(ctx context.Context, cfg policy.Config, baseDir string, o Poli
 	if o.Checkpoint != "" {
 		src = Source{Checkpoint: o.Checkpoint, Tokenizer: src.Tokenizer}
 	}
+	src.Adapter = o.Adapter
 	maxBatch := 16
 	if cfg.MaxBatch != nil {
 		if *cfg.MaxBatch < 1 {

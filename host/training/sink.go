@@ -160,10 +160,12 @@ func (k *Sink) worthUpdating(st *runner.Step, batch Batch, put func(string, floa
 		put("train/skipped_update", 1)
 		return false
 	}
-	if !anyVariance(batch.Groups) {
+	if !anyVariance(batch.Groups) && k.Engine.Trainer.Config().Beta == 0 {
 		// Every advantage is 0, so the gradient is too; an optimiser step
 		// would only replay Adam's momentum, which moves the weights with
-		// no evidence behind the move.
+		// no evidence behind the move. With beta > 0 the KL term still has
+		// a gradient once the policy has left the reference, and the step
+		// runs, as TRL's does.
 		put("train/groups", float64(len(batch.Groups)))
 		put("train/zero_std_groups", float64(len(batch.Groups)))
 		put("train/skipped_update", 1)

@@ -16,6 +16,11 @@ import (
 	"github.com/rlhost/rlhost/trainer/tokenizer"
 )
 
+// WarmupDir is where a training run saves the model its warm-up made (in
+// Hugging Face layout, before the first GRPO step), so that it can be
+// evaluated against the trained one.
+const WarmupDir = "warmup"
+
 // warmupLine is one transcript of a warm-up file.
 type warmupLine struct {
 	Messages []core.Message  `json:"messages"`

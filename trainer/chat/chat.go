@@ -191,8 +191,18 @@ func RenderTokens(tok *tokenizer.Tokenizer, msgs []core.Message, tools []core.To
 	if err != nil {
 		return nil, nil, err
 	}
-	var whole strings.Builder
+	// Only a change of owner needs a token boundary: neighbouring pieces of
+	// one owner (the tool responses of one turn) are tokenized together.
+	var merged []segment
 	for _, s := range segs {
+		if n := len(merged); n > 0 && merged[n-1].assistant == s.assistant {
+			merged[n-1].text += s.text
+			continue
+		}
+		merged = append(merged, s)
+	}
+	var whole strings.Builder
+	for _, s := range merged {
 		n := len(ids)
 		ids = tok.AppendEncode(ids, s.text)
 		for range len(ids) - n {

@@ -187,6 +187,32 @@ func TestRenderTokensRefusesCrossBoundaryTokens(t *testing.T) {
 	checkMask(t, "leading spaces", tok, msgs, ids, mask)
 }
 
+// Two tool calls in one turn give two tool responses in a row; the pieces
+// of one owner are tokenized together, so a token that spans them (">\n"
+// between "</tool_response>" and "\n<tool_response>", which the
+// multi-turn quickstart's tokenizer has) is no boundary error.
+func TestRenderTokensConsecutiveToolResponses(t *testing.T) {
+	tok, err := tokenizer.Load(filepath.Join("..", "..", "examples", "quickstart-tools", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(id, path string) core.ToolCall {
+		return core.ToolCall{ID: id, Type: "function", Function: core.FunctionCall{Name: "read_file", Arguments: `{"path": "` + path + `"}`}}
+	}
+	msgs := []core.Message{
+		{Role: core.RoleUser, Content: "Read both."},
+		{Role: core.RoleAssistant, ToolCalls: []core.ToolCall{call("a", "x.txt"), call("b", "y.txt")}},
+		{Role: core.RoleTool, ToolCallID: "a", Content: "one"},
+		{Role: core.RoleTool, ToolCallID: "b", Content: "two"},
+		{Role: core.RoleAssistant, Content: "Done."},
+	}
+	ids, mask, err := RenderTokens(tok, msgs, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMask(t, "two tool responses", tok, msgs, ids, mask)
+}
+
 func TestRenderErrors(t *testing.T) {
 	_, err := Render([]core.Message{{Role: "narrator", Content: "x"}}, nil, false)
 	if err == nil || !strings.Contains(err.Error(), "unknown role") {

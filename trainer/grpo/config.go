@@ -3,6 +3,8 @@ package grpo
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/rlhost/rlhost/trainer/model"
 	"github.com/rlhost/rlhost/trainer/optim"
@@ -21,7 +23,12 @@ const (
 	LossBNPO   = "bnpo"
 	LossDrGRPO = "dr_grpo"
 	LossDAPO   = "dapo"
+	LossCISPO  = "cispo"
+	LossSAPO   = "sapo"
 )
+
+// LossTypes lists the loss types Validate accepts.
+var LossTypes = []string{LossGRPO, LossBNPO, LossDrGRPO, LossDAPO, LossCISPO, LossSAPO}
 
 // Importance-sampling levels (TRL's importance_sampling_level).
 const (
@@ -49,9 +56,14 @@ const (
 // GRPOConfig and transformers' TrainingArguments names where those exist;
 // DefaultConfig gives the defaults.
 type Config struct {
-	LossType           string  `json:"loss_type"`                 // grpo | bnpo | dr_grpo | dapo
-	Epsilon            float64 `json:"epsilon"`                   // lower clip, ratio >= 1-Epsilon
-	EpsilonHigh        float64 `json:"epsilon_high"`              // upper clip, ratio <= 1+EpsilonHigh; 0 means Epsilon
+	LossType    string  `json:"loss_type"`    // grpo | bnpo | dr_grpo | dapo | cispo | sapo
+	Epsilon     float64 `json:"epsilon"`      // lower clip, ratio >= 1-Epsilon
+	EpsilonHigh float64 `json:"epsilon_high"` // upper clip, ratio <= 1+EpsilonHigh (cispo: ratio <= EpsilonHigh); 0 means Epsilon
+	// SAPOTemperaturePos and SAPOTemperatureNeg are the temperatures of
+	// sapo's soft gate for tokens with positive and with non-positive
+	// advantage.
+	SAPOTemperaturePos float64 `json:"sapo_temperature_pos"`
+	SAPOTemperatureNeg float64 `json:"sapo_temperature_neg"`
 	Beta               float64 `json:"beta"`                      // KL weight; 0 holds no reference model
 	ImportanceSampling string  `json:"importance_sampling_level"` // token | sequence
 	ScaleRewards       string  `json:"scale_rewards"`             // group | batch | none
@@ -67,9 +79,11 @@ type Config struct {
 	// vllm_importance_sampling_correction is on): none | token_truncate |
 	// token_mask | sequence_truncate | sequence_mask. It needs
 	// Sample.SampleLogProbs.
-	SamplingCorrection string  `json:"sampling_correction"`
-	SamplingClipMax    float64 `json:"sampling_clip_max"` // vllm_importance_sampling_clip_max
-	SamplingClipMin    float64 `json:"sampling_clip_min"` // vllm_importance_sampling_clip_min; 0 is no lower bound
+	SamplingCorrection string `json:"sampling_correction"`
+	// SamplingClipMax is vllm_importance_sampling_clip_max; nil (TRL's
+	// None) is no upper bound.
+	SamplingClipMax *float64 `json:"sampling_clip_max"`
+	SamplingClipMin float64  `json:"sampling_clip_min"` // vllm_importance_sampling_clip_min; 0 is no lower bound
 
 	// Optimiser (transformers.TrainingArguments names).
 	LR          float64 `json:"learning_rate"`
@@ -98,19 +112,34 @@ type Config struct {
 // DefaultConfig returns TRL's GRPOConfig defaults where they exist
 // (learning rate 1e-6, dapo, epsilon 0.2, beta 0, token-level, group
 // scaling, one iteration, max_completion_length 512, clipping at 1.0,
-// sampling clip max 3), no sampling correction (the trainer's own server
-// samples with the weights being trained), a constant schedule, and a
-// micro-batch of 1 sequence of up to 1024 tokens.
+// sapo temperatures 1 and 1.05, sampling clip max 3), no sampling
+// correction (the trainer's own server samples with the weights being
+// trained), and a micro-batch of 1 sequence of up to 1024 tokens. The
+// schedule is constant: transformers' default, linear, decays to 0 at
+// TotalSteps, which a Config does not know until its caller sets it. The
+// trainer block of a job, which knows the run's length, defaults to
+// linear.
 func DefaultConfig() Config {
 	return Config{
 		LossType: LossDAPO, Epsilon: 0.2, ImportanceSampling: LevelToken,
+		SAPOTemperaturePos: 1, SAPOTemperatureNeg: 1.05,
 		ScaleRewards: ScaleGroup, NumIterations: 1, Temperature: 1,
 		MaxCompletionLength: 512,
-		SamplingCorrection:  CorrectionNone, SamplingClipMax: 3,
+		SamplingCorrection:  CorrectionNone, SamplingClipMax: ptr(3.0),
 		LR: 1e-6, Schedule: optim.Constant,
 		Beta1: 0.9, Beta2: 0.999, AdamEps: 1e-8, MaxGradNorm: 1,
 		MicroBatch: 1, MaxSeqLen: 1024,
 	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// clipMax is the sampling correction's upper bound (+Inf for none).
+func (c Config) clipMax() float64 {
+	if c.SamplingClipMax == nil {
+		return math.Inf(1)
+	}
+	return *c.SamplingClipMax
 }
 
 // epsHigh is the effective upper clip.
@@ -131,10 +160,8 @@ func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // Validate checks every setting; an error names the setting (TRL name).
 func (c Config) Validate() error {
-	switch c.LossType {
-	case LossGRPO, LossBNPO, LossDrGRPO, LossDAPO:
-	default:
-		return fmt.Errorf("loss_type %q is not one of grpo, bnpo, dr_grpo, dapo", c.LossType)
+	if !slices.Contains(LossTypes, c.LossType) {
+		return fmt.Errorf("loss_type %q is not one of %s", c.LossType, strings.Join(LossTypes, ", "))
 	}
 	switch c.ImportanceSampling {
 	case LevelToken, LevelSequence:
@@ -149,11 +176,15 @@ func (c Config) Validate() error {
 	switch c.SamplingCorrection {
 	case "", CorrectionNone:
 	case CorrectionTokenTruncate, CorrectionTokenMask, CorrectionSequenceTruncate, CorrectionSequenceMask:
-		if !(c.SamplingClipMax > 0) || !finite(c.SamplingClipMax) {
-			return fmt.Errorf("sampling_clip_max %g must be positive with sampling_correction %s", c.SamplingClipMax, c.SamplingCorrection)
+		if m := c.SamplingClipMax; m != nil && (!(*m > 0) || !finite(*m)) {
+			return fmt.Errorf("sampling_clip_max %g must be positive with sampling_correction %s (or null: no upper bound)", *m, c.SamplingCorrection)
 		}
-		if !(c.SamplingClipMin >= 0 && c.SamplingClipMin <= c.SamplingClipMax) {
+		if !(c.SamplingClipMin >= 0 && c.SamplingClipMin <= c.clipMax()) || math.IsInf(c.SamplingClipMin, 0) {
 			return fmt.Errorf("sampling_clip_min %g must be in [0, sampling_clip_max]", c.SamplingClipMin)
+		}
+		if c.SamplingClipMax == nil && c.SamplingClipMin == 0 &&
+			(c.SamplingCorrection == CorrectionTokenTruncate || c.SamplingCorrection == CorrectionSequenceTruncate) {
+			return fmt.Errorf("sampling_clip_max is null and sampling_clip_min 0: sampling_correction %s needs at least one bound", c.SamplingCorrection)
 		}
 	default:
 		return fmt.Errorf("sampling_correction %q is not one of none, token_truncate, token_mask, sequence_truncate, sequence_mask", c.SamplingCorrection)
@@ -165,6 +196,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("epsilon_high %g must be a finite number >= 0", c.EpsilonHigh)
 	case !(c.Beta >= 0) || !finite(c.Beta):
 		return fmt.Errorf("beta %g must be a finite number >= 0", c.Beta)
+	case c.LossType == LossSAPO && (!(c.SAPOTemperaturePos > 0) || !finite(c.SAPOTemperaturePos)):
+		return fmt.Errorf("sapo_temperature_pos %g must be positive for loss_type sapo", c.SAPOTemperaturePos)
+	case c.LossType == LossSAPO && (!(c.SAPOTemperatureNeg > 0) || !finite(c.SAPOTemperatureNeg)):
+		return fmt.Errorf("sapo_temperature_neg %g must be positive for loss_type sapo", c.SAPOTemperatureNeg)
 	case c.NumIterations < 1:
 		return fmt.Errorf("num_iterations %d must be >= 1", c.NumIterations)
 	case !(c.Temperature > 0) || !finite(c.Temperature):

@@ -62,15 +62,17 @@ func SamplingWeights(mode string, clipMin, clipMax float64, old, sampled []float
 type LossParams struct {
 	Type                string
 	Epsilon             float64 // epsilon_low
-	EpsilonHigh         float64
+	EpsilonHigh         float64 // the upper clip; cispo's ε_max
 	Beta                float64
-	Level               string // token | sequence
-	MaxCompletionLength int    // dr_grpo
+	Level               string  // token | sequence
+	MaxCompletionLength int     // dr_grpo
+	SAPOTempPos         float64 // sapo's gate temperature for A > 0
+	SAPOTempNeg         float64 // ... for A <= 0
 	// AccumSteps is the number of micro-batches in the optimiser step;
-	// grpo, bnpo and dr_grpo divide each micro-batch's loss by it.
+	// grpo, sapo, bnpo and dr_grpo divide each micro-batch's loss by it.
 	AccumSteps int
 	// NumItemsInBatch is the number of trained tokens in the whole
-	// optimiser step; dapo divides by it.
+	// optimiser step; dapo and cispo divide by it.
 	NumItemsInBatch int
 }
 
@@ -109,17 +111,21 @@ func (s *LossStats) add(o LossStats) {
 // dlogp[i][t] = ∂loss/∂LogP[i][t] (dlogp[i] must have len(LogP[i])).
 //
 // Per token, with log-ratio d = LogP-OldLogP (token level) or
-// d_i = mean over the sequence's tokens (sequence level), ρ = exp(d):
+// d_i = mean over the sequence's tokens (sequence level), ρ = exp(d), and
+// sg() a constant (no gradient):
 //
-//	ℓ = -min(ρ·A, clip(ρ, 1-ε, 1+ε_high)·A)·w + β·(exp(ref-logp) - (ref-logp) - 1)
+//	grpo, bnpo, dr_grpo, dapo:  ℓ = -min(ρ·A, clip(ρ, 1-ε, 1+ε_high)·A)
+//	cispo:                      ℓ = -sg(min(ρ, ε_high))·A·LogP
+//	sapo:                       ℓ = -(4/τ)·σ(τ·(ρ-1))·A,  τ = τ_pos if A > 0 else τ_neg
 //
-// where w is the token's ISWeight (1 without a sampling correction),
-// and the micro-batch loss is Σ c·ℓ over trained tokens with weight c:
+// then ℓ ← ℓ·w + β·(exp(ref-logp) - (ref-logp) - 1), where w is the
+// token's ISWeight (1 without a sampling correction), and the
+// micro-batch loss is Σ c·ℓ over trained tokens with weight c:
 //
-//	grpo     1 / (n_i · B · AccumSteps)      n_i = sequence's tokens (≥1), B = sequences here
-//	bnpo     1 / (N · AccumSteps)            N = trained tokens here (≥1)
-//	dr_grpo  1 / (B · MaxCompletionLength · AccumSteps)
-//	dapo     1 / NumItemsInBatch (≥1)
+//	grpo, sapo    1 / (n_i · B · AccumSteps)      n_i = sequence's tokens (≥1), B = sequences here
+//	bnpo          1 / (N · AccumSteps)            N = trained tokens here (≥1)
+//	dr_grpo       1 / (B · MaxCompletionLength · AccumSteps)
+//	dapo, cispo   1 / NumItemsInBatch (≥1)
 //
 // Gradients at ties (ρ exactly on a clip bound) follow PyTorch's
 // autograd: the unclipped branch's gradient.
@@ -127,6 +133,9 @@ func Loss(p LossParams, seqs []LossSeq, dlogp [][]float64) (LossStats, error) {
 	var st LossStats
 	if len(dlogp) != len(seqs) {
 		return st, fmt.Errorf("grpo: loss got %d gradient rows for %d sequences", len(dlogp), len(seqs))
+	}
+	if p.Level != LevelToken && p.Level != LevelSequence {
+		return st, fmt.Errorf("grpo: unknown importance_sampling_level %q", p.Level)
 	}
 	B, N := len(seqs), 0
 	for i, s := range seqs {
@@ -139,71 +148,68 @@ func Loss(p LossParams, seqs []LossSeq, dlogp [][]float64) (LossStats, error) {
 	}
 	st.Tokens = N
 	accum := float64(max(1, p.AccumSteps))
-	lo, hi := 1-p.Epsilon, 1+p.EpsilonHigh
 	for i, s := range seqs {
 		n := len(s.LogP)
-		var w float64
+		var c float64
 		switch p.Type {
-		case LossGRPO:
-			w = 1 / (float64(max(1, n)) * float64(B) * accum)
+		case LossGRPO, LossSAPO:
+			c = 1 / (float64(max(1, n)) * float64(B) * accum)
 		case LossBNPO:
-			w = 1 / (float64(max(1, N)) * accum)
+			c = 1 / (float64(max(1, N)) * accum)
 		case LossDrGRPO:
-			w = 1 / (float64(B) * float64(p.MaxCompletionLength) * accum)
-		case LossDAPO:
-			w = 1 / float64(max(1, p.NumItemsInBatch))
+			c = 1 / (float64(B) * float64(p.MaxCompletionLength) * accum)
+		case LossDAPO, LossCISPO:
+			c = 1 / float64(max(1, p.NumItemsInBatch))
 		default:
 			return st, fmt.Errorf("grpo: unknown loss_type %q", p.Type)
 		}
 		A := s.Adv
-		// policy returns -min(ρA, clip(ρ)A) and its derivative by log ρ.
-		policy := func(logRatio float64) (l, dl float64, low, high bool) {
-			rho := math.Exp(logRatio)
-			c := min(max(rho, lo), hi)
-			unclipped := rho*A <= c*A || (rho >= lo && rho <= hi)
-			if unclipped {
-				l, dl = -rho*A, -rho*A
-			} else {
-				l = -c * A
-			}
-			return l, dl, rho < lo && A < 0, rho > hi && A > 0
-		}
 		isw := func(t int) float64 {
 			if s.ISWeight == nil {
 				return 1
 			}
 			return s.ISWeight[t]
 		}
-		var seqL, seqD float64
+		// At sequence level one ratio serves every token: its policy
+		// term repeats on each of the n tokens (each weighted by its
+		// correction), and each token moves the mean log-ratio by 1/n.
+		var seqRatio, seqL, seqD float64
 		if p.Level == LevelSequence {
 			var sum float64
 			for t := range n {
 				sum += s.LogP[t] - s.OldLogP[t]
 			}
-			l, dl, low, high := policy(sum / float64(max(1, n)))
-			// The sequence's policy term is repeated on each of its n
-			// tokens (each weighted by its correction), and each token
-			// moves the mean log-ratio by 1/n.
-			var wsum float64
-			for t := range n {
-				wsum += isw(t)
+			seqRatio = sum / float64(max(1, n))
+			if p.Type != LossCISPO {
+				var wsum float64
+				for t := range n {
+					wsum += isw(t)
+				}
+				l, dl := p.policyTerm(seqRatio, A)
+				seqL, seqD = l, dl*wsum/float64(max(1, n))
 			}
-			seqL, seqD = l, dl*wsum/float64(max(1, n))
-			st.ClipN++
-			st.ClipLow += b2f(low)
-			st.ClipHigh += b2f(high)
-		} else if p.Level != LevelToken {
-			return st, fmt.Errorf("grpo: unknown importance_sampling_level %q", p.Level)
+			st.countClip(p, seqRatio, A)
 		}
 		for t := range n {
-			l, dl := seqL*isw(t), seqD
-			if p.Level == LevelToken {
-				var low, high bool
-				l, dl, low, high = policy(s.LogP[t] - s.OldLogP[t])
+			var l, dl float64
+			switch {
+			case p.Type == LossCISPO:
+				// The clipped ratio is a constant weight on log π.
+				d := s.LogP[t] - s.OldLogP[t]
+				if p.Level == LevelSequence {
+					d = seqRatio
+				} else {
+					st.countClip(p, d, A)
+				}
+				wc := min(math.Exp(d), p.EpsilonHigh)
+				l, dl = -wc*A*s.LogP[t]*isw(t), -wc*A*isw(t)
+			case p.Level == LevelSequence:
+				l, dl = seqL*isw(t), seqD
+			default:
+				d := s.LogP[t] - s.OldLogP[t]
+				l, dl = p.policyTerm(d, A)
 				l, dl = l*isw(t), dl*isw(t)
-				st.ClipN++
-				st.ClipLow += b2f(low)
-				st.ClipHigh += b2f(high)
+				st.countClip(p, d, A)
 			}
 			if p.Beta != 0 {
 				x := s.RefLogP[t] - s.LogP[t]
@@ -212,12 +218,53 @@ func Loss(p LossParams, seqs []LossSeq, dlogp [][]float64) (LossStats, error) {
 				l += p.Beta * kl
 				dl += p.Beta * (1 - math.Exp(x))
 			}
-			st.Loss += w * l
-			dlogp[i][t] = w * dl
+			st.Loss += c * l
+			dlogp[i][t] = c * dl
 		}
 	}
 	return st, nil
 }
+
+// policyTerm is the policy loss of one ratio ρ = exp(logRatio) with
+// advantage A, for every loss type but cispo, and its derivative by log ρ.
+func (p LossParams) policyTerm(logRatio, A float64) (l, dl float64) {
+	rho := math.Exp(logRatio)
+	if p.Type == LossSAPO {
+		tau := p.SAPOTempNeg
+		if A > 0 {
+			tau = p.SAPOTempPos
+		}
+		g := sigmoid(tau * (rho - 1))
+		// d/dlog ρ of (4/τ)·σ(τ(ρ-1)) is 4·σ·(1-σ)·ρ.
+		return -4 / tau * g * A, -4 * g * (1 - g) * rho * A
+	}
+	lo, hi := 1-p.Epsilon, 1+p.EpsilonHigh
+	c := min(max(rho, lo), hi)
+	if rho*A <= c*A || (rho >= lo && rho <= hi) {
+		return -rho * A, -rho * A
+	}
+	return -c * A, 0
+}
+
+// countClip counts one ratio (a token's, or a sequence's at sequence
+// level) in the clip fractions TRL logs: for the clipped losses, below
+// 1-ε with A < 0 and above 1+ε_high with A > 0; for cispo, above ε_high
+// with A > 0 (cispo_clip_ratio, counted as high). sapo clips nothing.
+func (st *LossStats) countClip(p LossParams, logRatio, A float64) {
+	rho := math.Exp(logRatio)
+	switch p.Type {
+	case LossSAPO:
+		return
+	case LossCISPO:
+		st.ClipHigh += b2f(rho > p.EpsilonHigh && A > 0)
+	default:
+		st.ClipLow += b2f(rho < 1-p.Epsilon && A < 0)
+		st.ClipHigh += b2f(rho > 1+p.EpsilonHigh && A > 0)
+	}
+	st.ClipN++
+}
+
+func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
 func b2f(b bool) float64 {
 	if b {

@@ -181,6 +181,8 @@ type refCase struct {
 	Beta                float64  `json:"beta"`
 	Level               string   `json:"level"`
 	MaxCompletionLength int      `json:"max_completion_length"`
+	SAPOTempPos         float64  `json:"sapo_temperature_pos"`
+	SAPOTempNeg         float64  `json:"sapo_temperature_neg"`
 	AccumSteps          int      `json:"accum_steps"`
 	NumItemsInBatch     int      `json:"num_items_in_batch"`
 	Seqs                []refSeq `json:"seqs"`
@@ -219,7 +221,7 @@ func TestLossMatchesTRLReference(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(42, 7))
 	var cases []refCase
-	for _, typ := range []string{LossGRPO, LossBNPO, LossDrGRPO, LossDAPO} {
+	for _, typ := range LossTypes {
 		for _, level := range []string{LevelToken, LevelSequence} {
 			for _, beta := range []float64{0, 0.04} {
 				for _, variant := range []int{0, 1, 2, 3} {
@@ -227,7 +229,10 @@ func TestLossMatchesTRLReference(t *testing.T) {
 					// same with a token- or sequence-constant sampling correction.
 					offPolicy := variant%2 == 1
 					c := refCase{Type: typ, Epsilon: 0.2, EpsilonHigh: 0.28, Beta: beta, Level: level,
-						MaxCompletionLength: 7, AccumSteps: 3}
+						MaxCompletionLength: 7, SAPOTempPos: 0.9, SAPOTempNeg: 1.6, AccumSteps: 3}
+					if typ == LossCISPO {
+						c.EpsilonHigh = 1.3 // ε_max: a cap on the ratio itself, reached off-policy
+					}
 					for i := range 4 {
 						n := r.IntN(6)
 						if i == 0 {
@@ -279,7 +284,8 @@ func TestLossMatchesTRLReference(t *testing.T) {
 	for ci, c := range cases {
 		name := fmt.Sprintf("%s/%s/beta=%g/variant %d", c.Type, c.Level, c.Beta, ci%4)
 		p := LossParams{Type: c.Type, Epsilon: c.Epsilon, EpsilonHigh: c.EpsilonHigh, Beta: c.Beta, Level: c.Level,
-			MaxCompletionLength: c.MaxCompletionLength, AccumSteps: c.AccumSteps, NumItemsInBatch: c.NumItemsInBatch}
+			MaxCompletionLength: c.MaxCompletionLength, SAPOTempPos: c.SAPOTempPos, SAPOTempNeg: c.SAPOTempNeg,
+			AccumSteps: c.AccumSteps, NumItemsInBatch: c.NumItemsInBatch}
 		seqs := make([]LossSeq, len(c.Seqs))
 		grad := make([][]float64, len(c.Seqs))
 		for i, s := range c.Seqs {
@@ -304,7 +310,8 @@ func TestLossMatchesTRLReference(t *testing.T) {
 				}
 			}
 		}
-		low, high := st.ClipLow/st.ClipN, st.ClipHigh/st.ClipN
+		clipN := max(1, st.ClipN)
+		low, high := st.ClipLow/clipN, st.ClipHigh/clipN
 		if !near(low, w.ClipLow, 1e-12) || !near(high, w.ClipHigh, 1e-12) || !near(low+high, w.ClipRegion, 1e-12) {
 			t.Errorf("%s: clip low/high %g/%g, torch %g/%g/%g", name, low, high, w.ClipLow, w.ClipHigh, w.ClipRegion)
 		}
@@ -326,13 +333,20 @@ func FuzzLossGradient(f *testing.F) {
 	f.Add(uint64(2), uint8(5))
 	f.Add(uint64(3), uint8(14))
 	f.Add(uint64(4), uint8(29))
+	f.Add(uint64(5), uint8(4))
+	f.Add(uint64(6), uint8(39))
 	f.Fuzz(func(t *testing.T, seed uint64, variant uint8) {
 		r := rand.New(rand.NewPCG(seed, uint64(variant)))
+		// cispo is left out: its ratio is a constant by definition, which
+		// differences of the loss cannot see.
+		types := []string{LossGRPO, LossBNPO, LossDrGRPO, LossDAPO, LossSAPO}
+		rest := int(variant) / len(types)
 		p := LossParams{
-			Type:    []string{LossGRPO, LossBNPO, LossDrGRPO, LossDAPO}[variant%4],
-			Level:   []string{LevelToken, LevelSequence}[variant/4%2],
-			Beta:    []float64{0, 0.3}[variant/8%2],
+			Type:    types[int(variant)%len(types)],
+			Level:   []string{LevelToken, LevelSequence}[rest%2],
+			Beta:    []float64{0, 0.3}[rest/2%2],
 			Epsilon: 0.2, EpsilonHigh: 0.28, MaxCompletionLength: 9, AccumSteps: 2,
+			SAPOTempPos: 1, SAPOTempNeg: 1.05,
 		}
 		seqs := make([]LossSeq, 1+r.IntN(4))
 		grad := make([][]float64, len(seqs))
@@ -345,7 +359,7 @@ func FuzzLossGradient(f *testing.F) {
 				s.OldLogP = append(s.OldLogP, lp+0.3*r.NormFloat64())
 				s.RefLogP = append(s.RefLogP, lp+0.3*r.NormFloat64())
 			}
-			if variant/16%2 == 1 {
+			if rest/4%2 == 1 {
 				s.ISWeight = SamplingWeights(CorrectionTokenTruncate, 0, 3, s.OldLogP, perturb(r, s.OldLogP, 0.5))
 			}
 			seqs[i], grad[i] = s, make([]float64, n)

@@ -42,10 +42,13 @@ var ErrTooLong = errors.New("sample longer than max_seq_len")
 // Stats describe one Step or SFTStep; the JSON names suit a metrics line
 // (durations in nanoseconds).
 type Stats struct {
-	Loss          float64 `json:"loss"`           // the objective (mean over iterations)
-	KL            float64 `json:"kl"`             // mean k3 KL to the reference per trained token (Beta > 0)
+	Loss float64 `json:"loss"` // the objective (mean over iterations)
+	// KL and the clip fractions are, as TRL logs them, the mean over the
+	// step's micro-batches (of every iteration) of each micro-batch's own
+	// value.
+	KL            float64 `json:"kl"`             // k3 KL to the reference per trained token (Beta > 0)
 	ClipLow       float64 `json:"clip_low"`       // fraction of ratios clipped below with A < 0 (tokens, or sequences at sequence level)
-	ClipHigh      float64 `json:"clip_high"`      // ... clipped above with A > 0
+	ClipHigh      float64 `json:"clip_high"`      // ... clipped above with A > 0 (cispo: above epsilon_high)
 	ClipRegion    float64 `json:"clip_region"`    // either
 	GradNorm      float64 `json:"grad_norm"`      // global L2 norm before clipping (mean over iterations)
 	LR            float64 `json:"lr"`             // learning rate of the last update
@@ -231,6 +234,17 @@ func copyWeights(dst, src *model.Model) {
 	}
 }
 
+// ResetReference makes the policy's current weights the reference of the
+// KL term. A supervised warm-up calls it: TRL's reference is the model the
+// trainer is given, which is the warmed-up one, not the random weights
+// before it. Without a reference copy (beta 0, or LoRA, whose reference is
+// the base without the adapter) it does nothing.
+func (t *Trainer) ResetReference() {
+	if t.ref != nil {
+		copyWeights(t.ref, t.m)
+	}
+}
+
 // Model is the policy being trained.
 func (t *Trainer) Model() *model.Model { return t.m }
 
@@ -278,9 +292,11 @@ func (t *Trainer) Step(ctx context.Context, groups [][]Sample) (Stats, error) {
 	mbs := t.microBatches(len(seqs))
 	lp := LossParams{Type: t.cfg.LossType, Epsilon: t.cfg.Epsilon, EpsilonHigh: t.cfg.epsHigh(),
 		Beta: t.cfg.Beta, Level: t.cfg.ImportanceSampling, MaxCompletionLength: t.cfg.MaxCompletionLength,
+		SAPOTempPos: t.cfg.SAPOTemperaturePos, SAPOTempNeg: t.cfg.SAPOTemperatureNeg,
 		AccumSteps: len(mbs), NumItemsInBatch: st.Tokens}
 
 	var sum LossStats
+	var per perMicroBatch
 	for it := range t.cfg.NumIterations {
 		t.zeroGrads()
 		var loss float64
@@ -296,6 +312,7 @@ func (t *Trainer) Step(ctx context.Context, groups [][]Sample) (Stats, error) {
 			}
 			loss += mst.Loss
 			sum.add(mst)
+			per.add(mst)
 		}
 		st.ForwardBackward += time.Since(fb)
 		// 5. Clip, guard against NaN/Inf, update.
@@ -305,10 +322,27 @@ func (t *Trainer) Step(ctx context.Context, groups [][]Sample) (Stats, error) {
 		}
 	}
 	// 6. Stats.
-	st.summarise(sum)
+	st.summarise(sum, per)
 	st.OptimizerStep = t.opt.Step()
 	st.Total = time.Since(start)
 	return st, nil
+}
+
+// perMicroBatch sums each micro-batch's own KL and clip fractions: TRL
+// logs the mean of these per-micro-batch values, not a token mean over
+// the step.
+type perMicroBatch struct {
+	n                  int
+	kl, low, high, reg float64
+}
+
+func (p *perMicroBatch) add(s LossStats) {
+	p.n++
+	p.kl += s.KLSum / float64(max(1, s.Tokens))
+	clipN := max(1, s.ClipN)
+	p.low += s.ClipLow / clipN
+	p.high += s.ClipHigh / clipN
+	p.reg += (s.ClipLow + s.ClipHigh) / clipN // exclusive: A < 0 vs A > 0
 }
 
 // packGroups prepares every sample of groups for the model and gives each
@@ -328,18 +362,17 @@ func (t *Trainer) packGroups(groups [][]Sample, adv [][]float64) ([]*seq, error)
 	return seqs, nil
 }
 
-// summarise turns the sums over a step's iterations into means.
-func (st *Stats) summarise(sum LossStats) {
+// summarise turns the sums over a step's iterations into means: loss and
+// gradient norm over the applied updates, KL and clip fractions over every
+// micro-batch of every iteration, sampling statistics over trained tokens.
+func (st *Stats) summarise(sum LossStats, per perMicroBatch) {
 	if st.Updates > 0 {
 		st.GradNorm /= float64(st.Updates)
 		st.Loss /= float64(st.Updates)
 	}
-	if sum.Tokens > 0 {
-		st.KL = sum.KLSum / float64(sum.Tokens)
-	}
-	if sum.ClipN > 0 {
-		st.ClipLow, st.ClipHigh = sum.ClipLow/sum.ClipN, sum.ClipHigh/sum.ClipN
-		st.ClipRegion = st.ClipLow + st.ClipHigh // exclusive: A < 0 vs A > 0
+	if per.n > 0 {
+		n := float64(per.n)
+		st.KL, st.ClipLow, st.ClipHigh, st.ClipRegion = per.kl/n, per.low/n, per.high/n, per.reg/n
 	}
 	if sum.sampledN > 0 {
 		st.SampleLogProbDiff = sum.sampledDiff / float64(sum.sampledN)
@@ -384,7 +417,7 @@ func (t *Trainer) microStep(seqs []*seq, mb []int, p LossParams, first bool) (Lo
 			for k, pos := range s.pos {
 				sampled[k] = float64(s.sample[pos])
 			}
-			s.isw = SamplingWeights(t.cfg.SamplingCorrection, t.cfg.SamplingClipMin, t.cfg.SamplingClipMax, s.old, sampled)
+			s.isw = SamplingWeights(t.cfg.SamplingCorrection, t.cfg.SamplingClipMin, t.cfg.clipMax(), s.old, sampled)
 		}
 		ls[j] = LossSeq{LogP: s.logp, OldLogP: s.old, Adv: s.adv, ISWeight: s.isw}
 		if t.refRun != nil {
@@ -406,7 +439,7 @@ func (t *Trainer) microStep(seqs []*seq, mb []int, p LossParams, first bool) (Lo
 					r := math.Exp(s.logp[k] - float64(s.sample[pos]))
 					st.ratioSum += r
 					st.ratioMax = max(st.ratioMax, r)
-					if r < t.cfg.SamplingClipMin || r > t.cfg.SamplingClipMax {
+					if r < t.cfg.SamplingClipMin || r > t.cfg.clipMax() {
 						st.ratioOut++
 					}
 				}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -244,7 +245,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Beta2 = 1 }, "adam_beta2"},
 		{func(c *Config) { c.WarmupSteps = -1 }, "warmup_steps"},
 		{func(c *Config) { c.SamplingCorrection = "vllm" }, "sampling_correction"},
-		{func(c *Config) { c.SamplingCorrection, c.SamplingClipMax = CorrectionTokenMask, 0 }, "sampling_clip_max"},
+		{func(c *Config) { c.SamplingCorrection, c.SamplingClipMax = CorrectionTokenMask, ptr(0.0) }, "sampling_clip_max"},
 		{func(c *Config) { c.SamplingCorrection, c.SamplingClipMin = CorrectionTokenMask, 4 }, "sampling_clip_min"},
 	} {
 		c := DefaultConfig()
@@ -451,7 +452,7 @@ func TestCheckpointResume(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.OptimizerStep() != 4 || c.Config() != cfg {
+			if c.OptimizerStep() != 4 || !reflect.DeepEqual(c.Config(), cfg) {
 				t.Fatalf("resumed at step %d with config %+v", c.OptimizerStep(), c.Config())
 			}
 			for i, batch := range batches[2:] {

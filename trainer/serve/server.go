@@ -406,11 +406,15 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request) (*params, bool) {
 		badRequest(w, "top_logprobs needs logprobs=true")
 		return nil, false
 	}
-	ids, _, err := chat.RenderTokens(s.tok, msgs, tools, true)
+	// The prompt is the rendered text tokenized as a whole, as vLLM does:
+	// a conversation whose turns share a token at a boundary (content a
+	// model wrote starting with a blank line) is still served.
+	text, err := chat.Render(msgs, tools, true)
 	if err != nil {
 		badRequest(w, "rendering the chat template: %v", err)
 		return nil, false
 	}
+	ids := s.tok.Encode(text)
 	p.prompt = ids
 	maxTokens := req.MaxTokens
 	if req.MaxCompletionTokens != nil {

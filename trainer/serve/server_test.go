@@ -700,3 +700,24 @@ func TestUpdateIsAtomic(t *testing.T) {
 	}
 	postOK(t, base, req(map[string]any{"max_tokens": 2}))
 }
+
+// A conversation in which a turn shares a token with the header before it
+// (an earlier reply that starts with a blank line, as a model may write
+// one) is served: the prompt is the rendered text tokenized as a whole.
+func TestServesReplyStartingWithBlankLine(t *testing.T) {
+	tok := qwenTokenizer(t)
+	m := testModel(t, tok)
+	_, _, base := startServer(t, m, tok, Options{MaxBatch: 2, MaxSeqLen: 256})
+	msgs := []core.Message{{Role: core.RoleUser, Content: "hi"}, {Role: core.RoleAssistant, Content: "\n\nHello"}, {Role: core.RoleUser, Content: "again"}}
+	if _, _, err := chat.RenderTokens(tok, msgs, nil, true); err == nil {
+		t.Fatal("the conversation no longer shares a token across a turn boundary; the test needs another")
+	}
+	r := postOK(t, base, req(map[string]any{"return_token_ids": true, "max_tokens": 2, "messages": msgs}))
+	text, err := chat.Render(msgs, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := tok.Encode(text); !slices.Equal(r.PromptTokenIDs, want) {
+		t.Fatalf("prompt_token_ids %v, want the whole prompt's %v", r.PromptTokenIDs, want)
+	}
+}

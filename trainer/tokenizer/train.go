@@ -96,11 +96,15 @@ func Train(corpus []string, vocabSize int, specials []string) ([]byte, error) {
 	}
 	var addedTokens []added
 	for _, s := range specials {
-		if _, ok := vocab[s]; ok {
+		// model.vocab spells every token byte-level, as the loader (and
+		// Hugging Face's) reads it; a special with spaces or newlines
+		// differs from its content there.
+		key := byteLevelEncode([]byte(s), &runes)
+		if _, ok := vocab[key]; ok {
 			return nil, fmt.Errorf("tokenizer: special %q collides with a learned token", s)
 		}
 		id := len(vocab)
-		vocab[s] = id
+		vocab[key] = id
 		addedTokens = append(addedTokens, added{ID: id, Content: s, Special: true})
 	}
 	mergeStrs := make([]string, len(merges))

@@ -54,3 +54,37 @@ func TestTrainRoundTripsAndCompresses(t *testing.T) {
 		t.Error("a vocabulary smaller than the byte alphabet was accepted")
 	}
 }
+
+// An added token may hold spaces and newlines (a fixed block of text a
+// chat template repeats in every prompt): it loads, encodes as one id and
+// decodes back.
+func TestTrainSpecialWithSpaces(t *testing.T) {
+	block := "You have tools.\n\n# Tools\n{\"name\": \"read_file\"}"
+	specials := append(append([]string(nil), ChatMLSpecials...), block)
+	data, err := Train([]string{"hello world", "hello there"}, 300, specials)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := Parse(data)
+	if err != nil {
+		t.Fatalf("the trained tokenizer does not load: %v", err)
+	}
+	id, ok := tok.TokenID(block)
+	if !ok {
+		t.Fatal("the block is not a token")
+	}
+	text := "<|im_start|>system\n" + block + "<|im_end|>\nhello"
+	ids := tok.Encode(text)
+	n := 0
+	for _, x := range ids {
+		if x == id {
+			n++
+		}
+	}
+	if n != 1 || len(ids) != len(tok.Encode("<|im_start|>system\n<|im_end|>\nhello"))+1 {
+		t.Errorf("%q encodes as %v; want the block as the one token %d", text, ids, id)
+	}
+	if got := tok.Decode(ids); got != text {
+		t.Errorf("decodes to %q, want %q", got, text)
+	}
+}

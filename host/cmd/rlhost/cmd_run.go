@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/pflag"
 
-	"github.com/hashicorp/hcl/v2"
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/dashboard"
+	"github.com/rlhost/rlhost/host/eval"
 	"github.com/rlhost/rlhost/host/job"
 	"github.com/rlhost/rlhost/host/output"
 	"github.com/rlhost/rlhost/host/pluginmgr"
@@ -123,6 +124,11 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 	train, code := a.trainSettings(f, *dryRun, *resume != "")
 	if code != 0 {
 		return code
+	}
+	evalSettings, diags := eval.Decode(f)
+	printDiags(a.stderr, f, diags)
+	if diags.HasErrors() {
+		return 1
 	}
 	var rs resumeState
 	if *resume != "" {
@@ -253,7 +259,7 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 		if rs.checkpoint != "" {
 			fmt.Fprintf(a.stdout, "resuming from %s: steps 0 to %d done, continuing at step %d\n", rs.checkpoint, rs.state.NextStep-1, rs.state.NextStep)
 		} else if train.Warmup != nil {
-			if err := a.warmup(ctx, eng, train, f.Run.Seed); err != nil {
+			if err := a.warmup(ctx, eng, train, f.Run.Seed, dir); err != nil {
 				a.errorf("%v", err)
 				if ctx.Err() != nil {
 					return 130
@@ -272,6 +278,9 @@ func (a *app) cmdRun(ctx context.Context, args []string) int {
 		sink = training.NewSink(eng, train, runID, dir, rs.state.NextStep, rs.earlier)
 		sink.Title, sink.Logger = f.Run.Name, r.Logger
 		r.Sinks = append(r.Sinks, sink)
+	}
+	if code := a.holdOut(ctx, r, evalSettings, train != nil); code != 0 {
+		return code
 	}
 	res, err := r.Run(ctx)
 	dash.ended()
@@ -321,7 +330,7 @@ func existingOutputs(dir string, overwrite, appendOut bool, choices string) ([]s
 	// lines: left behind, an old checkpoint would outrank the new run's on
 	// --resume, and an old final/ would pass for this run's model.
 	files := []string{output.TrajectoriesFile, output.MetricsFile, output.SummaryFile, output.JobFile, training.RewardsPlot,
-		training.CheckpointsDir, training.FinalDir, training.AdapterDir, training.BaseDir, training.AdaptersDir}
+		training.CheckpointsDir, training.FinalDir, training.AdapterDir, training.BaseDir, training.AdaptersDir, training.WarmupDir}
 	var existing []string
 	for _, name := range files {
 		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {

@@ -3,14 +3,21 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/eval"
 	"github.com/rlhost/rlhost/host/job"
 	"github.com/rlhost/rlhost/host/output"
+	"github.com/rlhost/rlhost/host/runner"
 	"github.com/rlhost/rlhost/host/training"
+	"github.com/rlhost/rlhost/trainer/safetensors"
 )
 
 // trainSettings decodes the trainer block when the run trains: it has
@@ -88,8 +95,10 @@ func loadResume(dir string, steps int) (resumeState, error) {
 	return resumeState{checkpoint: ckpt, state: st, earlier: res.Metrics, ahead: res.Ahead, summary: &sum}, nil
 }
 
-// warmup runs the trainer block's supervised warm-up before the first step.
-func (a *app) warmup(ctx context.Context, eng *training.Engine, s *training.Settings, seed int64) error {
+// warmup runs the trainer block's supervised warm-up before the first step
+// and saves the model it made under outDir/warmup (outDir "": not saved),
+// the starting point an evaluation compares the trained model with.
+func (a *app) warmup(ctx context.Context, eng *training.Engine, s *training.Settings, seed int64, outDir string) error {
 	samples, err := training.LoadWarmup(s.Warmup.File, eng.Tok)
 	if err != nil {
 		return err
@@ -99,11 +108,44 @@ func (a *app) warmup(ctx context.Context, eng *training.Engine, s *training.Sett
 	err = eng.Exclusive(ctx, func() error {
 		var err error
 		first, last, err = training.RunWarmup(ctx, eng.Model, s.GRPO, *s.Warmup, samples, uint64(seed), a.stdout)
+		if err == nil && eng.Trainer != nil {
+			eng.Trainer.ResetReference() // beta's KL is to the warmed-up model
+		}
 		return err
 	})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "warmup done: loss %.3f -> %.3f\n", first, last)
+	if outDir == "" {
+		return nil
+	}
+	saved := filepath.Join(outDir, training.WarmupDir)
+	if err := os.RemoveAll(saved); err != nil {
+		return fmt.Errorf("save the warm-up's model: %w", err)
+	}
+	if err := eng.Exclusive(ctx, func() error { return eng.SaveModel(saved, safetensors.F32) }); err != nil {
+		return fmt.Errorf("save the warm-up's model: %w", err)
+	}
 	return nil
+}
+
+// holdOut keeps the eval block's held-out tasks out of the run, and in a
+// training run with eval.every set evaluates the policy on them every so
+// many steps (after the training sink's update).
+func (a *app) holdOut(ctx context.Context, r *runner.Runner, s *eval.Settings, training bool) int {
+	if !s.HoldsOut() {
+		return 0
+	}
+	held, err := eval.HeldOut(ctx, r.Env, s)
+	if err != nil {
+		a.errorf("%v", err)
+		return 1
+	}
+	r.Env = eval.TrainingEnv{Env: r.Env, Settings: s}
+	fmt.Fprintf(a.stdout, "held out of training: %d tasks (%s)\n", len(held), strings.Join(eval.TaskIDs(held), ", "))
+	if training && s.Every > 0 {
+		r.Sinks = append(r.Sinks, &eval.Sink{Runner: r, Settings: s, Tasks: held})
+	}
+	return 0
 }

@@ -115,7 +115,7 @@ func (a *app) cmdTrain(ctx context.Context, args []string) int {
 	// As in rlhost run: the recorded episodes were sampled from the model
 	// after its warm-up, so training on them starts from there too.
 	if settings.Warmup != nil {
-		if err := a.warmup(ctx, eng, settings, f.Run.Seed); err != nil {
+		if err := a.warmup(ctx, eng, settings, f.Run.Seed, ""); err != nil {
 			a.errorf("%v", err)
 			if ctx.Err() != nil {
 				return 130

@@ -5,7 +5,9 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/hcl/v2"
+
 	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/eval"
 	"github.com/rlhost/rlhost/host/job"
 	"github.com/rlhost/rlhost/host/preflight"
 	trainingpkg "github.com/rlhost/rlhost/host/training"
@@ -52,6 +54,11 @@ func (a *app) cmdValidate(ctx context.Context, args []string) int {
 			training = "GRPO on a LoRA adapter, hot-loaded into the vLLM server every step (see docs/vllm.md)"
 		}
 	}
+	evalSettings, diags := eval.Decode(f)
+	printDiags(a.stderr, f, diags)
+	if diags.HasErrors() {
+		return 1
+	}
 	mgr, err := a.manager(cf.logLevel)
 	if err != nil {
 		a.errorf("%v", err)
@@ -70,6 +77,13 @@ func (a *app) cmdValidate(ctx context.Context, args []string) int {
 		return 1
 	}
 	defer j.Close(ctx)
+	if evalSettings.HoldsOut() {
+		// Held-out ids must name the env's tasks.
+		if _, err := eval.HeldOut(ctx, j.Env.LiveEnv(), evalSettings); err != nil {
+			a.errorf("%v", err)
+			return 1
+		}
+	}
 	services := "not checked (--check-services checks them)"
 	if *checkServices {
 		if err := preflight.Check(ctx, f, j.Policy, j.Backend, a.stderr); err != nil {

@@ -79,7 +79,14 @@ func rlhost(t *testing.T, dir string, args ...string) result {
 // rlhostEnv runs rlhost with extra environment variables.
 func rlhostEnv(t *testing.T, dir string, env []string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	return rlhostWithin(t, 4*time.Minute, dir, env, args...)
+}
+
+// rlhostWithin is rlhostEnv with a time limit of its own, for the jobs that
+// train for minutes.
+func rlhostWithin(t *testing.T, limit time.Duration, dir string, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, rlhostBin, args...)
 	cmd.Dir = dir

@@ -45,6 +45,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{name: "run", summary: "Run a job file: episodes in sandboxes, trajectories and metrics on disk", run: (*app).cmdRun},
+		{name: "eval", summary: "Measure policies on a job's tasks: pass@1, pass@k, mean reward with confidence intervals, comparisons", run: (*app).cmdEval},
 		{name: "train", summary: "Run GRPO offline on recorded trajectories (token ids and log-probs included)", run: (*app).cmdTrain},
 		{name: "validate", summary: "Check a job file (and every plugin's settings) without running it", run: (*app).cmdValidate},
 		{name: "plugins", summary: "List built-in and discovered plugins with versions and config schemas", run: (*app).cmdPlugins},

@@ -3,7 +3,8 @@ written out in PyTorch from TRL's published source, run in float64.
 
 Reads a JSON list of cases on stdin. Each case has the settings
 (type, epsilon, epsilon_high, beta, level, max_completion_length,
-accum_steps, num_items_in_batch) and sequences (logp, old, ref, adv: the
+sapo_temperature_pos, sapo_temperature_neg, accum_steps,
+num_items_in_batch) and sequences (logp, old, ref, adv: the
 log-probs of each sequence's trained tokens; isw: optional per-token
 sampling-correction weights, TRL's importance_sampling_ratio). Sequences are right-padded
 into (B, T) tensors with a 0/1 mask, as TRL holds them. Writes a JSON list
@@ -55,23 +56,35 @@ def compute(case):
     coef_1 = torch.exp(log_importance_weights)
     if beta != 0.0:
         per_token_kl = torch.exp(ref - per_token_logps) - (ref - per_token_logps) - 1
-    coef_2 = torch.clamp(coef_1, 1 - eps_low, 1 + eps_high)
-    per_token_loss1 = coef_1 * advantages
-    per_token_loss2 = coef_2 * advantages
-    per_token_loss = -torch.min(per_token_loss1, per_token_loss2)
+    t = case["type"]
+    if t == "cispo":
+        # The ratio, capped at epsilon_high, weighs log pi as a constant.
+        capped = torch.clamp(coef_1, max=eps_high).detach()
+        per_token_loss = -capped * advantages * per_token_logps
+    elif t == "sapo":
+        # A sigmoid gate instead of the hard clip, with its own temperature
+        # for positive and for other advantages.
+        tau = torch.where(advantages > 0, torch.full_like(advantages, case["sapo_temperature_pos"]),
+                          torch.full_like(advantages, case["sapo_temperature_neg"]))
+        gate = torch.sigmoid(tau * (coef_1 - 1)) * 4 / tau
+        per_token_loss = -gate * advantages
+    else:
+        coef_2 = torch.clamp(coef_1, 1 - eps_low, 1 + eps_high)
+        per_token_loss1 = coef_1 * advantages
+        per_token_loss2 = coef_2 * advantages
+        per_token_loss = -torch.min(per_token_loss1, per_token_loss2)
     per_token_loss = per_token_loss * isw
     if beta != 0.0:
         per_token_loss = per_token_loss + beta * per_token_kl
 
     accum = case["accum_steps"]
-    t = case["type"]
-    if t == "grpo":
+    if t in ("grpo", "sapo"):
         loss = ((per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean() / accum
     elif t == "bnpo":
         loss = (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0) / accum
     elif t == "dr_grpo":
         loss = (per_token_loss * mask).sum() / (per_token_loss.size(0) * case["max_completion_length"]) / accum
-    elif t == "dapo":
+    elif t in ("dapo", "cispo"):
         normalizer = torch.tensor(float(case["num_items_in_batch"])).clamp(min=1.0)
         loss = (per_token_loss * mask).sum() / normalizer
     else:
@@ -88,8 +101,16 @@ def compute(case):
         return ((x * mask).sum() / mask.sum().clamp(min=1.0)).item()
 
     seq_level = case["level"] == "sequence"
-    is_low = ((coef_1 < 1 - eps_low) & (advantages < 0)).double()
-    is_high = ((coef_1 > 1 + eps_high) & (advantages > 0)).double()
+    if t == "cispo":
+        # cispo_clip_ratio; rlhost reports it as the high fraction.
+        is_low = torch.zeros_like(coef_1)
+        is_high = ((coef_1 > eps_high) & (advantages > 0)).double()
+    elif t == "sapo":
+        # sapo clips nothing and TRL logs no clip ratio.
+        is_low = is_high = torch.zeros_like(coef_1)
+    else:
+        is_low = ((coef_1 < 1 - eps_low) & (advantages < 0)).double()
+        is_high = ((coef_1 > 1 + eps_high) & (advantages > 0)).double()
     out = {
         "loss": loss.item(),
         "grad": [grad[i, : len(s["logp"])].tolist() for i, s in enumerate(seqs)],
