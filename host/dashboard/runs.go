@@ -11,6 +11,7 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/host/dashboard/rundir"
+	"github.com/rlhost/rlhost/host/output"
 )
 
 // palette colours runs in the order the page lists them.
@@ -170,8 +171,9 @@ func (s *Server) health(r runRef) healthView {
 	for _, m := range r.Steps {
 		errs += m.Errors
 		timeouts += m.Timeouts
-		execs += m.Extra["metric/sandbox_execs"] * float64(m.Episodes)
-		execTimeouts += m.Extra["metric/sandbox_timeouts"] * float64(m.Episodes)
+		use, _ := output.MeanSandboxUseOf(m.Extra)
+		execs += use.Execs * float64(m.Episodes)
+		execTimeouts += use.Timeouts * float64(m.Episodes)
 	}
 	var last core.StepMetrics
 	if n := len(r.Steps); n > 0 {

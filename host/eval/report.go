@@ -291,20 +291,11 @@ func (c Comparison) Render(w io.Writer) {
 		line("reward", c.Reward, 1, "%+.3f [%+.3f, %+.3f]"), line("pass@1", c.PassAt1, 100, "%+.1f pts [%+.1f, %+.1f]"))
 }
 
-// Metrics are the eval/* metrics a training run logs for one evaluation.
-func (r Result) Metrics() map[string]float64 {
-	return map[string]float64{
-		"eval/reward_mean":   r.RewardMean,
-		"eval/reward_ci_low": r.RewardCI[0],
-		"eval/reward_ci_hi":  r.RewardCI[1],
-		"eval/pass@1":        r.PassAt1,
-		"eval/pass@k":        r.PassAtK,
-		"eval/k":             float64(r.K),
-		"eval/tasks":         float64(len(r.Tasks)),
-		"eval/episodes":      float64(r.Episodes),
-		"eval/errors":        float64(r.Errors),
-		"time/eval_s":        r.Seconds,
-	}
+// Figures are the eval/* figures a training run logs for one evaluation.
+func (r Result) Figures() output.Evaluation {
+	return output.Evaluation{RewardMean: r.RewardMean, RewardLow: r.RewardCI[0], RewardHigh: r.RewardCI[1],
+		PassAt1: r.PassAt1, PassAtK: r.PassAtK, K: float64(r.K), Tasks: float64(len(r.Tasks)),
+		Episodes: float64(r.Episodes), Errors: float64(r.Errors), Seconds: r.Seconds}
 }
 
 // TaskIDs lists the ids of tasks.

@@ -33,8 +33,6 @@ func (s *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 		return nil
 	}
 	res := Summarize("policy", "", s.Tasks, trajs, s.Settings.K, time.Since(start))
-	for k, v := range res.Metrics() {
-		st.Metrics.Extra[k] = v
-	}
+	res.Figures().Put(st.Metrics.Extra)
 	return nil
 }

@@ -39,7 +39,7 @@ func Passed(t core.Trajectory) bool {
 // sandbox exec hit its wall-clock limit (Metrics["sandbox_timeouts"], set by
 // the runner).
 func TimedOut(t core.Trajectory) bool {
-	return t.FinishReason == core.FinishTimeout || t.Metrics["timeouts"] > 0 || t.Metrics["sandbox_timeouts"] > 0
+	return t.FinishReason == core.FinishTimeout || t.Metrics["timeouts"] > 0 || t.Metrics[SandboxTimeouts] > 0
 }
 
 // Aggregate summarises one step's episodes. Reward statistics use the

@@ -78,29 +78,32 @@ func ProgressLine(m core.StepMetrics, totalSteps int) string {
 	fmt.Fprintf(&b, "  episodes %d  reward %.3f ± %.3f [%.3f, %.3f]  pass %.1f%%  errors %d  timeouts %d  %s",
 		m.Episodes, m.RewardMean, m.RewardStd, m.RewardMin, m.RewardMax,
 		100*m.PassRate, m.Errors, m.Timeouts, fmtMS(m.DurationMS))
-	if _, ok := m.Extra["train/loss"]; !ok && m.Extra["train/skipped_update"] == 1 {
+	u, trained := UpdateOf(m.Extra)
+	batch, _ := BatchOf(m.Extra)
+	if !trained && UpdateSkipped(m.Extra) {
 		b.WriteString("\n  train: no update (no group's rewards differ, or nothing to train on)")
-	} else if ok {
+	} else if trained {
 		// A training step: the update's figures on a line of their own.
-		e := m.Extra
 		fmt.Fprintf(&b, "\n  train: loss %.4f  grad %.3f  lr %.2g  clip %.1f%%  tokens %.0f  zero-std groups %.0f/%.0f  %.1fs",
-			e["train/loss"], e["train/grad_norm"], e["train/lr"], 100*e["train/clip_region"], e["train/tokens"],
-			e["train/zero_std_groups"], e["train/groups"], e["time/train_s"])
+			u.Loss, u.GradNorm, u.LR, 100*u.ClipRegion, u.Tokens, batch.ZeroStdGroups, batch.Groups, u.Seconds)
 	}
-	if e := m.Extra; e["eval/tasks"] > 0 {
+	if ev, ok := EvaluationOf(m.Extra); ok && ev.Tasks > 0 {
 		// The held-out tasks, evaluated after this step's update.
 		fmt.Fprintf(&b, "\n  eval: reward %.3f [%.3f, %.3f]  pass@1 %.1f%%  pass@%.0f %.1f%%  tasks %.0f  errors %.0f  %.1fs",
-			e["eval/reward_mean"], e["eval/reward_ci_low"], e["eval/reward_ci_hi"], 100*e["eval/pass@1"],
-			e["eval/k"], 100*e["eval/pass@k"], e["eval/tasks"], e["eval/errors"], e["time/eval_s"])
+			ev.RewardMean, ev.RewardLow, ev.RewardHigh, 100*ev.PassAt1, ev.K, 100*ev.PassAtK, ev.Tasks, ev.Errors, ev.Seconds)
 	}
-	if e := m.Extra; e["sync/adapter_step"] > 0 {
+	if sync, ok := SyncOf(m.Extra); ok && sync.AdapterStep > 0 {
 		// Training a policy another server samples (weights_sync): how
 		// far its log-probs are from the trainer's, and the adapter pushed.
 		fmt.Fprintf(&b, "\n  sync: ratio %.3f (max %.2f, clipped %.1f%%)  adapter step %.0f loaded  %.1fs",
-			e["train/sample_ratio_mean"], e["train/sample_ratio_max"], 100*e["train/sample_ratio_clipped"], e["sync/adapter_step"], e["time/sync_s"])
-		if n := e["train/retokenized_turns"]; n > 0 {
-			fmt.Fprintf(&b, "  retokenised %.0f turns (%.0f mismatched)", n, e["train/retokenize_mismatch"])
+			u.SampleRatioMean, u.SampleRatioMax, 100*u.SampleRatioClipped, sync.AdapterStep, sync.Seconds)
+		if r, ok := RetokenizedOf(m.Extra); ok && r.Turns > 0 {
+			fmt.Fprintf(&b, "  retokenised %.0f turns (%.0f mismatched)", r.Turns, r.Mismatched)
 		}
+	}
+	if a, ok := AgesOf(m.Extra); ok && (a.Max > 0 || a.Dropped > 0) {
+		// Rollouts ahead of training: how old the trained episodes were.
+		fmt.Fprintf(&b, "\n  off-policy: episodes %.2f updates old on average (at most %.0f), %.0f dropped as too old", a.Mean, a.Max, a.Dropped)
 	}
 	return b.String()
 }

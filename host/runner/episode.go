@@ -10,6 +10,7 @@ import (
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/sdk/envplugin"
 	"github.com/rlhost/rlhost/core/sdk/wire/lend"
+	"github.com/rlhost/rlhost/host/output"
 	"github.com/rlhost/rlhost/host/policy"
 )
 
@@ -133,9 +134,7 @@ func (e *episodeRun) lendSandbox() (sandbox envplugin.Sandbox, release func(), e
 		// the same meaning never collide with them. Calls the host
 		// relayed and calls the backend served are both counted.
 		use := lent.Usage().Add(backendUse)
-		t.Metrics["sandbox_execs"] = float64(use.Execs)
-		t.Metrics["sandbox_timeouts"] = float64(use.Timeouts)
-		t.Metrics["sandbox_exec_ms"] = float64(use.ExecTime) / 1e6
+		output.SandboxUse{Execs: float64(use.Execs), Timeouts: float64(use.Timeouts), ExecMS: float64(use.ExecTime) / 1e6}.Put(t.Metrics)
 	}, nil
 }
 

@@ -1,11 +1,8 @@
 package training
 
 import (
-	"fmt"
-	"maps"
-	"slices"
-
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/host/output"
 )
 
 // Off-policy training (run.max_off_policy_steps > 0): rollouts run ahead of
@@ -51,15 +48,13 @@ func (s StaleStats) Max() int {
 	return m
 }
 
-// put records the ages in a step's metrics: their mean and largest, how
-// many episodes had each age, and how many were dropped.
-func (s StaleStats) put(put func(string, float64)) {
-	put("async/staleness_mean", s.Mean())
-	put("async/staleness_max", float64(s.Max()))
-	for _, age := range slices.Sorted(maps.Keys(s.Ages)) {
-		put(fmt.Sprintf("async/staleness_%d", age), float64(s.Ages[age]))
+// figures are the ages as a step's metrics record them.
+func (s StaleStats) figures() output.Ages {
+	a := output.Ages{Mean: s.Mean(), Max: float64(s.Max()), Dropped: float64(s.Dropped), Count: map[int]float64{}}
+	for age, n := range s.Ages {
+		a.Count[age] = float64(n)
 	}
-	put("async/dropped_stale", float64(s.Dropped))
+	return a
 }
 
 // age is how many updates separate version now from the oldest weights

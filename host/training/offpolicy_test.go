@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/host/output"
 	"github.com/rlhost/rlhost/trainer/grpo"
 )
 
@@ -36,9 +37,13 @@ func TestDropStale(t *testing.T) {
 		t.Errorf("ages %v (max %d, mean %g)", st.Ages, st.Max(), st.Mean())
 	}
 	got := map[string]float64{}
-	st.put(func(k string, x float64) { got[k] = x })
+	st.figures().Put(got)
 	if got["async/dropped_stale"] != 1 || got["async/staleness_2"] != 1 || got["async/staleness_max"] != 2 {
 		t.Errorf("metrics %v", got)
+	}
+	back, ok := output.AgesOf(got)
+	if !ok || back.Dropped != 1 || back.Max != 2 || back.Count[1] != 1 || len(back.Count) != 3 {
+		t.Errorf("read back %+v", back)
 	}
 }
 

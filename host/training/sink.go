@@ -93,48 +93,45 @@ func NewSink(e *Engine, s *Settings, runID, outDir string, resumeAt int, earlier
 //     served by vLLM the new adapter loaded there.
 func (k *Sink) EndStep(ctx context.Context, st *runner.Step) error {
 	m := st.Metrics
-	put := func(key string, v float64) { m.Extra[key] = v }
-	put("time/rollout_s", st.Rollout.Seconds())
-	gen, score := splitRollout(st)
-	put("time/generation_s", gen)
-	put("time/scoring_s", score)
+	splitRollout(st).Put(m.Extra)
 	if st.Interrupted {
 		return nil
 	}
 	if msg := k.stall.observe(m.Episodes > 0 && m.RewardStd == 0, m.RewardMean); msg != "" {
 		k.logf("%s", msg)
 	}
-	batch, err := k.batch(st, put)
+	batch, err := k.batch(st)
 	if err != nil {
 		return fmt.Errorf("training on step %d: %w", st.Index, err)
 	}
-	if !k.worthUpdating(st, batch, put) {
+	if !k.worthUpdating(st, batch) {
 		return k.after(ctx, st)
 	}
 	stats, err := k.update(ctx, batch)
 	if err != nil {
 		return fmt.Errorf("training on step %d: %w", st.Index, err)
 	}
-	k.record(st, stats, len(batch.Groups), put)
+	k.record(st, stats)
 	if err := k.after(ctx, st); err != nil {
 		return err
 	}
 	if k.Engine.Sync == nil || stats.Updates == 0 {
 		return nil
 	}
-	return k.push(ctx, st, put)
+	return k.push(ctx, st)
 }
 
 // batch turns the step's episodes into GRPO groups.
-func (k *Sink) batch(st *runner.Step, put func(string, float64)) (Batch, error) {
+func (k *Sink) batch(st *runner.Step) (Batch, error) {
+	extra := st.Metrics.Extra
 	trajs := st.Trajectories
 	if k.Engine.Sync != nil {
-		trajs = k.retokenize(trajs, put)
+		trajs = k.retokenize(trajs, extra)
 	}
 	if limit := k.Settings.MaxOffPolicySteps; limit > 0 {
 		var ages StaleStats
 		trajs, ages = dropStale(trajs, k.Engine.Version(), limit)
-		ages.put(put)
+		ages.figures().Put(extra)
 		if ages.Dropped > 0 {
 			k.logf("step %d: %d episodes were sampled by weights more than max_off_policy_steps = %d updates old and are left out of training", st.Index, ages.Dropped, limit)
 		}
@@ -143,21 +140,21 @@ func (k *Sink) batch(st *runner.Step, put func(string, float64)) (Batch, error) 
 	if err != nil {
 		return Batch{}, err
 	}
+	fig := output.Batch{Groups: float64(len(batch.Groups)), SplitTurns: float64(batch.SplitTurns), Skipped: map[string]float64{}}
 	for reason, n := range batch.Skipped {
-		put("train/skipped_"+reason, float64(n))
+		fig.Skipped[reason] = float64(n)
 	}
-	if batch.SplitTurns > 0 {
-		put("train/split_turns", float64(batch.SplitTurns))
-	}
+	fig.Put(extra)
 	return batch, nil
 }
 
 // worthUpdating reports whether the batch can move the weights; when not,
 // it records why the update is skipped.
-func (k *Sink) worthUpdating(st *runner.Step, batch Batch, put func(string, float64)) bool {
+func (k *Sink) worthUpdating(st *runner.Step, batch Batch) bool {
+	extra := st.Metrics.Extra
 	if len(batch.Groups) == 0 {
 		k.logf("step %d: no episode to train on", st.Index)
-		put("train/skipped_update", 1)
+		output.SkipUpdate(extra)
 		return false
 	}
 	if !anyVariance(batch.Groups) && k.Engine.Trainer.Config().Beta == 0 {
@@ -166,9 +163,8 @@ func (k *Sink) worthUpdating(st *runner.Step, batch Batch, put func(string, floa
 		// no evidence behind the move. With beta > 0 the KL term still has
 		// a gradient once the policy has left the reference, and the step
 		// runs, as TRL's does.
-		put("train/groups", float64(len(batch.Groups)))
-		put("train/zero_std_groups", float64(len(batch.Groups)))
-		put("train/skipped_update", 1)
+		output.Batch{Groups: float64(len(batch.Groups)), ZeroStdGroups: float64(len(batch.Groups))}.Put(extra)
+		output.SkipUpdate(extra)
 		return false
 	}
 	return true
@@ -189,24 +185,21 @@ func (k *Sink) update(ctx context.Context, batch Batch) (grpo.Stats, error) {
 }
 
 // record puts a training step's figures into its metrics.
-func (k *Sink) record(st *runner.Step, s grpo.Stats, groups int, put func(string, float64)) {
-	put("time/train_s", s.Total.Seconds())
-	put("train/loss", s.Loss)
-	put("train/kl", s.KL)
-	put("train/clip_low", s.ClipLow)
-	put("train/clip_high", s.ClipHigh)
-	put("train/clip_region", s.ClipRegion)
-	put("train/grad_norm", s.GradNorm)
-	put("train/lr", s.LR)
-	put("train/tokens", float64(s.Tokens))
-	put("train/sequences", float64(s.Sequences))
-	put("train/groups", float64(groups))
-	put("train/zero_std_groups", float64(s.ZeroStdGroups))
-	put("train/updates", float64(s.Updates))
-	put("train/sample_logprob_diff", s.SampleLogProbDiff)
-	k.ratioMetrics(st.Index, s, put)
+func (k *Sink) record(st *runner.Step, s grpo.Stats) {
+	extra := st.Metrics.Extra
+	u := output.Update{Loss: s.Loss, KL: s.KL, GradNorm: s.GradNorm, LR: s.LR,
+		ClipLow: s.ClipLow, ClipHigh: s.ClipHigh, ClipRegion: s.ClipRegion,
+		Tokens: float64(s.Tokens), Sequences: float64(s.Sequences), Updates: float64(s.Updates),
+		SampleLogProbDiff: s.SampleLogProbDiff, Seconds: s.Total.Seconds(),
+		SampleRatioMean: s.SampleRatioMean, SampleRatioMax: s.SampleRatioMax, SampleRatioClipped: s.SampleRatioClipped}
+	if s.SampleRatioMax > 0 {
+		u = u.WithRatio()
+	}
+	u.Put(extra)
+	output.Batch{Groups: float64(s.Groups), ZeroStdGroups: float64(s.ZeroStdGroups)}.Put(extra)
+	k.warnDrift(st.Index, s)
 	if s.Skipped != "" {
-		put("train/skipped_update", 1)
+		output.SkipUpdate(extra)
 		k.logf("step %d: update skipped: %s", st.Index, s.Skipped)
 	}
 }
@@ -366,7 +359,13 @@ func Latest(outDir string) (string, RunState, error) {
 // splitRollout divides the rollout's wall clock between generation and
 // scoring in proportion to the time episodes spent waiting on the policy
 // and on everything else (sandboxes, the environment).
-func splitRollout(st *runner.Step) (gen, score float64) {
+func splitRollout(st *runner.Step) output.RolloutTimes {
+	t := output.RolloutTimes{Rollout: st.Rollout.Seconds()}
+	t.Generation, t.Scoring = splitTime(st)
+	return t
+}
+
+func splitTime(st *runner.Step) (gen, score float64) {
 	var p, total float64
 	for _, t := range st.Trajectories {
 		total += t.DurationMS

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/output"
 	"github.com/rlhost/rlhost/host/policy"
 	"github.com/rlhost/rlhost/host/runner"
 	"github.com/rlhost/rlhost/trainer/grpo"
@@ -249,11 +250,10 @@ func (e *Engine) saveAdapter(dir string) error {
 
 // retokenize fills in the ids of text-only turns (see Retokenize) and
 // records what it did.
-func (k *Sink) retokenize(trajs []core.Trajectory, put func(string, float64)) []core.Trajectory {
+func (k *Sink) retokenize(trajs []core.Trajectory, extra map[string]float64) []core.Trajectory {
 	out, r := Retokenize(k.Engine.Tok, trajs)
 	if r.Turns > 0 {
-		put("train/retokenized_turns", float64(r.Turns))
-		put("train/retokenize_mismatch", float64(r.Mismatched))
+		output.Retokenized{Turns: float64(r.Turns), Mismatched: float64(r.Mismatched)}.Put(extra)
 	}
 	if r.Mismatched > 0 {
 		k.logf("%d turns came back as text only and retokenising %d of them did not give the tokens the server sampled; %d episodes left out of training (first: %s)",
@@ -262,21 +262,22 @@ func (k *Sink) retokenize(trajs []core.Trajectory, put func(string, float64)) []
 	return out
 }
 
-// ratioMetrics records the importance ratio between the trainer's and
-// the sampler's log-probs, and warns when they drift apart: when the mean
-// |log ratio| (train/sample_logprob_diff) passes the threshold. The mean
-// ratio itself cannot tell, since its expectation under the sampler is 1
-// whatever the drift.
-func (k *Sink) ratioMetrics(step int, s grpo.Stats, put func(string, float64)) {
+// warnDrift warns when the trainer's and the sampler's log-probs drift
+// apart: when the mean |log ratio| (train/sample_logprob_diff) passes the
+// threshold. The mean ratio itself cannot tell, since its expectation
+// under the sampler is 1 whatever the drift.
+func (k *Sink) warnDrift(step int, s grpo.Stats) {
 	if s.SampleRatioMax == 0 {
 		return // no sampling log-probs
 	}
-	put("train/sample_ratio_mean", s.SampleRatioMean)
-	put("train/sample_ratio_max", s.SampleRatioMax)
-	put("train/sample_ratio_clipped", s.SampleRatioClipped)
 	warn := DefaultRatioWarn
 	if k.Settings.Sync != nil {
 		warn = k.Settings.Sync.RatioWarn
+	}
+	if k.Settings.MaxOffPolicySteps > 0 {
+		// Rollouts ahead of training drift by design; the
+		// importance-sampling correction weighs it.
+		return
 	}
 	if s.SampleLogProbDiff > warn {
 		k.logf("step %d: the trainer's log-probs drift from the server's: mean |log ratio| %.4f is above importance_ratio_warn %g (ratio mean %.3f, max %.2f, %.1f%% outside the sampling clip range); a different chat template, tokenizer, dtype or adapter on the server shows here first",
@@ -285,15 +286,14 @@ func (k *Sink) ratioMetrics(step int, s grpo.Stats, put func(string, float64)) {
 }
 
 // push writes the adapter the step's update produced and loads it into
-// the server; the next step's requests name it.
-func (k *Sink) push(ctx context.Context, st *runner.Step, put func(string, float64)) error {
+// the servers; the next requests name it.
+func (k *Sink) push(ctx context.Context, st *runner.Step) error {
 	start := time.Now()
 	name, err := k.Engine.Sync.Push(ctx, st.Index+1, k.Engine.Version())
 	if err != nil {
-		return fmt.Errorf("step %d: the server did not take the new adapter: %w", st.Index+1, err)
+		return fmt.Errorf("step %d: the server did not take the new adapter: %w", st.Index, err)
 	}
-	put("time/sync_s", time.Since(start).Seconds())
-	put("sync/adapter_step", float64(st.Index+1))
+	output.Sync{AdapterStep: float64(st.Index + 1), Seconds: time.Since(start).Seconds()}.Put(st.Metrics.Extra)
 	if k.Logger != nil {
 		k.Logger.Debug("adapter loaded", "name", name)
 	}

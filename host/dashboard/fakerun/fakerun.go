@@ -145,15 +145,14 @@ func Episode(rng *rand.Rand, opt Options, step, group, index int, task string, a
 	}
 	t.Reward = float64(passed) / 6
 	t.Metrics["tests_passed"], t.Metrics["tests_total"] = float64(passed), 6
-	t.Metrics["sandbox_execs"] = float64(calls + 1)
-	t.Metrics["sandbox_timeouts"] = 0
+	output.SandboxUse{Execs: float64(calls + 1)}.Put(t.Metrics)
 	t.FinishReason = core.FinishDone
 	switch r := rng.IntN(40); {
 	case r == 0:
 		t.FinishReason, t.Error, t.Reward = core.FinishError, "env step: sandbox exec: connection reset", 0
 	case r == 1:
 		t.FinishReason, t.Reward = core.FinishTimeout, 0
-		t.Metrics["sandbox_timeouts"] = 1
+		t.Metrics[output.SandboxTimeouts] = 1
 	case r == 2:
 		t.FinishReason = core.FinishMaxTurns
 	}
@@ -166,12 +165,9 @@ func Episode(rng *rand.Rand, opt Options, step, group, index int, task string, a
 func StepMetrics(runID string, step int, trajs []core.Trajectory) core.StepMetrics {
 	m := output.Aggregate(runID, step, trajs)
 	x := float64(step)
-	m.Extra["train/loss"] = 0.5 / (1 + 0.1*x)
-	m.Extra["train/grad_norm"] = 1 + 0.5/(1+x)
-	m.Extra["train/lr"] = 1e-3
-	m.Extra["time/rollout_s"] = 3 + 0.01*x
-	m.Extra["time/train_s"] = 1.5
-	m.Extra["async/staleness_mean"] = 0.5 + 0.1*float64(step%3)
+	output.Update{Loss: 0.5 / (1 + 0.1*x), GradNorm: 1 + 0.5/(1+x), LR: 1e-3, Seconds: 1.5}.Put(m.Extra)
+	output.RolloutTimes{Rollout: 3 + 0.01*x}.Put(m.Extra)
+	output.Ages{Mean: 0.5 + 0.1*float64(step%3), Max: 1}.Put(m.Extra)
 	m.DurationMS = 4500 + 10*x
 	return m
 }

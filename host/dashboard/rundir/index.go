@@ -194,7 +194,7 @@ func flagsOf(f lineFields) uint8 {
 		t.Metrics["timeouts"] = f.timeouts
 	}
 	if f.execTimeouts != 0 {
-		t.Metrics["sandbox_timeouts"] = f.execTimeouts
+		t.Metrics[output.SandboxTimeouts] = f.execTimeouts
 	}
 	var fl uint8
 	if f.errored {

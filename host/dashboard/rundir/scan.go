@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+
+	"github.com/rlhost/rlhost/host/output"
 )
 
 // A line of trajectories.jsonl is mostly messages and token ids the index
@@ -89,9 +91,9 @@ func scanMetrics(b []byte, v int, f *lineFields) (int, error) {
 			dst = &f.passed
 		case "timeouts":
 			dst = &f.timeouts
-		case "sandbox_execs":
+		case output.SandboxExecs:
 			dst = &f.execs
-		case "sandbox_timeouts":
+		case output.SandboxTimeouts:
 			dst = &f.execTimeouts
 		default:
 			return e, nil
