@@ -283,7 +283,7 @@ func (d *decoder) run() hcl.Diagnostics {
 			return
 		}
 		if *p < min {
-			diags = append(diags, attrErr(b.Body, b.DefRange, name, "Invalid value", fmt.Sprintf("%s must be at least %d, got %d.", name, min, *p)))
+			diags = append(diags, AttributeDiag(b.Body, b.DefRange, name, "Invalid value", fmt.Sprintf("%s must be at least %d, got %d.", name, min, *p)))
 			return
 		}
 		*dst = *p
@@ -291,7 +291,7 @@ func (d *decoder) run() hcl.Diagnostics {
 	if h.Name != nil {
 		r.Name = *h.Name
 		if !validName(r.Name) {
-			diags = append(diags, attrErr(b.Body, b.DefRange, "name", "Invalid run name", "Use letters, digits, '-', '_' and '.' only: the name becomes part of paths and labels."))
+			diags = append(diags, AttributeDiag(b.Body, b.DefRange, "name", "Invalid run name", "Use letters, digits, '-', '_' and '.' only: the name becomes part of paths and labels."))
 		}
 	}
 	positive("steps", h.Steps, &r.Steps, 1)
@@ -304,7 +304,7 @@ func (d *decoder) run() hcl.Diagnostics {
 	}
 	if h.MaxOffPolicy != nil {
 		if *h.MaxOffPolicy < 0 {
-			diags = append(diags, attrErr(b.Body, b.DefRange, "max_off_policy_steps", "Invalid value",
+			diags = append(diags, AttributeDiag(b.Body, b.DefRange, "max_off_policy_steps", "Invalid value",
 				fmt.Sprintf("max_off_policy_steps must be at least 0 (0 trains on every step's own rollouts), got %d.", *h.MaxOffPolicy)))
 		} else {
 			k := *h.MaxOffPolicy
@@ -314,7 +314,7 @@ func (d *decoder) run() hcl.Diagnostics {
 	if h.EpisodeTimeout != nil {
 		dur, err := duration.Positive(*h.EpisodeTimeout)
 		if err != nil {
-			diags = append(diags, attrErr(b.Body, b.DefRange, "episode_timeout", "Invalid duration", err.Error()))
+			diags = append(diags, AttributeDiag(b.Body, b.DefRange, "episode_timeout", "Invalid duration", err.Error()))
 		} else {
 			r.EpisodeTimeout = dur
 		}
@@ -356,7 +356,7 @@ func (d *decoder) output() hcl.Diagnostics {
 	diags = append(diags, noRemain(h.Remain, &h)...)
 	if h.Dir != nil {
 		if *h.Dir == "" {
-			diags = append(diags, attrErr(blocks[0].Body, blocks[0].DefRange, "dir", "Invalid output dir", "dir must not be empty."))
+			diags = append(diags, AttributeDiag(blocks[0].Body, blocks[0].DefRange, "dir", "Invalid output dir", "dir must not be empty."))
 		} else {
 			d.f.Output.Dir = *h.Dir
 		}
@@ -364,15 +364,19 @@ func (d *decoder) output() hcl.Diagnostics {
 	return diags
 }
 
-// sandboxSchema lists the settings every backend shares. Anything else in a
-// sandbox block belongs to the backend plugin's schema.
-var sandboxSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{
-		{Name: "backend"}, {Name: "plugin"}, {Name: "timeout"}, {Name: "image"}, {Name: "rootfs"},
-		{Name: "env"}, {Name: "labels"}, {Name: "ttl"}, {Name: "network"}, {Name: "workdir"},
-		{Name: "exec_timeout"}, // removed; claimed here only to say what replaced it
-	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "limits"}},
+// sandboxSchema is the settings every backend shares
+// (ReservedSandboxSettings: limits is a block, the rest attributes).
+// Anything else in a sandbox block belongs to the backend plugin's schema.
+func sandboxSchema() *hcl.BodySchema {
+	s := &hcl.BodySchema{}
+	for _, name := range ReservedSandboxSettings {
+		if name == "limits" {
+			s.Blocks = append(s.Blocks, hcl.BlockHeaderSchema{Type: name})
+		} else {
+			s.Attributes = append(s.Attributes, hcl.AttributeSchema{Name: name})
+		}
+	}
+	return s
 }
 
 type limitsHCL struct {
@@ -392,7 +396,7 @@ func (d *decoder) sandboxes() hcl.Diagnostics {
 	blocks, diags := d.labelled("sandbox")
 	for _, b := range blocks {
 		name := b.Labels[0]
-		content, remain, cd := b.Body.PartialContent(sandboxSchema)
+		content, remain, cd := b.Body.PartialContent(sandboxSchema())
 		diags = append(diags, cd...)
 		s := &Sandbox{Name: name, Body: remain, DefRange: b.DefRange, ExecTimeout: DefaultExecTimeout, AttrRanges: map[string]hcl.Range{}}
 		ctx := d.f.EvalContext
@@ -434,7 +438,7 @@ func (d *decoder) sandboxes() hcl.Diagnostics {
 		}
 		for k := range s.Spec.Labels {
 			if labels.Reserved(k) {
-				diags = append(diags, attrErr(nil, s.AttrRanges["labels"], "", "Reserved label", fmt.Sprintf("Label %q uses the reserved prefix \"rlhost.\", which rlhost sets itself.", k)))
+				diags = append(diags, AttributeDiag(nil, s.AttrRanges["labels"], "", "Reserved label", fmt.Sprintf("Label %q uses the reserved prefix \"rlhost.\", which rlhost sets itself.", k)))
 			}
 		}
 		if s.Backend == "" && s.Plugin == "" {
@@ -469,7 +473,7 @@ func decodeLimits(b *hcl.Block, ctx *hcl.EvalContext, l *core.Limits) hcl.Diagno
 		}
 		v, err := ParseSize(*p)
 		if err != nil {
-			diags = append(diags, attrErr(b.Body, b.DefRange, name, "Invalid size", err.Error()))
+			diags = append(diags, AttributeDiag(b.Body, b.DefRange, name, "Invalid size", err.Error()))
 			return
 		}
 		*dst = v
@@ -479,7 +483,7 @@ func decodeLimits(b *hcl.Block, ctx *hcl.EvalContext, l *core.Limits) hcl.Diagno
 			return
 		}
 		if *p < 1 {
-			diags = append(diags, attrErr(b.Body, b.DefRange, name, "Invalid limit", fmt.Sprintf("%s must be at least 1.", name)))
+			diags = append(diags, AttributeDiag(b.Body, b.DefRange, name, "Invalid limit", fmt.Sprintf("%s must be at least 1.", name)))
 			return
 		}
 		*dst = *p
@@ -494,14 +498,14 @@ func decodeLimits(b *hcl.Block, ctx *hcl.EvalContext, l *core.Limits) hcl.Diagno
 	if h.CPUTime != nil {
 		v, err := duration.Parse(*h.CPUTime)
 		if err != nil {
-			diags = append(diags, attrErr(b.Body, b.DefRange, "cpu_time", "Invalid duration", err.Error()))
+			diags = append(diags, AttributeDiag(b.Body, b.DefRange, "cpu_time", "Invalid duration", err.Error()))
 		} else {
 			l.CPUTime = v
 		}
 	}
 	if h.CPUs != nil {
 		if *h.CPUs <= 0 {
-			diags = append(diags, attrErr(b.Body, b.DefRange, "cpus", "Invalid limit", "cpus must be positive."))
+			diags = append(diags, AttributeDiag(b.Body, b.DefRange, "cpus", "Invalid limit", "cpus must be positive."))
 		} else {
 			l.CPUs = *h.CPUs
 		}
@@ -598,7 +602,7 @@ func (d *decoder) links() hcl.Diagnostics {
 			for _, s := range f.Sandboxes {
 				names = append(names, s.Name)
 			}
-			diags = append(diags, attrErr(nil, e.AttrRanges["sandbox"], "", "Unknown sandbox", fmt.Sprintf("No sandbox block is named %q%s", e.Sandbox, namesHint(e.Sandbox, names))))
+			diags = append(diags, AttributeDiag(nil, e.AttrRanges["sandbox"], "", "Unknown sandbox", fmt.Sprintf("No sandbox block is named %q%s", e.Sandbox, namesHint(e.Sandbox, names))))
 		}
 	}
 	pick := func(kind, chosen string, names []string, ranges []hcl.Range, attr string) string {
@@ -714,7 +718,11 @@ func noRemain(body hcl.Body, v any) hcl.Diagnostics {
 
 // attrErr makes an error pointing at attribute name of body when it can be
 // found, else at fallback.
-func attrErr(body hcl.Body, fallback hcl.Range, name, summary, detail string) *hcl.Diagnostic {
+// AttributeDiag is an error at attribute name of a block (its whole
+// expression), or at fallback (the block's header) when the block does not
+// write it: the one way a block's setting is blamed, for the blocks this
+// package decodes and for those others decode (the trainer block's).
+func AttributeDiag(body hcl.Body, fallback hcl.Range, name, summary, detail string) *hcl.Diagnostic {
 	var path []string
 	if name != "" {
 		path = []string{name}

@@ -147,6 +147,8 @@ func PluginDiagnostics(ds schema.Diagnostics, spec schema.Spec, pluginName strin
 
 // Setting names the host decodes itself in each kind of block; a plugin
 // schema may not declare them, or its setting would never be reached.
+// (exec_timeout is gone; the host still claims it, to say what replaced
+// it.)
 var (
 	ReservedSandboxSettings = []string{"backend", "plugin", "timeout", "image", "rootfs", "env", "labels", "ttl", "network", "workdir", "limits", "exec_timeout"}
 	ReservedEnvSettings     = []string{"plugin", "sandbox", "pass_env"}

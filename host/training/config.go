@@ -9,10 +9,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/gohcl"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
-	"github.com/rlhost/rlhost/core/schema"
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/trainer/device"
 	"github.com/rlhost/rlhost/trainer/grpo"
@@ -85,35 +83,72 @@ var derived = map[string]string{
 // Decode reads the trainer block of f. temperature is the policy's
 // sampling temperature: training must compute log-probs at the same one.
 // totalSteps is the run's step count (the LR schedule's length).
+//
+// Every attribute of the trainer block and its warmup block is read the
+// same way (attributes): evaluated, turned into JSON and decoded one by
+// one into its Go field under its TRL name, so a wrong type is reported at
+// its own line. Then the settings are resolved against the rest of the
+// job (resolve) and checked (check).
 func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl.Diagnostics) {
 	tb := f.Trainer
 	if tb == nil {
 		return nil, nil
 	}
 	s := &Settings{GRPO: grpo.DefaultConfig(), Device: "auto", Precision: "fp32", KeepCheckpoints: 2, SaveDType: "f32"}
-	g := &s.GRPO
 	// transformers' default schedule; a job knows its length (total_steps).
-	g.Schedule = optim.Linear
-	grpoKeys := jsonKeys(grpo.Config{})
-	schema := &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "warmup"}, {Type: "lora"}}}
-	for _, k := range grpoKeys {
-		if k == "lora" { // a block, decoded by decodeLoRA
-			continue
+	s.GRPO.Schedule = optim.Linear
+	var names []string
+	for _, k := range jsonKeys(grpo.Config{}) {
+		if k != "lora" { // a block, decoded by decodeLoRA
+			names = append(names, k)
 		}
-		schema.Attributes = append(schema.Attributes, hcl.AttributeSchema{Name: k})
 	}
-	for _, k := range append(hostSettings, syncSettings...) {
-		schema.Attributes = append(schema.Attributes, hcl.AttributeSchema{Name: k})
-	}
-	content, diags := tb.Body.Content(schema)
+	content, given, diags := attributes(f, tb.Body, append(append(names, hostSettings...), syncSettings...),
+		[]hcl.BlockHeaderSchema{{Type: "warmup"}, {Type: "lora"}}, trainerAttribute(tb))
 	if diags.HasErrors() {
 		return nil, diags
 	}
+	if diags = append(diags, s.decode(tb, given)...); diags.HasErrors() {
+		return nil, diags
+	}
+	var d hcl.Diagnostics
+	s.Sync, d = decodeSync(f, given)
+	if diags = append(diags, d...); diags.HasErrors() {
+		return nil, diags
+	}
+	s.resolve(f, given, temperature, totalSteps)
+	if !(temperature > 0) {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Training needs sampling",
+			Detail:  fmt.Sprintf("The policy's temperature is %g; GRPO compares sampled completions, so set temperature > 0 in the policy block.", temperature),
+			Subject: tb.DefRange.Ptr()})
+		return s, diags
+	}
+	diags = append(diags, s.check(tb)...)
+	diags = append(diags, s.decodeBlocks(f, content.Blocks)...)
+	diags = append(diags, s.checkSync(tb, diags.HasErrors())...)
+	return s, diags
+}
+
+// attributes evaluates the attributes names of body, and returns each one
+// given as JSON (null only for a setting that may be unset), with the
+// body's content for its blocks. vet refuses an attribute that may not be
+// written there (nil: none).
+func attributes(f *config.File, body hcl.Body, names []string, blocks []hcl.BlockHeaderSchema, vet func(name string) *hcl.Diagnostic) (*hcl.BodyContent, map[string]json.RawMessage, hcl.Diagnostics) {
+	sch := &hcl.BodySchema{Blocks: blocks}
+	for _, n := range names {
+		sch.Attributes = append(sch.Attributes, hcl.AttributeSchema{Name: n})
+	}
+	content, diags := body.Content(sch)
+	if diags.HasErrors() {
+		return nil, nil, diags
+	}
 	given := map[string]json.RawMessage{}
 	for name, a := range content.Attributes {
-		if why, ok := derived[name]; ok {
-			diags = append(diags, attrDiag(tb, name, "Setting not allowed here", fmt.Sprintf("%s is not set in the trainer block: %s.", name, why)))
-			continue
+		if vet != nil {
+			if d := vet(name); d != nil {
+				diags = append(diags, d)
+				continue
+			}
 		}
 		v, d := a.Expr.Value(f.EvalContext)
 		diags = append(diags, d...)
@@ -130,47 +165,71 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 		}
 		raw, err := ctyjson.Marshal(v, v.Type())
 		if err != nil {
-			diags = append(diags, attrDiag(tb, name, "Invalid trainer setting", err.Error()))
+			diags = append(diags, config.AttributeDiag(body, a.Range, name, "Invalid setting", err.Error()))
 			continue
 		}
 		given[name] = trlSpelling(name, raw)
 	}
-	if diags.HasErrors() {
-		return nil, diags
+	return content, given, diags
+}
+
+// trainerAttribute refuses the grpo.Config settings the host fills in.
+func trainerAttribute(tb *config.Trainer) func(string) *hcl.Diagnostic {
+	return func(name string) *hcl.Diagnostic {
+		if why, ok := derived[name]; ok {
+			return attrDiag(tb, name, "Setting not allowed here", fmt.Sprintf("%s is not set in the trainer block: %s.", name, why))
+		}
+		return nil
 	}
-	attrErr := func(name, detail string) {
-		diags = append(diags, attrDiag(tb, name, "Invalid trainer setting", detail))
+}
+
+// decodeJSON decodes one attribute's JSON into dst; the error names the
+// attribute and the type it wants.
+func decodeJSON(name string, raw json.RawMessage, dst any) error {
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return fmt.Errorf("%s: %v", name, typeError(err))
 	}
+	return nil
+}
+
+// decode puts the trainer block's attributes into s: the host's own
+// settings into their fields, the rest into grpo.Config under their TRL
+// names (the weight-sync ones are decodeSync's).
+func (s *Settings) decode(tb *config.Trainer, given map[string]json.RawMessage) hcl.Diagnostics {
+	var diags hcl.Diagnostics
 	for name, raw := range given {
-		var dst any
+		var err error
 		switch name {
-		case "device", "precision", "save_dtype":
-			dst = map[string]*string{"device": &s.Device, "precision": &s.Precision, "save_dtype": &s.SaveDType}[name]
-		case "checkpoint_every", "keep_checkpoints":
-			dst = map[string]*int{"checkpoint_every": &s.CheckpointEvery, "keep_checkpoints": &s.KeepCheckpoints}[name]
+		case "device":
+			err = decodeJSON(name, raw, &s.Device)
+		case "precision":
+			err = decodeJSON(name, raw, &s.Precision)
+		case "save_dtype":
+			err = decodeJSON(name, raw, &s.SaveDType)
+		case "checkpoint_every":
+			err = decodeJSON(name, raw, &s.CheckpointEvery)
+		case "keep_checkpoints":
+			err = decodeJSON(name, raw, &s.KeepCheckpoints)
 		case "weights_sync", "model", "adapter_dir", "importance_ratio_warn":
-			continue // decodeSync's
 		default:
 			// One attribute at a time into the config, so a wrong type is
 			// reported at its own line.
 			one, _ := json.Marshal(map[string]json.RawMessage{name: raw})
-			if err := json.Unmarshal(one, g); err != nil {
-				attrErr(name, fmt.Sprintf("%s: %v", name, typeError(err)))
-			}
-			continue
+			err = decodeJSON(name, one, &s.GRPO)
 		}
-		if err := json.Unmarshal(raw, dst); err != nil {
-			attrErr(name, fmt.Sprintf("%s: %v", name, typeError(err)))
+		if err != nil {
+			diags = append(diags, attrDiag(tb, name, "Invalid trainer setting", err.Error()))
 		}
 	}
-	if diags.HasErrors() {
-		return nil, diags
-	}
-	var d hcl.Diagnostics
-	s.Sync, d = decodeSync(f, given)
-	if diags = append(diags, d...); diags.HasErrors() {
-		return nil, diags
-	}
+	return diags
+}
+
+// resolve fills in what the trainer block does not say itself: how far
+// rollouts run ahead (the run block's, or the policy provider's default),
+// the sampling correction that needs, the sampling temperature and the
+// schedule's length.
+func (s *Settings) resolve(f *config.File, given map[string]json.RawMessage, temperature float64, totalSteps int) {
+	g := &s.GRPO
 	provider := ""
 	if pb := f.Policy(); pb != nil {
 		provider = pb.Provider
@@ -187,100 +246,112 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 	g.Temperature = temperature
 	// One optimiser update per step (num_iterations more).
 	g.TotalSteps = totalSteps * g.NumIterations
-	if !(temperature > 0) {
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Training needs sampling",
-			Detail:  fmt.Sprintf("The policy's temperature is %g; GRPO compares sampled completions, so set temperature > 0 in the policy block.", temperature),
-			Subject: tb.DefRange.Ptr()})
-		return s, diags
+}
+
+// check refuses settings out of range, each at its attribute.
+func (s *Settings) check(tb *config.Trainer) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	bad := func(name, detail string) {
+		diags = append(diags, attrDiag(tb, name, "Invalid trainer setting", detail))
 	}
-	if err := g.Validate(); err != nil {
+	if err := s.GRPO.Validate(); err != nil {
 		name, _, _ := strings.Cut(err.Error(), " ")
-		attrErr(name, err.Error())
+		bad(name, err.Error())
 	}
 	switch s.Device {
 	case "auto", "cpu":
 	case "cuda":
 		if !device.CUDABuilt() {
-			attrErr("device", `device "cuda" needs a build with the CUDA backend (make build-cuda, docs/cuda.md); this rlhost has only the CPU backend`)
+			bad("device", `device "cuda" needs a build with the CUDA backend (make build-cuda, docs/cuda.md); this rlhost has only the CPU backend`)
 		}
 	default:
-		attrErr("device", fmt.Sprintf("device %q is not one of auto, cpu, cuda", s.Device))
+		bad("device", fmt.Sprintf("device %q is not one of auto, cpu, cuda", s.Device))
 	}
 	switch {
 	case s.Precision != "fp32" && s.Precision != "bf16":
-		attrErr("precision", fmt.Sprintf("precision %q is not one of fp32, bf16", s.Precision))
+		bad("precision", fmt.Sprintf("precision %q is not one of fp32, bf16", s.Precision))
 	case s.Precision == "bf16" && s.Device == "cpu":
-		attrErr("precision", `precision "bf16" needs device "cuda" (or "auto" on a GPU); the CPU backend computes in fp32`)
+		bad("precision", `precision "bf16" needs device "cuda" (or "auto" on a GPU); the CPU backend computes in fp32`)
 	case s.Precision == "bf16" && !device.CUDABuilt():
-		attrErr("precision", `precision "bf16" needs a build with the CUDA backend (make build-cuda, docs/cuda.md); this rlhost has only the CPU backend`)
+		bad("precision", `precision "bf16" needs a build with the CUDA backend (make build-cuda, docs/cuda.md); this rlhost has only the CPU backend`)
 	}
 	if s.CheckpointEvery < 0 {
-		attrErr("checkpoint_every", "checkpoint_every must be >= 0 (0 saves only at the end)")
+		bad("checkpoint_every", "checkpoint_every must be >= 0 (0 saves only at the end)")
 	}
 	if s.KeepCheckpoints < 1 {
-		attrErr("keep_checkpoints", "keep_checkpoints must be >= 1")
+		bad("keep_checkpoints", "keep_checkpoints must be >= 1")
 	}
 	if s.SaveDType != "f32" && s.SaveDType != "bf16" {
-		attrErr("save_dtype", fmt.Sprintf("save_dtype %q is not one of f32, bf16", s.SaveDType))
+		bad("save_dtype", fmt.Sprintf("save_dtype %q is not one of f32, bf16", s.SaveDType))
 	}
-	for _, b := range content.Blocks {
-		if b.Type == "lora" {
-			if g.LoRA != nil {
-				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate lora block", Subject: b.DefRange.Ptr()})
-				continue
-			}
+	return diags
+}
+
+// decodeBlocks reads the trainer block's lora and warmup blocks.
+func (s *Settings) decodeBlocks(f *config.File, blocks hcl.Blocks) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, b := range blocks {
+		switch {
+		case b.Type == "lora" && s.GRPO.LoRA != nil, b.Type == "warmup" && s.Warmup != nil:
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate " + b.Type + " block", Subject: b.DefRange.Ptr()})
+		case b.Type == "lora":
 			l, d := decodeLoRA(f, b)
 			diags = append(diags, d...)
-			g.LoRA = l
-			continue
-		}
-		if s.Warmup != nil {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate warmup block", Subject: b.DefRange.Ptr()})
-			continue
-		}
-		var w struct {
-			File         string   `hcl:"file"`
-			Steps        *int     `hcl:"steps,optional"`
-			BatchSize    *int     `hcl:"batch_size,optional"`
-			LearningRate *float64 `hcl:"learning_rate,optional"`
-			LoRA         *bool    `hcl:"lora,optional"`
-		}
-		d := gohcl.DecodeBody(b.Body, f.EvalContext, &w)
-		diags = append(diags, d...)
-		if d.HasErrors() {
-			continue
-		}
-		s.Warmup = &Warmup{File: w.File, Source: w.File, Steps: 100, BatchSize: 8, LR: 1e-4, LoRA: true}
-		if w.LoRA != nil {
-			s.Warmup.LoRA = *w.LoRA
-		}
-		if !filepath.IsAbs(w.File) {
-			s.Warmup.File = filepath.Join(f.Dir, w.File)
-		}
-		if w.Steps != nil {
-			s.Warmup.Steps = *w.Steps
-		}
-		if w.BatchSize != nil {
-			s.Warmup.BatchSize = *w.BatchSize
-		}
-		if w.LearningRate != nil {
-			s.Warmup.LR = *w.LearningRate
-		}
-		if s.Warmup.Steps < 1 || s.Warmup.BatchSize < 1 || !(s.Warmup.LR > 0) {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid warmup block",
-				Detail: "steps and batch_size must be >= 1 and learning_rate positive.", Subject: b.DefRange.Ptr()})
+			s.GRPO.LoRA = l
+		default:
+			w, d := decodeWarmup(f, b)
+			diags = append(diags, d...)
+			s.Warmup = w
 		}
 	}
+	return diags
+}
+
+// decodeWarmup reads a warmup block.
+func decodeWarmup(f *config.File, b *hcl.Block) (*Warmup, hcl.Diagnostics) {
+	_, given, diags := attributes(f, b.Body, []string{"file", "steps", "batch_size", "learning_rate", "lora"}, nil, nil)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	if _, ok := given["file"]; !ok {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Missing required argument",
+			Detail: `The argument "file" is required: the JSONL file of chat transcripts to warm up on.`, Subject: b.DefRange.Ptr()}}
+	}
+	w := &Warmup{Steps: 100, BatchSize: 8, LR: 1e-4, LoRA: true}
+	for name, dst := range map[string]any{"file": &w.File, "steps": &w.Steps, "batch_size": &w.BatchSize, "learning_rate": &w.LR, "lora": &w.LoRA} {
+		if raw, ok := given[name]; ok {
+			if err := decodeJSON(name, raw, dst); err != nil {
+				diags = append(diags, config.AttributeDiag(b.Body, b.DefRange, name, "Invalid warmup setting", err.Error()))
+			}
+		}
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	w.Source = w.File
+	if !filepath.IsAbs(w.File) {
+		w.File = filepath.Join(f.Dir, w.File)
+	}
+	if w.Steps < 1 || w.BatchSize < 1 || !(w.LR > 0) {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid warmup block",
+			Detail: "steps and batch_size must be >= 1 and learning_rate positive.", Subject: b.DefRange.Ptr()})
+	}
+	return w, diags
+}
+
+// checkSync refuses weight-sync combinations that cannot work.
+func (s *Settings) checkSync(tb *config.Trainer, failed bool) hcl.Diagnostics {
+	var diags hcl.Diagnostics
 	if s.Sync != nil && s.Warmup != nil && !s.Warmup.LoRA {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Warm-up with weights_sync",
 			Detail:  "A warm-up with lora = false fine-tunes the base weights, which the vLLM server does not have. Warm up the adapter (lora = true, the default), or warm up with the embedded policy and serve the model it writes.",
 			Subject: tb.DefRange.Ptr()})
 	}
-	if s.Sync != nil && g.LoRA == nil && !diags.HasErrors() {
+	if s.Sync != nil && s.GRPO.LoRA == nil && !failed && len(diags) == 0 {
 		diags = append(diags, attrDiag(tb, "weights_sync", "Invalid trainer setting",
 			`weights_sync = "lora" trains a LoRA adapter: add a lora block (lora { rank = 16 }, see docs/vllm.md)`))
 	}
-	return s, diags
+	return diags
 }
 
 // trlSpelling maps values TRL accepts for a setting in another type to
@@ -333,6 +404,5 @@ func typeError(err error) string {
 
 // attrDiag points at attribute name of the trainer block, or at the block.
 func attrDiag(tb *config.Trainer, name, summary, detail string) *hcl.Diagnostic {
-	d := schema.Diagnostic{Severity: schema.Error, Summary: summary, Detail: detail, Path: []string{name}}
-	return config.InConfigBody(schema.Diagnostics{d}, config.Origin{Body: tb.Body, Block: tb.DefRange})[0]
+	return config.AttributeDiag(tb.Body, tb.DefRange, name, summary, detail)
 }
