@@ -16,9 +16,9 @@ type File struct {
 	Run       Run
 	Sandboxes []*Sandbox
 	Envs      []*Env
-	Policies  []*Policy
+	Policies  []*PolicyBlock
 	Output    Output
-	Trainer   *Trainer // nil: the run only rolls out and scores
+	Trainer   *TrainerBlock // nil: the run only rolls out and scores
 	Eval      *Eval    // nil: no tasks held out, no evaluation during training
 
 	// Files holds the parsed sources, for rendering diagnostics with context.
@@ -84,16 +84,16 @@ type Env struct {
 	AttrRanges map[string]hcl.Range
 }
 
-// Policy is a policy block. Its body is decoded by host/policy's Config.
-type Policy struct {
+// PolicyBlock is a policy block. Its body is decoded into host/policy's Config.
+type PolicyBlock struct {
 	Name     string
 	Provider string
 	Body     hcl.Body
 	DefRange hcl.Range
 }
 
-// Trainer is the trainer block. Its body is decoded by host/training.
-type Trainer struct {
+// TrainerBlock is the trainer block. Its body is decoded by host/training.
+type TrainerBlock struct {
 	Body     hcl.Body
 	DefRange hcl.Range
 }

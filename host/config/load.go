@@ -543,7 +543,7 @@ func (d *decoder) policies() hcl.Diagnostics {
 	blocks, diags := d.labelled("policy")
 	for _, b := range blocks {
 		name := b.Labels[0]
-		p := &Policy{Name: name, Body: b.Body, DefRange: b.DefRange}
+		p := &PolicyBlock{Name: name, Body: b.Body, DefRange: b.DefRange}
 		content, _, cd := b.Body.PartialContent(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "provider", Required: true}}})
 		diags = append(diags, cd...)
 		if a, ok := content.Attributes["provider"]; ok {
@@ -564,7 +564,7 @@ func (d *decoder) trainer() hcl.Diagnostics {
 	if len(blocks) > 1 {
 		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Duplicate trainer block", Detail: "Only one trainer block is allowed.", Subject: blocks[1].DefRange.Ptr()}}
 	}
-	d.f.Trainer = &Trainer{Body: blocks[0].Body, DefRange: blocks[0].DefRange}
+	d.f.Trainer = &TrainerBlock{Body: blocks[0].Body, DefRange: blocks[0].DefRange}
 	return nil
 }
 
@@ -659,7 +659,7 @@ func (f *File) Env() *Env {
 }
 
 // Policy returns the policy block the run uses, or nil.
-func (f *File) Policy() *Policy {
+func (f *File) Policy() *PolicyBlock {
 	for _, p := range f.Policies {
 		if p.Name == f.Run.Policy {
 			return p

@@ -174,7 +174,7 @@ func attributes(f *config.File, body hcl.Body, names []string, blocks []hcl.Bloc
 }
 
 // trainerAttribute refuses the grpo.Config settings the host fills in.
-func trainerAttribute(tb *config.Trainer) func(string) *hcl.Diagnostic {
+func trainerAttribute(tb *config.TrainerBlock) func(string) *hcl.Diagnostic {
 	return func(name string) *hcl.Diagnostic {
 		if why, ok := derived[name]; ok {
 			return attrDiag(tb, name, "Setting not allowed here", fmt.Sprintf("%s is not set in the trainer block: %s.", name, why))
@@ -195,7 +195,7 @@ func decodeJSON(name string, raw json.RawMessage, dst any) error {
 // decode puts the trainer block's attributes into s: the host's own
 // settings into their fields, the rest into grpo.Config under their TRL
 // names (the weight-sync ones are decodeSync's).
-func (s *Settings) decode(tb *config.Trainer, given map[string]json.RawMessage) hcl.Diagnostics {
+func (s *Settings) decode(tb *config.TrainerBlock, given map[string]json.RawMessage) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	for name, raw := range given {
 		var err error
@@ -249,7 +249,7 @@ func (s *Settings) resolve(f *config.File, given map[string]json.RawMessage, tem
 }
 
 // check refuses settings out of range, each at its attribute.
-func (s *Settings) check(tb *config.Trainer) hcl.Diagnostics {
+func (s *Settings) check(tb *config.TrainerBlock) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	bad := func(name, detail string) {
 		diags = append(diags, attrDiag(tb, name, "Invalid trainer setting", detail))
@@ -340,7 +340,7 @@ func decodeWarmup(f *config.File, b *hcl.Block) (*Warmup, hcl.Diagnostics) {
 }
 
 // checkSync refuses weight-sync combinations that cannot work.
-func (s *Settings) checkSync(tb *config.Trainer, failed bool) hcl.Diagnostics {
+func (s *Settings) checkSync(tb *config.TrainerBlock, failed bool) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	if s.Sync != nil && s.Warmup != nil && !s.Warmup.LoRA {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Warm-up with weights_sync",
@@ -403,6 +403,6 @@ func typeError(err error) string {
 }
 
 // attrDiag points at attribute name of the trainer block, or at the block.
-func attrDiag(tb *config.Trainer, name, summary, detail string) *hcl.Diagnostic {
+func attrDiag(tb *config.TrainerBlock, name, summary, detail string) *hcl.Diagnostic {
 	return config.AttributeDiag(tb.Body, tb.DefRange, name, summary, detail)
 }
