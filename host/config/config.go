@@ -19,7 +19,7 @@ type File struct {
 	Policies  []*PolicyBlock
 	Output    Output
 	Trainer   *TrainerBlock // nil: the run only rolls out and scores
-	Eval      *Eval    // nil: no tasks held out, no evaluation during training
+	Eval      *Eval         // nil: no tasks held out, no evaluation during training
 
 	// Files holds the parsed sources, for rendering diagnostics with context.
 	Files map[string]*hcl.File
