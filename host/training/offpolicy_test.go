@@ -1,19 +1,16 @@
 package training
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"os/exec"
 	"slices"
 	"testing"
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/host/output"
 	"github.com/rlhost/rlhost/trainer/grpo"
+	"github.com/rlhost/rlhost/trainer/torchref"
 )
 
 func TestDropStale(t *testing.T) {
@@ -75,13 +72,7 @@ type offEpisode struct {
 // importance-sampling weights of their tokens (grpo.SamplingWeights, every
 // mode) and the loss and its gradient they give (grpo.Loss).
 func TestOffPolicyMatchesPyTorch(t *testing.T) {
-	py := "/usr/bin/python3"
-	if err := exec.Command(py, "-c", "import torch").Run(); err != nil {
-		if os.Getenv("RLHOST_REQUIRE_TORCH") == "1" {
-			t.Fatalf("RLHOST_REQUIRE_TORCH=1 but %s cannot import torch: %v", py, err)
-		}
-		t.Skipf("%s cannot import torch (apt-get install python3-torch); set RLHOST_REQUIRE_TORCH=1 to make this fatal", py)
-	}
+	torchref.Require(t)
 	r := rand.New(rand.NewPCG(28, 4))
 	var cases []offCase
 	modes := []string{grpo.CorrectionTokenTruncate, grpo.CorrectionTokenMask, grpo.CorrectionSequenceTruncate, grpo.CorrectionSequenceMask}
@@ -110,26 +101,12 @@ func TestOffPolicyMatchesPyTorch(t *testing.T) {
 			}
 		}
 	}
-	in, err := json.Marshal(cases)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(py, "testdata/offpolicy.py")
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("offpolicy.py: %v\n%s", err, stderr.String())
-	}
 	var want []struct {
 		Kept []int       `json:"kept"`
 		Loss float64     `json:"loss"`
 		Grad [][]float64 `json:"grad"`
 	}
-	if err := json.Unmarshal(out, &want); err != nil {
-		t.Fatal(err)
-	}
+	torchref.Run(t, "testdata/offpolicy.py", cases, &want)
 	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-12*math.Max(1, math.Abs(b)) }
 	dropped := 0
 	for ci, c := range cases {

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/rlhost/rlhost/trainer/torchref"
 )
 
 func near(a, b, tol float64) bool {
@@ -212,13 +213,8 @@ type refOut struct {
 // off-policy (μ > 1: old ≠ current, with ratios outside the clip range),
 // with and without a sampling correction.
 func TestLossMatchesTRLReference(t *testing.T) {
-	py := "/usr/bin/python3"
-	if err := exec.Command(py, "-c", "import torch").Run(); err != nil {
-		if os.Getenv("RLHOST_REQUIRE_TORCH") == "1" {
-			t.Fatalf("RLHOST_REQUIRE_TORCH=1 but %s cannot import torch: %v", py, err)
-		}
-		t.Skipf("%s cannot import torch (apt-get install python3-torch); set RLHOST_REQUIRE_TORCH=1 to make this fatal", py)
-	}
+	torchref.Require(t)
+	py := torchref.Python
 	r := rand.New(rand.NewPCG(42, 7))
 	var cases []refCase
 	for _, typ := range LossTypes {

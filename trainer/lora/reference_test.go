@@ -12,6 +12,7 @@ import (
 	"github.com/rlhost/rlhost/trainer/compute/cpu"
 	"github.com/rlhost/rlhost/trainer/model"
 	"github.com/rlhost/rlhost/trainer/safetensors"
+	"github.com/rlhost/rlhost/trainer/torchref"
 )
 
 // TestLoadsReferenceAdapter loads an adapter written by
@@ -20,13 +21,8 @@ import (
 // logits of base + adapter with the reference's PyTorch forward, which
 // applies the adapter as PEFT's LoRA Linear does.
 func TestLoadsReferenceAdapter(t *testing.T) {
-	py := "/usr/bin/python3"
-	if err := exec.Command(py, "-c", "import torch").Run(); err != nil {
-		if os.Getenv("RLHOST_REQUIRE_TORCH") == "1" {
-			t.Fatalf("RLHOST_REQUIRE_TORCH=1 but %s cannot import torch: %v", py, err)
-		}
-		t.Skipf("%s cannot import torch (apt-get install python3-torch); set RLHOST_REQUIRE_TORCH=1 to make this fatal", py)
-	}
+	torchref.Require(t)
+	py := torchref.Python
 	be, err := cpu.New64(cpu.Options{Workers: 2})
 	if err != nil {
 		t.Fatal(err)
