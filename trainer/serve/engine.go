@@ -352,7 +352,9 @@ func (e *engine) sample(work []sampleWork) {
 				}
 				w := &work[i]
 				lg := e.logits[w.row*e.V : (w.row+1)*e.V]
-				w.tok, w.lp = w.s.sampler.Sample(lg)
+				// Keyed by position, so each turn of a conversation that
+				// repeats its seed draws afresh.
+				w.tok, w.lp = w.s.sampler.Sample(lg, len(w.s.job.prompt)+w.s.count)
 				if n := w.s.job.topN; n > 0 {
 					w.top = w.s.sampler.TopLogProbs(lg, n)
 				}

@@ -33,3 +33,23 @@ func dot32(a, b *float32, blocks int) float32
 //
 //go:noescape
 func expAffine(dst, src *float32, blocks int, a, b, c float32) float64
+
+// The row-invariant dot kernels (dot_amd64.s, dot.go).
+//
+//go:noescape
+func dot4x3(k8 int, a *float32, lda int, w *float32, ldw int, st, t *float32, fl int)
+
+//go:noescape
+func dot1x12(k8 int, a *float32, w *float32, ldw int, st, t *float32, fl int)
+
+//go:noescape
+func dot1x1(k8 int, a, w *float32, st, t *float32, fl int)
+
+//go:noescape
+func axpy64(n int, p *float32, v *float32, ldv int, o *float32)
+
+//go:noescape
+func axpy32(n int, p *float32, v *float32, ldv int, o *float32)
+
+//go:noescape
+func maxf32(x *float32, blocks int) float32
