@@ -50,6 +50,12 @@ type Options struct {
 	// adapter routes (see adapters.go); without it those routes are a 404,
 	// as on a vLLM that does not allow runtime LoRA updating.
 	Adapters AdapterHost
+	// NoPrefixCache turns the prefix cache off: by default a finished
+	// sequence's keys and values stay in its idle slot, and a request
+	// whose prompt repeats cached tokens (the next turn of a conversation,
+	// another request's prompt) computes only the rest. The logits are the
+	// same either way, bit for bit on the CPU backend.
+	NoPrefixCache bool
 }
 
 // maxBody bounds a request body.
@@ -121,7 +127,7 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, error
 		stop[id] = true
 	}
 	s := &Server{opts: opts, tok: tok, log: opts.Logger, maxLen: opts.MaxSeqLen, done: make(chan struct{}),
-		eng: newEngine(m, tok, cache, stop, opts.Logger)}
+		eng: newEngine(m, tok, cache, stop, opts.NoPrefixCache, opts.Logger)}
 	if opts.Adapters != nil {
 		s.adapters = newAdapterSet(opts.Adapters)
 	}
@@ -136,10 +142,27 @@ func (s *Server) WeightsVersion() uint64 { return s.eng.version.Load() }
 // Running is the number of sequences holding a cache slot now.
 func (s *Server) Running() int { return int(s.eng.running.Load()) }
 
+// Stats counts tokens since the server started.
+type Stats struct {
+	// Generated is the completion tokens sampled.
+	Generated int64
+	// PromptTokens is the prompt tokens of the requests admitted;
+	// CachedTokens is how many of them the prefix cache supplied, so
+	// PromptTokens − CachedTokens were computed.
+	PromptTokens, CachedTokens int64
+}
+
+// Stats returns the token counts so far.
+func (s *Server) Stats() Stats {
+	st := &s.eng.stats
+	return Stats{Generated: st.generated.Load(), PromptTokens: st.prompt.Load(), CachedTokens: st.cached.Load()}
+}
+
 // Update waits until no generation is in flight (requests arriving
 // meanwhile queue), runs fn, which may change the model's weights on its
-// backend, bumps the weights version and resumes generation. No request
-// sees weights fn is still changing. It returns fn's error, or ctx's when
+// backend, bumps the weights version, empties the prefix cache and
+// resumes generation. No request sees weights fn is still changing, nor
+// keys and values computed with the weights before. It returns fn's error, or ctx's when
 // ctx ends before the engine goes idle (fn has not run then).
 func (s *Server) Update(ctx context.Context, fn func() error) error {
 	s.updateMu.Lock()

@@ -354,8 +354,8 @@ func TestBatchedEqualsUnbatched(t *testing.T) {
 			t.Fatalf("%s: tokens %v, alone %v", name, r.Choices[0].TokenIDs, alone.Choices[0].TokenIDs)
 		}
 		for i, lp := range r.Choices[0].Logprobs.Content {
-			if d := math.Abs(lp.Logprob - alone.Choices[0].Logprobs.Content[i].Logprob); d > 1e-4 {
-				t.Fatalf("%s: token %d logprob differs by %g", name, i, d)
+			if lp.Logprob != alone.Choices[0].Logprobs.Content[i].Logprob {
+				t.Fatalf("%s: token %d logprob %v, alone %v", name, i, lp.Logprob, alone.Choices[0].Logprobs.Content[i].Logprob)
 			}
 		}
 	}
@@ -391,6 +391,43 @@ func TestBatchedEqualsUnbatched(t *testing.T) {
 	}
 	if slices.Equal(ref[0].Tokens, ref[1].Tokens) {
 		t.Fatal("different prompts gave the same greedy output: the check is vacuous")
+	}
+}
+
+// Sampling with a seed gives the same tokens and log-probs, bit for bit,
+// whether a request runs alone (batch 1) or as one of 16 at once, whose
+// prompts differ in length and whose sequences end at different times.
+func TestSeededSamplingIndependentOfLoad(t *testing.T) {
+	tok := qwenTokenizer(t)
+	m := testModel(t, tok)
+	_, _, base := startServer(t, m, tok, Options{MaxBatch: 16, MaxSeqLen: 256, NoPrefixCache: true})
+	body := func(i int) map[string]any {
+		return req(map[string]any{"seed": 40 + i, "max_tokens": 6 + i%5, "logprobs": true, "return_token_ids": true,
+			"messages": []map[string]any{{"role": "user", "content": fmt.Sprintf("request %d %s", i, strings.Repeat("y", 3*i))}}})
+	}
+	alone := make([]rawResponse, 16)
+	for i := range alone {
+		alone[i] = postOK(t, base, body(i))
+	}
+	together := make([]rawResponse, 16)
+	var wg sync.WaitGroup
+	for i := range together {
+		wg.Go(func() { together[i] = postOK(t, base, body(i)) })
+	}
+	wg.Wait()
+	for i := range alone {
+		a, b := alone[i].Choices[0], together[i].Choices[0]
+		if !slices.Equal(a.TokenIDs, b.TokenIDs) {
+			t.Fatalf("request %d: alone %v, among 16 %v", i, a.TokenIDs, b.TokenIDs)
+		}
+		for k := range a.Logprobs.Content {
+			if a.Logprobs.Content[k].Logprob != b.Logprobs.Content[k].Logprob {
+				t.Fatalf("request %d token %d: log-prob alone %v, among 16 %v", i, k, a.Logprobs.Content[k].Logprob, b.Logprobs.Content[k].Logprob)
+			}
+		}
+	}
+	if slices.Equal(alone[0].Choices[0].TokenIDs, alone[1].Choices[0].TokenIDs) {
+		t.Fatal("two requests sampled the same tokens: the comparison is weak")
 	}
 }
 
