@@ -597,6 +597,27 @@ func TestCancelledRequestFreesSlots(t *testing.T) {
 	}
 }
 
+// A request without "model" (or with an empty one) gets the served model,
+// as on vLLM.
+func TestRequestWithoutModel(t *testing.T) {
+	tok := qwenTokenizer(t)
+	m := testModel(t, tok)
+	_, _, base := startServer(t, m, tok, Options{MaxBatch: 2, MaxSeqLen: 128})
+	for _, body := range []map[string]any{
+		{"messages": []map[string]any{{"role": "user", "content": "hi"}}, "max_tokens": 3},
+		{"model": "", "messages": []map[string]any{{"role": "user", "content": "hi"}}, "max_tokens": 3},
+	} {
+		var r struct {
+			Model   string `json:"model"`
+			Choices []any  `json:"choices"`
+		}
+		status, out := post(t, context.Background(), base, body)
+		if err := json.Unmarshal(out, &r); status != http.StatusOK || err != nil || r.Model != testModelName || len(r.Choices) != 1 {
+			t.Fatalf("%v: status %d, %s", body, status, out)
+		}
+	}
+}
+
 func TestMalformedRequests(t *testing.T) {
 	tok := qwenTokenizer(t)
 	m := testModel(t, tok)
@@ -607,23 +628,26 @@ func TestMalformedRequests(t *testing.T) {
 		body   any
 		status int
 		msg    string
+		param  string // the field named in the error; "" for null
 	}{
-		{"not JSON", `{"model": `, 400, "not valid JSON"},
-		{"wrong type", `{"model": "rlhost-test", "messages": "hi"}`, 400, "not valid JSON"},
-		{"unknown model", req(map[string]any{"model": "gpt-4"}), 404, "does not exist"},
-		{"no messages", req(map[string]any{"messages": []any{}}), 400, "at least one message"},
-		{"bad role", req(map[string]any{"messages": []map[string]any{{"role": "robot", "content": "x"}}}), 400, "role"},
-		{"image part", req(map[string]any{"messages": []map[string]any{{"role": "user", "content": []map[string]any{{"type": "image_url"}}}}}), 400, "only text parts"},
-		{"n too large", req(map[string]any{"n": 3}), 400, "n=3"},
-		{"negative temperature", req(map[string]any{"temperature": -1}), 400, "temperature"},
-		{"top_p zero", req(map[string]any{"top_p": 0}), 400, "top_p"},
-		{"top_k", req(map[string]any{"top_k": -5}), 400, "top_k"},
-		{"max_tokens zero", req(map[string]any{"max_tokens": 0}), 400, "max_tokens"},
-		{"stop number", req(map[string]any{"stop": 5}), 400, "stop"},
-		{"tool_choice required", req(map[string]any{"tool_choice": "required"}), 400, "tool_choice"},
-		{"top_logprobs without logprobs", req(map[string]any{"top_logprobs": 2}), 400, "logprobs"},
-		{"context overflow", req(map[string]any{"max_tokens": 120}), 400, "maximum context length"},
-		{"long prompt", req(map[string]any{"messages": []map[string]any{{"role": "user", "content": strings.Repeat("word ", 200)}}}), 400, "maximum context length"},
+		{"not JSON", `{"model": `, 400, "not valid JSON", ""},
+		{"wrong type", `{"model": "rlhost-test", "messages": "hi"}`, 400, "not valid JSON", ""},
+		{"unknown model", req(map[string]any{"model": "gpt-4"}), 404, "does not exist", "model"},
+		{"no messages", req(map[string]any{"messages": []any{}}), 400, "at least one message", "messages"},
+		{"bad role", req(map[string]any{"messages": []map[string]any{{"role": "robot", "content": "x"}}}), 400, "role", "messages"},
+		{"image part", req(map[string]any{"messages": []map[string]any{{"role": "user", "content": []map[string]any{{"type": "image_url"}}}}}), 400, "only text parts", "messages"},
+		{"n too large", req(map[string]any{"n": 3}), 400, "n=3", "n"},
+		{"negative temperature", req(map[string]any{"temperature": -1}), 400, "temperature", "temperature"},
+		{"top_p zero", req(map[string]any{"top_p": 0}), 400, "top_p", "top_p"},
+		{"top_k", req(map[string]any{"top_k": -5}), 400, "top_k", "top_k"},
+		{"max_tokens zero", req(map[string]any{"max_tokens": 0}), 400, "max_tokens", "max_tokens"},
+		{"max_completion_tokens zero", req(map[string]any{"max_completion_tokens": 0}), 400, "max_completion_tokens", "max_completion_tokens"},
+		{"stop number", req(map[string]any{"stop": 5}), 400, "stop", "stop"},
+		{"bad tool", req(map[string]any{"tools": []map[string]any{{"type": "retrieval"}}}), 400, "tools[0]", "tools"},
+		{"tool_choice required", req(map[string]any{"tool_choice": "required"}), 400, "tool_choice", "tool_choice"},
+		{"top_logprobs without logprobs", req(map[string]any{"top_logprobs": 2}), 400, "logprobs", "top_logprobs"},
+		{"context overflow", req(map[string]any{"max_tokens": 120}), 400, "maximum context length", "messages"},
+		{"long prompt", req(map[string]any{"messages": []map[string]any{{"role": "user", "content": strings.Repeat("word ", 200)}}}), 400, "maximum context length", "messages"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -636,6 +660,9 @@ func TestMalformedRequests(t *testing.T) {
 			}
 			if status != tc.status || !strings.Contains(e.Error.Message, tc.msg) || e.Error.Type == "" {
 				t.Fatalf("status %d, error %+v; want %d containing %q", status, e.Error, tc.status, tc.msg)
+			}
+			if got := e.Error.Param; (tc.param == "") != (got == nil) || got != nil && *got != tc.param {
+				t.Fatalf("param %v, want %q", got, tc.param)
 			}
 		})
 	}
