@@ -211,7 +211,7 @@ func (r *Runner) step(ctx context.Context, step int, batch []core.Task) []core.T
 	var wg sync.WaitGroup
 launch:
 	for g, task := range batch {
-		share := &groupShare{n: r.Settings.GroupSize}
+		share := &groupShare{n: r.Settings.GroupSize, seed: episodeSeed(r.Settings.Seed, step, g, 0)}
 		for i := 0; i < r.Settings.GroupSize; i++ {
 			if r.fatalErr() != nil {
 				break launch
@@ -437,9 +437,12 @@ func (r *Runner) complete(ctx context.Context, req policy.Request, turn int, sha
 	return resp.Choices[0], resp.Usage, nil
 }
 
-// groupShare is the one first-turn request of a group.
+// groupShare is the one first-turn request of a group. It carries the
+// seed of the group's episode 0 whichever episode sends it, so the group's
+// samples do not depend on which of them got there first.
 type groupShare struct {
 	n    int
+	seed int64
 	done chan struct{}
 	key  string
 	resp policy.Response
@@ -455,7 +458,7 @@ func (g *groupShare) get(ctx context.Context, p policy.Policy, req policy.Reques
 		g.key = key
 		g.mu.Unlock()
 		shared := req
-		shared.N, shared.Index = g.n, 0
+		shared.N, shared.Index, shared.Seed = g.n, 0, g.seed
 		g.resp, g.err = p.Complete(ctx, shared)
 		close(g.done)
 	} else {
