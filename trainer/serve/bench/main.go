@@ -1,8 +1,10 @@
 // Command bench measures the embedded policy server (trainer/serve) and
-// prints Markdown table rows for BENCHMARKS.md: aggregate generated tokens
+// prints Markdown tables for BENCHMARKS.md: aggregate generated tokens
 // per second at 1, 4 and 16 concurrent chat requests through go-openai over
 // loopback HTTP, next to the same-run yardstick of trainer/generate
-// decoding the same model at batch 1 and 16 without a server.
+// decoding the same model at batch 1 and 16 without a server; and an
+// 8-turn tool-use episode replayed through the server with and without
+// its prefix cache (prompt tokens computed, wall time per episode).
 //
 // Models are random (hfconfig presets widened to the Qwen tokenizer's
 // vocabulary, as `rlhost model init --tokenizer` makes them); it checks no
@@ -34,7 +36,8 @@ import (
 
 func main() {
 	tokDir := flag.String("tokenizer", os.Getenv("RLHOST_QWEN_TOKENIZER"), "directory holding tokenizer.json (scripts/tokenizer/fetch.sh)")
-	presets := flag.String("presets", "10m:64:3,qwen2.5-0.5b:16:1", "comma-separated preset:tokens-per-request:rounds")
+	presets := flag.String("presets", "10m:64:3,qwen2.5-0.5b:16:1", "comma-separated preset:tokens-per-request:rounds for the throughput table (empty: none)")
+	episodes := flag.String("episode", "10m:3,qwen2.5-0.5b:1", "comma-separated preset:rounds for the multi-turn episode table (empty: none)")
 	profile := flag.String("cpuprofile", "", "write a CPU profile to this file")
 	flag.Parse()
 	if *profile != "" {
@@ -49,14 +52,14 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*tokDir, *presets); err != nil {
+	if err := run(*tokDir, *presets, *episodes); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(tokDir, presets string) error {
+func run(tokDir, presets, episodes string) error {
 	if tokDir == "" {
 		tokDir = ".cache/qwen-tokenizer"
 	}
@@ -68,9 +71,14 @@ func run(tokDir, presets string) error {
 	fmt.Printf("Command: go run ./trainer/serve/bench %s\n", strings.Join(os.Args[1:], " "))
 	fmt.Println("Yardstick: trainer/generate on the same model in the same run (no HTTP, one fixed batch).")
 	fmt.Println()
-	fmt.Println("| model | setting | tokens/request | requests | generated tokens | wall (s) | aggregate tok/s (median round) | vs 1 concurrent / batch 1 | tokens per CPU-second | vs 1 concurrent / batch 1 |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	if presets != "" {
+		fmt.Println("| model | setting | tokens/request | requests | generated tokens | wall (s) | aggregate tok/s (median round) | vs 1 concurrent / batch 1 | tokens per CPU-second | vs 1 concurrent / batch 1 |")
+		fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	}
 	for _, spec := range strings.Split(presets, ",") {
+		if spec == "" {
+			continue
+		}
 		f := strings.Split(spec, ":")
 		var tokens, rounds int
 		if len(f) != 3 {
@@ -86,27 +94,54 @@ func run(tokDir, presets string) error {
 			return fmt.Errorf("%s: %w", f[0], err)
 		}
 	}
+	if episodes != "" {
+		fmt.Println()
+		fmt.Println("| model | prefix cache | prompt tokens (8 turns) | prompt tokens computed | supplied by the cache | wall per episode (s, median) | per round (s) | vs without |")
+		fmt.Println("|---|---|---|---|---|---|---|---|")
+	}
+	for _, spec := range strings.Split(episodes, ",") {
+		if spec == "" {
+			continue
+		}
+		name, r, ok := strings.Cut(spec, ":")
+		var rounds int
+		if _, err := fmt.Sscan(r, &rounds); !ok || err != nil || rounds <= 0 {
+			return fmt.Errorf("episode spec %q: want name:rounds", spec)
+		}
+		if err := benchEpisode(tok, name, rounds); err != nil {
+			return fmt.Errorf("%s episode: %w", name, err)
+		}
+	}
 	return nil
 }
 
-func benchPreset(tok *tokenizer.Tokenizer, preset string, tokens, rounds int) error {
+// benchModel is preset with random weights, widened to tok's vocabulary.
+func benchModel(tok *tokenizer.Tokenizer, preset string) (*model.Model, func(), string, error) {
 	cfg, err := hfconfig.Preset(preset)
 	if err != nil {
-		return err
+		return nil, nil, "", err
 	}
 	cfg.VocabSize = max(cfg.VocabSize, tok.VocabSize())
 	cfg.EOSTokenIDs = []int{tok.EOS()}
 	be, err := cpu.New(cpu.Options{})
 	if err != nil {
-		return err
+		return nil, nil, "", err
 	}
-	defer be.Close()
 	m, err := model.New(be, cfg)
+	if err != nil {
+		be.Close()
+		return nil, nil, "", err
+	}
+	m.Init(1, 0.02)
+	return m, be.Close, fmt.Sprintf("%s (%.0fM params, vocab %d)", preset, float64(cfg.NumParams())/1e6, cfg.VocabSize), nil
+}
+
+func benchPreset(tok *tokenizer.Tokenizer, preset string, tokens, rounds int) error {
+	m, closeBE, label, err := benchModel(tok, preset)
 	if err != nil {
 		return err
 	}
-	m.Init(1, 0.02)
-	label := fmt.Sprintf("%s (%.0fM params, vocab %d)", preset, float64(cfg.NumParams())/1e6, cfg.VocabSize)
+	defer closeBE()
 
 	// Yardstick first: generate at batch 1 and 16, 32-token prompts.
 	var gen1, genCPU1 float64
