@@ -22,11 +22,6 @@ func kern6x16acc(kk int, a, b, c *float32, ldc int)
 //go:noescape
 func fmaPeak(iters int) float32
 
-// dot32 returns the dot product of the first 32·blocks elements of a and b.
-//
-//go:noescape
-func dot32(a, b *float32, blocks int) float32
-
 // expAffine (exp_amd64.s) computes e = exp(a·src[i] − b) over the first
 // 8·blocks elements, stores c·e into dst unless dst is nil, and returns
 // Σe in float64. Relative error is a few float32 ulps.
