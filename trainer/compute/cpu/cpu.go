@@ -29,9 +29,10 @@ func (t *ints) Len() int { return len(t.d) }
 
 // Device is the CPU backend with element type T.
 type Device[T Float] struct {
-	pool     *pool
-	useGonum bool
-	noAsm    bool // tests force the portable kernel with it
+	pool       *pool
+	useGonum   bool
+	noAsm      bool // tests force the portable kernel with it
+	noPrefetch bool // benchmarks compare the row dots without prefetching
 
 	packA, packB [][]T       // per-worker matmul packing buffers
 	dotState     [][]float32 // per-worker lane sums of chunked row dots

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/rlhost/rlhost/trainer/compute"
 )
@@ -25,7 +26,8 @@ type rowDot[T Float] struct {
 	c, a, w                []T
 	m, n, k, lda, ldw, ldc int
 	acc                    bool
-	kc                     int // chunk length (a multiple of 8); 0 picks it from k
+	kc                     int  // chunk length (a multiple of 8); 0 picks it from k
+	prefetch               bool // prefetch the next weight tile (for the benchmark to compare)
 }
 
 // Blocking: a task takes up to dotRowBlock rows of a against a block of
@@ -47,7 +49,7 @@ func (b *Device[T]) LinearRows(y, x, w compute.Tensor, m, n, k int, acc bool) {
 	if len(yd) < m*n || len(xd) < m*k || len(wd) < n*k {
 		panic(fmt.Sprintf("cpu: linear %dx%dx%d on tensors of %d, %d, %d", m, n, k, len(yd), len(xd), len(wd)))
 	}
-	b.rowDot(&rowDot[T]{c: yd, a: xd, w: wd, m: m, n: n, k: k, lda: k, ldw: k, ldc: n, acc: acc})
+	b.rowDot(&rowDot[T]{c: yd, a: xd, w: wd, m: m, n: n, k: k, lda: k, ldw: k, ldc: n, acc: acc, prefetch: !b.noPrefetch})
 }
 
 // rowDot runs g on the pool, split over units of 12 columns.
@@ -149,7 +151,14 @@ func (g *rowDot[T]) chunk(ib, ie, jb, je, p, c8, fl int, st []float32) {
 	for ; i+4 <= ie; i += 4 {
 		j := jb
 		for ; j+3 <= je; j += 3 {
-			dot4x3(c8, &a[i*g.lda+p], g.lda, &w[j*g.ldw+p], g.ldw, &st[o], &t[0], fl)
+			// The first row tile reads each weight tile from memory: it
+			// prefetches the next one (an address past w's end is never
+			// dereferenced, a prefetch does not fault).
+			var pf uintptr
+			if i == ib && g.prefetch {
+				pf = uintptr(unsafe.Pointer(&w[j*g.ldw+p])) + uintptr(3*g.ldw*4)
+			}
+			dot4x3(c8, &a[i*g.lda+p], g.lda, &w[j*g.ldw+p], g.ldw, &st[o], &t[0], fl, pf)
 			o += 96 * step
 			if fl&2 != 0 {
 				for r := range 4 {

@@ -108,11 +108,14 @@
 	REDUCE(Y11, X11, X12); \
 	VMOVSS X11, 44(DX)
 
-// func dot4x3(k8 int, a *float32, lda int, w *float32, ldw int, st, t *float32, fl int)
+// func dot4x3(k8 int, a *float32, lda int, w *float32, ldw int, st, t *float32, fl int, pf uintptr)
 // a_i·w_j over 8·k8 elements for rows a_0..a_3 (stride lda elements) and
 // w_0..w_2 (stride ldw), in accumulator Y(3i+j), finishing to t[3i+j].
 // The three w blocks of a step sit in Y12–Y14, a row's block in Y15.
-TEXT ·dot4x3(SB), NOSPLIT, $0-64
+// Unless pf is 0, each step also prefetches the same 32 bytes of three
+// rows from pf on (stride ldw): the next tile's weights, which would
+// otherwise come from memory after this tile's FMAs are done.
+TEXT ·dot4x3(SB), NOSPLIT, $0-72
 	MOVQ k8+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R8
@@ -123,6 +126,7 @@ TEXT ·dot4x3(SB), NOSPLIT, $0-64
 	MOVQ st+40(FP), AX
 	MOVQ t+48(FP), DX
 	MOVQ fl+56(FP), BX
+	MOVQ pf+64(FP), R12
 	LEAQ (SI)(R8*2), R11
 	ADDQ R8, R11         // a_3
 	ZERO12
@@ -133,6 +137,39 @@ TEXT ·dot4x3(SB), NOSPLIT, $0-64
 d43go:
 	TESTQ CX, CX
 	JE    d43done
+	TESTQ R12, R12
+	JE    d43loop
+
+d43pf:
+	PREFETCHT0  (R12)
+	PREFETCHT0  (R12)(R9*1)
+	PREFETCHT0  (R12)(R9*2)
+	VMOVUPS     (DI), Y12
+	VMOVUPS     (DI)(R9*1), Y13
+	VMOVUPS     (DI)(R9*2), Y14
+	VMOVUPS     (SI), Y15
+	VFMADD231PS Y12, Y15, Y0
+	VFMADD231PS Y13, Y15, Y1
+	VFMADD231PS Y14, Y15, Y2
+	VMOVUPS     (SI)(R8*1), Y15
+	VFMADD231PS Y12, Y15, Y3
+	VFMADD231PS Y13, Y15, Y4
+	VFMADD231PS Y14, Y15, Y5
+	VMOVUPS     (SI)(R8*2), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VFMADD231PS Y14, Y15, Y8
+	VMOVUPS     (R11), Y15
+	VFMADD231PS Y12, Y15, Y9
+	VFMADD231PS Y13, Y15, Y10
+	VFMADD231PS Y14, Y15, Y11
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	ADDQ        $32, R11
+	ADDQ        $32, R12
+	DECQ        CX
+	JNE         d43pf
+	JMP         d43done
 
 d43loop:
 	VMOVUPS     (DI), Y12

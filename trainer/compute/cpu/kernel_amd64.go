@@ -32,7 +32,7 @@ func expAffine(dst, src *float32, blocks int, a, b, c float32) float64
 // The row-invariant dot kernels (dot_amd64.s, dot.go).
 //
 //go:noescape
-func dot4x3(k8 int, a *float32, lda int, w *float32, ldw int, st, t *float32, fl int)
+func dot4x3(k8 int, a *float32, lda int, w *float32, ldw int, st, t *float32, fl int, pf uintptr)
 
 //go:noescape
 func dot1x12(k8 int, a *float32, w *float32, ldw int, st, t *float32, fl int)

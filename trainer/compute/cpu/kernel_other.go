@@ -15,7 +15,7 @@ func expAffine(dst, src *float32, blocks int, a, b, c float32) float64 {
 	panic("cpu: expAffine without AVX2")
 }
 
-func dot4x3(k8 int, a *float32, lda int, w *float32, ldw int, st, t *float32, fl int) {
+func dot4x3(k8 int, a *float32, lda int, w *float32, ldw int, st, t *float32, fl int, pf uintptr) {
 	panic("cpu: dot4x3 without AVX2")
 }
 
