@@ -27,7 +27,7 @@ type rowDot[T Float] struct {
 	m, n, k, lda, ldw, ldc int
 	acc                    bool
 	kc                     int  // chunk length (a multiple of 8); 0 picks it from k
-	prefetch               bool // prefetch the next weight tile (for the benchmark to compare)
+	prefetch               bool // prefetch the next weight tile in the first row tile's pass
 }
 
 // Blocking: a task takes up to dotRowBlock rows of a against a block of

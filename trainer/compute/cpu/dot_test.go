@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -133,18 +131,14 @@ func TestRowDotChunking(t *testing.T) {
 	}
 }
 
-// BenchmarkLinear compares LinearRows with MatMul (the blocked kernel, or
-// dot products below gemvRows rows) at decode and prefill shapes of the
-// 0.5B model, on one thread. Besides wall-clock GFLOP/s it reports GFLOP
-// per second of the thread's own CPU time, which a machine shared with
-// other work disturbs much less.
+// BenchmarkLinear compares LinearRows with MatMul (the blocked kernel
+// above gemvRows rows) at decode and prefill shapes of the 0.5B model, on
+// one thread.
 func BenchmarkLinear(b *testing.B) {
 	for _, s := range [][3]int{{1, 896, 896}, {1, 4864, 896}, {1, 896, 4864}, {16, 896, 896}, {16, 4864, 896}, {16, 896, 4864}, {16, 151936, 896}, {64, 4864, 896}, {256, 4864, 896}, {256, 896, 4864}} {
 		m, n, k := s[0], s[1], s[2]
 		for _, kind := range []string{"rows", "matmul"} {
 			b.Run(fmt.Sprintf("%s/%dx%dx%d", kind, m, n, k), func(b *testing.B) {
-				runtime.LockOSThread()
-				defer runtime.UnlockOSThread()
 				be, err := New(Options{Workers: 1})
 				if err != nil {
 					b.Fatal(err)
@@ -153,7 +147,6 @@ func BenchmarkLinear(b *testing.B) {
 				x, w, y := be.Alloc(m*k), be.Alloc(n*k), be.Alloc(m*n)
 				be.Fill(x, 0.5)
 				be.Fill(w, 0.25)
-				cpu0 := threadCPU()
 				for b.Loop() {
 					if kind == "rows" {
 						be.LinearRows(y, x, w, m, n, k, false)
@@ -161,21 +154,10 @@ func BenchmarkLinear(b *testing.B) {
 						be.MatMul(y, x, w, m, n, k, false, true, false)
 					}
 				}
-				flop := 2 * float64(m*n*k) * float64(b.N)
-				b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-				b.ReportMetric(flop/(threadCPU()-cpu0)/1e9, "GFLOP/cpu-s")
+				b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
 		}
 	}
-}
-
-// threadCPU is the calling thread's user+system CPU time in seconds.
-func threadCPU() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
 // BenchmarkLinearPrefetch compares LinearRows with and without

@@ -60,7 +60,7 @@ func (b *Device[T]) matmul(c, a, bb []T, m, n, k int, transA, transB, acc bool) 
 		return
 	}
 	if m <= gemvRows && transB && !transA {
-		b.rowDot(&rowDot[T]{c: c, a: a, w: bb, m: m, n: n, k: k, lda: k, ldw: k, ldc: n, acc: acc})
+		b.rowDot(&rowDot[T]{c: c, a: a, w: bb, m: m, n: n, k: k, lda: k, ldw: k, ldc: n, acc: acc, prefetch: !b.noPrefetch})
 		return
 	}
 	b.blockedGemm(c, a, bb, m, n, k, transA, transB, acc)
