@@ -249,8 +249,8 @@ func (s *Sampler) Sample(logits []float32, step int) (int, float32) {
 	s.lse = float64(b) + math.Log(total)
 	logp := func(i int) float32 { return float32(s.a*float64(logits[i]) - s.lse) }
 	if greedy {
-		arg := 0
-		for logits[arg] != mx { // the lowest id holding the maximum
+		arg := 0 // the lowest id holding the maximum (NaN logits: the last id)
+		for arg < len(logits)-1 && logits[arg] != mx {
 			arg++
 		}
 		return arg, logp(arg)

@@ -410,3 +410,23 @@ func TestGenerateBatchInvariant(t *testing.T) {
 		}
 	}
 }
+
+// Logits a diverged model might produce (NaN, ±Inf) give a token in the
+// vocabulary, never a panic.
+func TestSamplerSurvivesNonFiniteLogits(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	for _, row := range [][]float32{
+		{nan, nan, nan},
+		{1, nan, 2},
+		{-inf, -inf, 0},
+		{inf, 1, 2},
+		slices.Repeat([]float32{nan}, 100),
+	} {
+		for _, o := range []Options{{}, {Temperature: 1, Seed: 1}, {Temperature: 1, TopK: 2, Seed: 1}, {Temperature: 1, TopP: 0.5, Seed: 1}} {
+			tok, _ := NewSampler(len(row), o, 0).Sample(row, 0)
+			if tok < 0 || tok >= len(row) {
+				t.Fatalf("%v with %+v: token %d", row, o, tok)
+			}
+		}
+	}
+}
