@@ -32,6 +32,9 @@ type Settings struct {
 	CheckpointEvery, KeepCheckpoints int
 	// SaveDType is the dtype of the final model's weights: f32 or bf16.
 	SaveDType string
+	// Deterministic has the embedded server forward each sequence alone
+	// where the device's generation is not batch-invariant (serve.Options).
+	Deterministic bool
 	// Warmup is an optional supervised warm-up run before the first step.
 	Warmup *Warmup
 	// Sync is set when the policy is served elsewhere (weights_sync).
@@ -54,7 +57,7 @@ type Warmup struct {
 // hostSettings are the trainer block's attributes that are not GRPO's:
 // the rest are grpo.Config's, under its JSON (TRL) names, so that
 // docs/grpo.md is the one reference for them.
-var hostSettings = []string{"device", "precision", "checkpoint_every", "keep_checkpoints", "save_dtype"}
+var hostSettings = []string{"device", "precision", "checkpoint_every", "keep_checkpoints", "save_dtype", "deterministic"}
 
 // derived are grpo.Config settings the host fills in, never the block.
 var derived = map[string]string{
@@ -118,6 +121,8 @@ func Decode(f *config.File, temperature float64, totalSteps int) (*Settings, hcl
 			dst = map[string]*string{"device": &s.Device, "precision": &s.Precision, "save_dtype": &s.SaveDType}[name]
 		case "checkpoint_every", "keep_checkpoints":
 			dst = map[string]*int{"checkpoint_every": &s.CheckpointEvery, "keep_checkpoints": &s.KeepCheckpoints}[name]
+		case "deterministic":
+			dst = &s.Deterministic
 		case "weights_sync", "model", "adapter_dir", "importance_ratio_warn":
 			continue // decodeSync's
 		default:

@@ -146,6 +146,7 @@ type engine struct {
 	held     []held              // per idle slot: what it still holds (nil ids: nothing)
 	clock    uint64              // counts admissions, for held's used
 	noPrefix bool                // keep nothing between requests
+	alone    bool                // one sequence per forward pass (Options.Deterministic)
 	samplers []*generate.Sampler // one per slot, reused across requests
 	next     []int32             // per slot: the token fed in the next forward
 	running  atomic.Int64        // sequences in slots, for tests and Stats
@@ -284,7 +285,7 @@ func (e *engine) run() {
 		for _, j := range admitted {
 			chunks = append(chunks, model.Chunk{Slot: e.firstSlot(j), IDs: j.prompt[j.cached:]})
 		}
-		if err := e.cache.Forward(chunks, e.logits[:len(chunks)*e.V]); err != nil {
+		if err := e.forward(chunks); err != nil {
 			e.log.Error("forward failed", "error", err)
 			for _, s := range e.slots {
 				if s != nil {
@@ -319,6 +320,20 @@ func (e *engine) run() {
 			e.advance(w)
 		}
 	}
+}
+
+// forward runs chunks through the model, their logits to e.logits: in one
+// pass, or with alone in a pass per chunk.
+func (e *engine) forward(chunks []model.Chunk) error {
+	if !e.alone {
+		return e.cache.Forward(chunks, e.logits[:len(chunks)*e.V])
+	}
+	for i := range chunks {
+		if err := e.cache.Forward(chunks[i:i+1], e.logits[i*e.V:(i+1)*e.V]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // longestPrefix finds the slot whose cached tokens share the longest

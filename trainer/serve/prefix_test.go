@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rlhost/rlhost/trainer/compute"
+	"github.com/rlhost/rlhost/trainer/compute/cpu"
+	"github.com/rlhost/rlhost/trainer/hfconfig"
 	"github.com/rlhost/rlhost/trainer/lora"
 	"github.com/rlhost/rlhost/trainer/model"
 )
@@ -183,4 +186,83 @@ func saveTestAdapter(t *testing.T, m *model.Model) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// batchDependent is the CPU backend without its batch-invariant linear
+// layer: the cache then uses MatMul, whose few-row and many-row paths sum
+// in different orders, as a GPU's GEMM picks its kernel by batch size.
+type batchDependent struct{ compute.Device }
+
+// On such a device a request's log-probs change with the load, and
+// Options.Deterministic (a forward pass per sequence, no prefix cache)
+// makes them the same alone and among 16 concurrent requests.
+func TestDeterministicOnBatchDependentDevice(t *testing.T) {
+	tok := qwenTokenizer(t)
+	be, err := cpu.New(cpu.Options{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(be.Close)
+	cfg, _ := hfconfig.Preset("tiny")
+	cfg.HiddenSize, cfg.IntermediateSize, cfg.HeadDim = 64, 64, 16
+	cfg.VocabSize, cfg.EOSTokenIDs = tok.VocabSize(), []int{tok.EOS()}
+	cfg.MaxPositions, cfg.TieWordEmbeddings = 512, false
+	m, err := model.New(batchDependent{be}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Init(7, 0.5)
+	body := func(i int) map[string]any {
+		return req(map[string]any{"seed": 40 + i, "max_tokens": 8, "logprobs": true, "return_token_ids": true,
+			"messages": []map[string]any{{"role": "user", "content": fmt.Sprintf("request %d %s", i, strings.Repeat("y", 3*i))}}})
+	}
+	for _, deterministic := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deterministic=%v", deterministic), func(t *testing.T) {
+			s, _, base := startServer(t, m, tok, Options{MaxBatch: 16, MaxSeqLen: 256, Deterministic: deterministic})
+			alone := make([]rawResponse, 16)
+			for i := range alone {
+				alone[i] = postOK(t, base, body(i))
+			}
+			// Hold the engine (an Update) until all 16 have queued, so
+			// they are admitted together and share forward passes.
+			together := make([]rawResponse, 16)
+			var wg sync.WaitGroup
+			err := s.Update(context.Background(), func() error {
+				for i := range together {
+					wg.Go(func() { together[i] = postOK(t, base, body(i)) })
+				}
+				for {
+					s.eng.mu.Lock()
+					q := len(s.eng.queue)
+					s.eng.mu.Unlock()
+					if q == len(together) {
+						return nil
+					}
+					waitABit()
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Wait()
+			differ := 0
+			for i := range alone {
+				a, b := alone[i].Choices[0], together[i].Choices[0]
+				for k := range min(len(a.Logprobs.Content), len(b.Logprobs.Content)) {
+					if a.Logprobs.Content[k].Logprob != b.Logprobs.Content[k].Logprob {
+						differ++
+					}
+				}
+				if !slices.Equal(a.TokenIDs, b.TokenIDs) {
+					differ++
+				}
+			}
+			switch {
+			case deterministic && differ > 0:
+				t.Fatalf("%d log-probs or token lists differ between alone and among 16", differ)
+			case !deterministic && differ == 0:
+				t.Fatal("without the option nothing differed: the device is not batch-dependent and the test proves nothing")
+			}
+		})
+	}
 }

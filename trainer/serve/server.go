@@ -19,6 +19,7 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/trainer/chat"
+	"github.com/rlhost/rlhost/trainer/compute"
 	"github.com/rlhost/rlhost/trainer/generate"
 	"github.com/rlhost/rlhost/trainer/model"
 	"github.com/rlhost/rlhost/trainer/tokenizer"
@@ -56,6 +57,14 @@ type Options struct {
 	// another request's prompt) computes only the rest. The logits are the
 	// same either way, bit for bit on the CPU backend.
 	NoPrefixCache bool
+	// Deterministic makes a sequence's tokens independent of the other
+	// requests on a device whose linear layers are not batch-invariant
+	// (the CUDA backend's): each sequence then runs in a forward pass of
+	// its own and the prefix cache is off, so a pass's shapes depend only
+	// on that sequence. It costs the batching. A device with
+	// compute.RowLinear (the CPU backend) is deterministic without it,
+	// and it changes nothing there.
+	Deterministic bool
 }
 
 // maxBody bounds a request body.
@@ -128,6 +137,9 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, error
 	}
 	s := &Server{opts: opts, tok: tok, log: opts.Logger, maxLen: opts.MaxSeqLen, done: make(chan struct{}),
 		eng: newEngine(m, tok, cache, stop, opts.NoPrefixCache, opts.Logger)}
+	if _, invariant := m.Device().(compute.RowLinear); opts.Deterministic && !invariant {
+		s.eng.alone, s.eng.noPrefix = true, true
+	}
 	if opts.Adapters != nil {
 		s.adapters = newAdapterSet(opts.Adapters)
 	}
