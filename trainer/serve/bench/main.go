@@ -26,6 +26,8 @@ import (
 
 	"github.com/sashabaranov/go-openai"
 
+	"github.com/rlhost/rlhost/core"
+	"github.com/rlhost/rlhost/trainer/chat"
 	"github.com/rlhost/rlhost/trainer/compute/cpu"
 	"github.com/rlhost/rlhost/trainer/generate"
 	"github.com/rlhost/rlhost/trainer/hfconfig"
@@ -72,8 +74,8 @@ func run(tokDir, presets, episodes string) error {
 	fmt.Println("Yardstick: trainer/generate on the same model in the same run (no HTTP, one fixed batch).")
 	fmt.Println()
 	if presets != "" {
-		fmt.Println("| model | setting | tokens/request | requests | generated tokens | wall (s) | aggregate tok/s (median round) | vs 1 concurrent / batch 1 | tokens per CPU-second | vs 1 concurrent / batch 1 |")
-		fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+		fmt.Println("| model | setting | tokens/request | sequences | generated tokens | wall (s) | aggregate tok/s (median round) | vs 1 concurrent / batch 1 | vs generate at the same batch | tokens per CPU-second | vs 1 concurrent / batch 1 |")
+		fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	}
 	for _, spec := range strings.Split(presets, ",") {
 		if spec == "" {
@@ -142,34 +144,6 @@ func benchPreset(tok *tokenizer.Tokenizer, preset string, tokens, rounds int) er
 		return err
 	}
 	defer closeBE()
-
-	// Yardstick first: generate at batch 1 and 16, 32-token prompts.
-	var gen1, genCPU1 float64
-	for _, B := range []int{1, 16} {
-		prompts := make([][]int, B)
-		for b := range prompts {
-			for i := range 32 {
-				prompts[b] = append(prompts[b], 1000+(b*131+i*17)%5000)
-			}
-		}
-		start, cpu0 := time.Now(), cpuSeconds()
-		res, err := generate.Generate(context.Background(), m, prompts, generate.Options{MaxTokens: tokens, Temperature: 1, Seed: 1})
-		if err != nil {
-			return err
-		}
-		wall, cpuS := time.Since(start).Seconds(), cpuSeconds()-cpu0
-		n := 0
-		for _, r := range res {
-			n += len(r.Tokens)
-		}
-		rate := float64(n) / wall
-		if B == 1 {
-			gen1, genCPU1 = rate, float64(n)/cpuS
-		}
-		fmt.Printf("| %s | generate, batch %d | %d | %d | %d | %.2f | %.1f | %.1fx | %.1f | %.1fx |\n",
-			label, B, tokens, B, n, wall, rate, rate/gen1, float64(n)/cpuS, float64(n)/cpuS/genCPU1)
-	}
-
 	s, err := serve.New(m, tok, serve.Options{ModelName: "bench", MaxBatch: 16, MaxSeqLen: 256})
 	if err != nil {
 		return err
@@ -184,32 +158,81 @@ func benchPreset(tok *tokenizer.Tokenizer, preset string, tokens, rounds int) er
 	oc := openai.DefaultConfig("unused")
 	oc.BaseURL = base
 	client := openai.NewClientWithConfig(oc)
-	// Rounds interleave the concurrency levels so that drifting machine
-	// load hits them alike; each level reports its median round.
-	levels := []int{1, 4, 16}
-	rates := make([][]float64, len(levels))
-	totals := make([]int, len(levels))
-	walls, cpus := make([]float64, len(levels)), make([]float64, len(levels))
+	// The yardstick generates from the very prompts the server renders
+	// for the requests, so the two do the same work but for the server's
+	// own: HTTP, JSON, the chat template, detokenising, scheduling.
+	prompts := make([][]int, 16)
+	for i := range prompts {
+		if prompts[i], _, err = chat.RenderTokens(tok, []core.Message{{Role: core.RoleUser, Content: requestText(i)}}, nil, true); err != nil {
+			return err
+		}
+	}
+	type setting struct {
+		name   string
+		n      int  // sequences at once
+		server bool // through the server, else trainer/generate
+		rates  []float64
+		tokens int
+		wall   float64
+		cpu    float64
+	}
+	settings := []*setting{{name: "generate, batch 1", n: 1}, {name: "generate, batch 16", n: 16},
+		{name: "server, 1 concurrent", n: 1, server: true}, {name: "server, 4 concurrent", n: 4, server: true}, {name: "server, 16 concurrent", n: 16, server: true}}
+	// Rounds take every setting in turn, so that drifting machine load
+	// hits them alike; each reports its median round.
 	for range rounds {
-		for li, c := range levels {
-			cpu0 := cpuSeconds()
-			total, wall, err := burst(ctx, client, c, tokens)
+		for _, st := range settings {
+			cpu0, start := cpuSeconds(), time.Now()
+			var total int
+			if st.server {
+				total, _, err = burst(ctx, client, st.n, tokens)
+			} else {
+				total, err = generateTokens(s, m, prompts[:st.n], tokens)
+			}
 			if err != nil {
 				return err
 			}
-			cpus[li] += cpuSeconds() - cpu0
-			rates[li] = append(rates[li], float64(total)/wall)
-			totals[li] += total
-			walls[li] += wall
+			wall := time.Since(start).Seconds()
+			st.cpu += cpuSeconds() - cpu0
+			st.rates = append(st.rates, float64(total)/wall)
+			st.tokens += total
+			st.wall += wall
 		}
 	}
-	one, oneCPU := median(rates[0]), float64(totals[0])/cpus[0]
-	for li, c := range levels {
-		rate, perCPU := median(rates[li]), float64(totals[li])/cpus[li]
-		fmt.Printf("| %s | server, %d concurrent | %d | %d × %d rounds | %d | %.2f | %.1f | %.1fx | %.1f | %.1fx |\n",
-			label, c, tokens, c, rounds, totals[li], walls[li], rate, rate/one, perCPU, perCPU/oneCPU)
+	ref := map[string]*setting{}
+	for _, st := range settings {
+		first := settings[0]
+		if st.server {
+			first = settings[2]
+		}
+		vsGen := "-"
+		if g, ok := ref[fmt.Sprint(false, st.n)]; ok && st.server {
+			vsGen = fmt.Sprintf("%.2fx", median(st.rates)/median(g.rates))
+		}
+		ref[fmt.Sprint(st.server, st.n)] = st
+		rate, perCPU := median(st.rates), float64(st.tokens)/st.cpu
+		fmt.Printf("| %s | %s | %d | %d × %d rounds | %d | %.2f | %.1f | %.1fx | %s | %.1f | %.1fx |\n",
+			label, st.name, tokens, st.n, rounds, st.tokens, st.wall, rate, rate/median(first.rates), vsGen,
+			perCPU, perCPU/(float64(first.tokens)/first.cpu))
 	}
 	return nil
+}
+
+// requestText is request i's user message.
+func requestText(i int) string { return fmt.Sprintf("Request %d: write a short Python function.", i) }
+
+// generateTokens runs trainer/generate on prompts with the server paused
+// (its engine shares the model) and returns the tokens generated.
+func generateTokens(s *serve.Server, m *model.Model, prompts [][]int, tokens int) (int, error) {
+	n := 0
+	err := s.Update(context.Background(), func() error {
+		res, err := generate.Generate(context.Background(), m, prompts, generate.Options{MaxTokens: tokens, Temperature: 1, Seed: 1})
+		for _, r := range res {
+			n += len(r.Tokens)
+		}
+		return err
+	})
+	return n, err
 }
 
 // burst sends c concurrent requests of tokens each and returns the tokens
@@ -225,7 +248,7 @@ func burst(ctx context.Context, client *openai.Client, c, tokens int) (int, floa
 			seed := i
 			resp, err := client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{
 				Model: "bench", MaxTokens: tokens, Temperature: 1, Seed: &seed,
-				Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: fmt.Sprintf("Request %d: write a short Python function.", i)}},
+				Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: requestText(i)}},
 			})
 			mu.Lock()
 			defer mu.Unlock()
