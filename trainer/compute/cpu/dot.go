@@ -8,15 +8,14 @@ import (
 )
 
 // Row-invariant products: c[i,j] = a_i·w_j where every element is the same
-// function of its two vectors whatever else is computed with it. The
-// blocked matmul's element order depends on nothing but k either, but the
-// decode path (gemvNT) sums in another order, so a row's result would
-// change with the number of rows in the batch. Here one order serves
-// every m: eight lanes, lane l summing a[p]·w[p] for p ≡ l (mod 8) in
-// ascending p, the lanes added by one fixed tree, then the k mod 8 tail
-// one product at a time. Vectorised, that order reads both operands
-// contiguously, so x·Wᵀ needs no packing at any m, and the same kernels
-// serve attention scores.
+// function of its two vectors whatever else is computed with it. One
+// order serves every m: eight lanes, lane l summing a[p]·w[p] for
+// p ≡ l (mod 8) in ascending p, the lanes added by one fixed tree, then
+// the k mod 8 tail one product at a time. (The blocked matmul sums each
+// element in an order of its own, so mixing it with these kernels by row
+// count would make a row's result depend on the batch.) Vectorised, this
+// order reads both operands contiguously, so x·Wᵀ needs no packing at any
+// m, and the same kernels serve attention scores.
 
 var _ compute.RowLinear = (*Device[float32])(nil)
 
