@@ -38,7 +38,7 @@ import (
 
 func main() {
 	tokDir := flag.String("tokenizer", os.Getenv("RLHOST_QWEN_TOKENIZER"), "directory holding tokenizer.json (scripts/tokenizer/fetch.sh)")
-	presets := flag.String("presets", "10m:64:3,qwen2.5-0.5b:16:1", "comma-separated preset:tokens-per-request:rounds for the throughput table (empty: none)")
+	presets := flag.String("presets", "10m:64:3,qwen2.5-0.5b:32:3", "comma-separated preset:tokens-per-request:rounds for the throughput table (empty: none)")
 	episodes := flag.String("episode", "10m:3,qwen2.5-0.5b:1", "comma-separated preset:rounds for the multi-turn episode table (empty: none)")
 	profile := flag.String("cpuprofile", "", "write a CPU profile to this file")
 	flag.Parse()
