@@ -41,6 +41,10 @@ type Options struct {
 	Seed uint64
 }
 
+// prefillRows bounds the prompt rows of one prefill pass (its activation
+// scratch is about 21k floats a row at the 0.5B dimensions).
+const prefillRows = 1024
+
 // Finish reasons.
 const (
 	FinishStop   = "stop"
@@ -81,7 +85,13 @@ func Generate(ctx context.Context, m *model.Model, prompts [][]int, o Options) (
 	if m.Cfg.MaxPositions > 0 && maxT > m.Cfg.MaxPositions {
 		return nil, fmt.Errorf("generate: prompt of %d plus %d new tokens exceeds max_position_embeddings %d", longest, o.MaxTokens, m.Cfg.MaxPositions)
 	}
-	cache, err := m.NewCache(B, maxT)
+	// Scratch for every prompt in one prefill pass, up to prefillRows: a
+	// pass reads every weight once, so fewer, fuller passes cost less.
+	total := 0
+	for _, p := range prompts {
+		total += len(p)
+	}
+	cache, err := m.NewPackedCache(B, maxT, max(B, maxT, min(total, prefillRows)))
 	if err != nil {
 		return nil, fmt.Errorf("generate: %w", err)
 	}
