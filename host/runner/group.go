@@ -10,9 +10,12 @@ import (
 	"github.com/rlhost/rlhost/host/policy"
 )
 
-// groupShare is the one first-turn request of a group.
+// groupShare is the one first-turn request of a group. It carries the
+// seed of the group's episode 0 whichever episode sends it, so the group's
+// samples do not depend on which of them got there first.
 type groupShare struct {
 	n    int
+	seed int64
 	done chan struct{}
 	key  string
 	resp policy.Response
@@ -28,7 +31,7 @@ func (g *groupShare) get(ctx context.Context, p policy.Policy, req policy.Reques
 		g.key = key
 		g.mu.Unlock()
 		shared := req
-		shared.N, shared.Index = g.n, 0
+		shared.N, shared.Index, shared.Seed = g.n, 0, g.seed
 		g.resp, g.err = p.Complete(ctx, shared)
 		close(g.done)
 	} else {

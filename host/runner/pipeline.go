@@ -123,7 +123,7 @@ func (ro *rollouts) launch(step int, batch []core.Task) bool {
 	complete := true
 launch:
 	for g, task := range batch {
-		share := &groupShare{n: r.Settings.GroupSize}
+		share := &groupShare{n: r.Settings.GroupSize, seed: episodeSeed(r.Settings.Seed, step, g, 0)}
 		for i := 0; i < r.Settings.GroupSize; i++ {
 			if t, ok := ro.resumed[episodeKey{step, g, i}]; ok && t.TaskID == task.ID {
 				sr.mu.Lock()

@@ -31,6 +31,9 @@ type Settings struct {
 	CheckpointEvery, KeepCheckpoints int
 	// SaveDType is the dtype of the final model's weights: f32 or bf16.
 	SaveDType string
+	// Deterministic has the embedded server forward each sequence alone
+	// where the device's generation is not batch-invariant (serve.Options).
+	Deterministic bool
 	// Warmup is an optional supervised warm-up run before the first step.
 	Warmup *Warmup
 	// Sync is set when the policy is served elsewhere (weights_sync).
@@ -72,7 +75,7 @@ type Warmup struct {
 // hostSettings are the trainer block's attributes that are not GRPO's:
 // the rest are grpo.Config's, under its JSON (TRL) names, so that
 // docs/grpo.md is the one reference for them.
-var hostSettings = []string{"device", "precision", "checkpoint_every", "keep_checkpoints", "save_dtype"}
+var hostSettings = []string{"device", "precision", "checkpoint_every", "keep_checkpoints", "save_dtype", "deterministic"}
 
 // derived are grpo.Config settings the host fills in, never the block.
 var derived = map[string]string{
@@ -210,6 +213,8 @@ func (s *Settings) decode(tb *config.TrainerBlock, given map[string]json.RawMess
 			err = decodeJSON(name, raw, &s.CheckpointEvery)
 		case "keep_checkpoints":
 			err = decodeJSON(name, raw, &s.KeepCheckpoints)
+		case "deterministic":
+			err = decodeJSON(name, raw, &s.Deterministic)
 		case "weights_sync", "model", "adapter_dir", "importance_ratio_warn":
 		default:
 			// One attribute at a time into the config, so a wrong type is

@@ -42,6 +42,7 @@ trainer {
   lr_scheduler_type = "cosine"
   micro_batch       = 4
   checkpoint_every  = 5
+  deterministic     = true
   warmup {
     file  = "sft.jsonl"
     steps = 20
@@ -60,7 +61,7 @@ trainer {
 	if g.Epsilon != 0.2 || g.MaxGradNorm != 1 {
 		t.Errorf("defaults lost: %+v", g)
 	}
-	if s.CheckpointEvery != 5 || s.Warmup == nil || s.Warmup.File != "/jobs/sft.jsonl" || s.Warmup.Steps != 20 {
+	if s.CheckpointEvery != 5 || !s.Deterministic || s.Warmup == nil || s.Warmup.File != "/jobs/sft.jsonl" || s.Warmup.Steps != 20 {
 		t.Errorf("host settings: %+v warmup %+v", s, s.Warmup)
 	}
 }
@@ -77,6 +78,7 @@ func TestDecodeTrainerBlockErrors(t *testing.T) {
 		{"precision", "trainer {\n  precision = \"fp8\"\n}", `job.hcl:7,15-20: Invalid trainer setting: precision "fp8" is not one of fp32, bf16`},
 		{"bf16 on the cpu", "trainer {\n  device = \"cpu\"\n  precision = \"bf16\"\n}", `job.hcl:8,15-21: Invalid trainer setting: precision "bf16" needs device "cuda"`},
 		{"bf16 without CUDA", "trainer {\n  precision = \"bf16\"\n}", `precision "bf16" needs a build with the CUDA backend`},
+		{"deterministic", "trainer {\n  deterministic = \"yes\"\n}", `job.hcl:7,19-24: Invalid trainer setting: deterministic:`},
 		{"warmup needs a file", "trainer {\n  warmup {\n  }\n}", `Missing required argument`},
 	}
 	for _, c := range cases {

@@ -215,7 +215,11 @@ func Open(ctx context.Context, o EngineOptions) (e *Engine, err error) {
 	if o.NoServe {
 		return e, nil
 	}
-	if e.Server, err = serve.New(e.Model, e.Tok, serve.Options{ModelName: o.ModelName, MaxBatch: o.MaxBatch, MaxSeqLen: maxLen, Logger: o.Logger}); err != nil {
+	so := serve.Options{ModelName: o.ModelName, MaxBatch: o.MaxBatch, MaxSeqLen: maxLen, Logger: o.Logger}
+	if o.Train != nil {
+		so.Deterministic = o.Train.Deterministic
+	}
+	if e.Server, err = serve.New(e.Model, e.Tok, so); err != nil {
 		return nil, err
 	}
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))

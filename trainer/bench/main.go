@@ -39,6 +39,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "with --torch: alternating rlhost/PyTorch rounds per figure (medians are reported)")
 	loraSpec := flag.String("lora", "", "with --grpo: train a LoRA adapter, RANK:MODULES (16:q,v or 16:all; alpha = 2×rank)")
 	loraCompare := flag.String("lora-compare", "", "with --grpo: LoRA specs joined by + (16:q,v+16:all) to measure against full fine-tuning, each step in its own process")
+	decodeOnly := flag.Bool("decode-only", false, "only the generation rows (and the sgemm they are measured against)")
 	flag.Parse()
 	if *grpoPreset != "" {
 		fmt.Printf("Machine: %s, GOMAXPROCS=%d, %s/%s, %s\n", cpuName(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
@@ -62,7 +63,7 @@ func main() {
 		return
 	}
 	o := opts{heavy: *heavy, gemmN: *gemmN, seq: *seq, minTime: *minTime, genTokens: *genTokens,
-		torch: torchRef{python: *python, script: *script, minTime: *minTime}, rounds: max(*rounds, 1)}
+		torch: torchRef{python: *python, script: *script, minTime: *minTime}, rounds: max(*rounds, 1), decodeOnly: *decodeOnly}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -78,6 +79,7 @@ type opts struct {
 	genTokens  int
 	torch      torchRef
 	rounds     int
+	decodeOnly bool
 }
 
 func run(o opts) error {
@@ -92,6 +94,10 @@ func run(o opts) error {
 	fmt.Println("| --- | --- | --- | --- |")
 	emit := func(r row) { fmt.Printf("| %s | %s | %s | %s |\n", r.name, r.value, r.baseline, r.ratio) }
 
+	tr := o.torch
+	if o.decodeOnly {
+		return generation(o, "blocked", emit)
+	}
 	fma1 := peak(1, cpu.PeakScalarGFLOPS)
 	fmaN := peak(procs, cpu.PeakScalarGFLOPS)
 	emit(row{"scalar multiply-add loop (Go), 1 thread", gf(fma1), "-", "-"})
@@ -117,7 +123,6 @@ func run(o opts) error {
 		}
 	}
 	peakAll := best[procs]
-	tr := o.torch
 	if tr.enabled() {
 		r, err := tr.sgemm(gemmN)
 		if err != nil {
@@ -174,23 +179,30 @@ func run(o opts) error {
 		}
 		emit(row{fmt.Sprintf("%s peak RSS after step", c.preset), mib(vmHWM()), fmt.Sprintf("%s params f32", mib(int64(res.params)*4)), "-"})
 	}
+	return generation(o, bestKind, emit)
+}
+
+// generation emits the decoding rows: the 10m preset (and with --heavy
+// the 0.5B one) at batch 1 and 16, against PyTorch and the sgemm-bound
+// floor when --torch is given.
+func generation(o opts, kind string, emit func(row)) error {
 	gens := []string{"10m"}
-	if heavy {
+	if o.heavy {
 		gens = append(gens, "qwen2.5-0.5b")
 	}
 	for _, p := range gens {
 		for _, B := range []int{1, 16} {
-			if tr.enabled() {
-				if err := decodeVsTorch(o, p, B, emit); err != nil {
+			if o.torch.enabled() {
+				if err := decodeVsTorch(o, p, B, kind, emit); err != nil {
 					return err
 				}
 				continue
 			}
-			tokS, err := gen(p, B, o.genTokens)
+			tokS, _, err := gen(p, B, o.genTokens)
 			if err != nil {
 				return err
 			}
-			emit(row{fmt.Sprintf("%s generate, KV cache, batch %d, 32+%d tokens", p, B, o.genTokens), fmt.Sprintf("%.1f tok/s", tokS), "-", "-"})
+			emit(row{fmt.Sprintf("%s generate, KV cache, batch %d, %d+%d tokens", p, B, genPrompt, o.genTokens), fmt.Sprintf("%.1f tok/s", tokS), "-", "-"})
 		}
 	}
 	return nil
@@ -329,24 +341,30 @@ func step(preset string, B, T int, adam bool, minTime time.Duration) (stepResult
 	return res, nil
 }
 
-func gen(preset string, B, tokens int) (float64, error) {
+// genPrompt is the prompt length of the generation runs (as torch_qwen2.py's).
+const genPrompt = 32
+
+// gen times trainer/generate on B prompts of genPrompt tokens, each
+// continued by tokens sampled tokens, and returns the generated tokens per
+// second and the linear layers' GFLOP per generated token.
+func gen(preset string, B, tokens int) (tokS, gflopPerTok float64, err error) {
 	cfg, err := hfconfig.Preset(preset)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	be, err := cpu.New(cpu.Options{})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer be.Close()
 	m, err := model.New(be, cfg)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	m.Init(1, 0.02)
 	prompts := make([][]int, B)
 	for b := range prompts {
-		for i := range 32 {
+		for i := range genPrompt {
 			prompts[b] = append(prompts[b], (b*131+i*17)%cfg.VocabSize)
 		}
 	}
@@ -354,13 +372,26 @@ func gen(preset string, B, tokens int) (float64, error) {
 	start := time.Now()
 	res, err := generate.Generate(context.Background(), m, prompts, o)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	n := 0
 	for _, r := range res {
 		n += len(r.Tokens)
 	}
-	return float64(n) / secs(time.Since(start)), nil
+	return float64(n) / secs(time.Since(start)), genFlops(m, B, genPrompt, tokens) / float64(n) / 1e9, nil
+}
+
+// genFlops is the linear layers' work (2 flops per multiply-add) of
+// generating tokens tokens for each of B prompts of p tokens: the prefill
+// computes every layer for every prompt row but the output layer only for
+// each prompt's last row, then tokens-1 decode steps run one row per
+// sequence. Attention is left out (under 1% at these lengths); this is the
+// work an sgemm-bound floor divides.
+func genFlops(m *model.Model, B, p, tokens int) float64 {
+	c := m.Cfg
+	head := 2 * float64(c.HiddenSize) * float64(c.VocabSize)
+	row := m.FlopsPerToken(0)
+	return float64(B) * (float64(p)*(row-head) + head + float64(tokens-1)*row)
 }
 
 // loadAvg is /proc/loadavg's 1, 5 and 15 minute figures, with the core

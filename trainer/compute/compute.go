@@ -162,3 +162,16 @@ type LSEAttention interface {
 	// out and lse instead of att.
 	AttentionLSEBackward(dq, dk, dv, dout, out, q, k, v, lse Tensor, lens Ints, B, T, hq, hkv, d int)
 }
+
+// RowLinear is implemented by devices with a linear layer whose rows do
+// not depend on the batch: row i of the output is the same, bit for bit,
+// whatever m is and whatever the other rows hold. Generation uses it, so
+// that a sequence's tokens do not depend on which other requests share
+// its forward pass, and a prefix computed in one pass can be reused in
+// another (trainer/model's Cache).
+type RowLinear interface {
+	// LinearRows computes y[m,n] (+ y when accumulate) = x[m,k]·wᵀ for w
+	// stored [n,k]: MatMul(y, x, w, m, n, k, false, true, accumulate)
+	// with batch-invariant rows.
+	LinearRows(y, x, w Tensor, m, n, k int, accumulate bool)
+}

@@ -13,10 +13,10 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 
 	"github.com/rlhost/rlhost/trainer/compute"
+	"github.com/rlhost/rlhost/trainer/compute/cpu"
 	"github.com/rlhost/rlhost/trainer/model"
 )
 
@@ -33,14 +33,17 @@ type Options struct {
 	// StopIDs end a sequence when sampled (the stop token is kept in the
 	// output, since a policy must learn to emit it).
 	StopIDs []int
-	// Seed makes sampling reproducible: sequence b draws from PCG(Seed, b)
-	// on the host, or, on a device that samples where the logits are
-	// (compute.TokenSampler), from Philox keyed by Seed at counter (b, token
-	// index); either way its tokens do not depend on what else is in the
-	// batch. The two streams differ, so a seed draws different (equally
-	// distributed) tokens on the CPU and on a GPU.
+	// Seed makes sampling reproducible: token i of sequence b is drawn
+	// with the uniform Philox4x32-10 gives for key Seed at counter (i, 0,
+	// b, 0), on the host as on a device that samples where the logits are
+	// (compute.TokenSampler), so a sequence's tokens do not depend on what
+	// else is in the batch.
 	Seed uint64
 }
+
+// prefillRows bounds the prompt rows of one prefill pass (its activation
+// scratch is about 21k floats a row at the 0.5B dimensions).
+const prefillRows = 1024
 
 // Finish reasons.
 const (
@@ -82,7 +85,13 @@ func Generate(ctx context.Context, m *model.Model, prompts [][]int, o Options) (
 	if m.Cfg.MaxPositions > 0 && maxT > m.Cfg.MaxPositions {
 		return nil, fmt.Errorf("generate: prompt of %d plus %d new tokens exceeds max_position_embeddings %d", longest, o.MaxTokens, m.Cfg.MaxPositions)
 	}
-	cache, err := m.NewCache(B, maxT)
+	// Scratch for every prompt in one prefill pass, up to prefillRows: a
+	// pass reads every weight once, so fewer, fuller passes cost less.
+	total := 0
+	for _, p := range prompts {
+		total += len(p)
+	}
+	cache, err := m.NewPackedCache(B, maxT, max(B, maxT, min(total, prefillRows)))
 	if err != nil {
 		return nil, fmt.Errorf("generate: %w", err)
 	}
@@ -141,7 +150,7 @@ func Generate(ctx context.Context, m *model.Model, prompts [][]int, o Options) (
 				continue
 			}
 			r := row[b]
-			tok, lp := samplers[b].Sample(logits[r*V : (r+1)*V])
+			tok, lp := samplers[b].Sample(logits[r*V:(r+1)*V], len(res[b].Tokens))
 			res[b].Tokens = append(res[b].Tokens, tok)
 			res[b].LogProbs = append(res[b].LogProbs, lp)
 			switch {
@@ -165,21 +174,33 @@ func Generate(ctx context.Context, m *model.Model, prompts [][]int, o Options) (
 	}
 }
 
-// Sampler draws tokens from logits with one sequence's options and RNG.
-// Its scratch is sized once for the vocabulary. Top-k and top-p never sort
-// the vocabulary: a histogram of the probabilities over log-spaced buckets
-// finds the bucket where the cut falls, and only that bucket's members
-// are sorted.
+// Sampler draws tokens from logits with one sequence's options. Its draws
+// come from a counter-based generator (Philox4x32-10, as the CUDA
+// backend's sampler uses): the uniform for a token is a function of the
+// seed, the sampler's stream and the step Sample is given, never of what
+// was drawn before or by other sequences, so a sequence's tokens do not
+// depend on the order or company it is sampled in. Its scratch is sized
+// once for the vocabulary. Without top-k or top-p one vectorised pass
+// computes the probabilities (block by block, each block's mass kept) and
+// the draw walks the blocks; top-k and top-p never sort the vocabulary:
+// a histogram of the probabilities over log-spaced buckets finds the
+// bucket where the cut falls, and only that bucket's members are sorted.
 type Sampler struct {
-	o     Options
-	rng   *rand.Rand
-	probs []float64
-	idx   []int
-	tmp   []int
-	hist  []bucket
-	// lse and 1/T of the last Sample, for TopLogProbs.
-	lse, inv float64
+	o      Options
+	stream uint32
+	e      []float32 // exp(a·logit − b) per id, of the last Sample
+	blocks []float64 // Σe per sampleBlock ids
+	probs  []float64 // e as float64, for top-k and top-p
+	idx    []int
+	tmp    []int
+	hist   []bucket
+	// a = 1/T and lse of the last Sample, for TopLogProbs: an id's
+	// log-prob is a·logit − lse.
+	a, lse float64
 }
+
+// sampleBlock is how many ids share one block mass for the draw's walk.
+const sampleBlock = 2048
 
 type bucket struct {
 	n    int
@@ -202,67 +223,121 @@ func bucketOf(p float64) int {
 	return min(max(k, 0), numBuckets-1)
 }
 
-// NewSampler returns the sampler for sequence stream of a batch.
+// NewSampler returns the sampler for one stream of draws under o.Seed
+// (generation uses a sequence's index in its batch, the server a choice's
+// index in its request).
 func NewSampler(vocab int, o Options, stream uint64) *Sampler {
-	return &Sampler{o: o, rng: rand.New(rand.NewPCG(o.Seed, stream)),
-		probs: make([]float64, vocab), idx: make([]int, 0, vocab), hist: make([]bucket, numBuckets)}
+	return &Sampler{o: o, stream: uint32(stream), e: make([]float32, vocab),
+		blocks: make([]float64, (vocab+sampleBlock-1)/sampleBlock)}
 }
 
-// Reset gives the sampler new options and a fresh stream, keeping its
-// scratch, so a server reuses one sampler per slot.
+// Reset gives the sampler new options and stream, keeping its scratch, so
+// a server reuses one sampler per slot.
 func (s *Sampler) Reset(o Options, stream uint64) {
-	s.o = o
-	s.rng = rand.New(rand.NewPCG(o.Seed, stream))
+	s.o, s.stream = o, uint32(stream)
 }
 
-// Sample returns the next token and its log-prob (see Result.LogProbs).
-func (s *Sampler) Sample(logits []float32) (int, float32) {
+// Sample returns the token drawn at step (a sequence's token index, or any
+// count that differs between its draws) and its log-prob (see
+// Result.LogProbs).
+func (s *Sampler) Sample(logits []float32, step int) (int, float32) {
 	T := s.o.Temperature
 	greedy := T == 0
 	if greedy {
 		T = 1
 	}
-	// T > 0, so the largest logit is the largest logit/T.
-	arg := 0
-	for i, z := range logits {
-		if z > logits[arg] {
-			arg = i
-		}
+	mx := cpu.MaxFloat32(logits)
+	a := float32(1 / T)
+	b := a * mx // T > 0: the largest logit is the largest a·logit
+	var total float64
+	for k := range s.blocks {
+		lo, hi := k*sampleBlock, min((k+1)*sampleBlock, len(logits))
+		s.blocks[k] = cpu.ExpSum(s.e[lo:hi], logits[lo:hi], a, b)
+		total += s.blocks[k]
 	}
-	inv := 1 / T
-	mx := float64(logits[arg]) * inv
-	var sum float64
-	for i, z := range logits {
-		p := expNonPos(float64(z)*inv - mx)
-		s.probs[i] = p
-		sum += p
-	}
-	lse := mx + math.Log(sum)
-	s.lse, s.inv = lse, inv
-	logp := func(i int) float32 { return float32(float64(logits[i])*inv - lse) }
+	s.a = float64(a)
+	s.lse = float64(b) + math.Log(total)
+	logp := func(i int) float32 { return float32(s.a*float64(logits[i]) - s.lse) }
 	if greedy {
+		arg := 0 // the lowest id holding the maximum (NaN logits: the last id)
+		for arg < len(logits)-1 && logits[arg] != mx {
+			arg++
+		}
 		return arg, logp(arg)
 	}
+	u := uniform53(s.o.Seed, s.stream, uint32(step))
+	k, p := s.o.TopK, s.o.TopP
+	if (k <= 0 || k >= len(logits)) && (p <= 0 || p >= 1) {
+		i := s.walk(u * total)
+		return i, logp(i)
+	}
+	if len(s.probs) < len(logits) {
+		s.probs = make([]float64, len(logits))
+		s.hist = make([]bucket, numBuckets)
+	}
 	cand := s.idx[:0]
-	for i := range logits {
+	for i, e := range s.e[:len(logits)] {
+		s.probs[i] = float64(e)
 		cand = append(cand, i)
 	}
-	total := sum
-	if k := s.o.TopK; k > 0 && k < len(cand) {
+	if k > 0 && k < len(cand) {
 		cand, total = s.prefix(cand, k, math.Inf(1))
 	}
-	if p := s.o.TopP; p > 0 && p < 1 {
+	if p > 0 && p < 1 {
 		cand, total = s.prefix(cand, len(cand), p*total)
 	}
-	u := s.rng.Float64() * total
+	s.idx = cand[:0]
+	x := u * total
 	for _, i := range cand {
-		u -= s.probs[i]
-		if u < 0 {
+		x -= s.probs[i]
+		if x < 0 {
 			return i, logp(i)
 		}
 	}
-	last := cand[len(cand)-1] // u landed on the rounding edge
+	last := cand[len(cand)-1] // x landed on the rounding edge
 	return last, logp(last)
+}
+
+// walk returns the id where the running mass, in id order, first exceeds
+// x: whole blocks by their mass, then ids one by one.
+func (s *Sampler) walk(x float64) int {
+	k := 0
+	for k < len(s.blocks)-1 && x >= s.blocks[k] {
+		x -= s.blocks[k]
+		k++
+	}
+	lo, hi := k*sampleBlock, min((k+1)*sampleBlock, len(s.e))
+	last := lo
+	for i := lo; i < hi; i++ {
+		if s.e[i] > 0 {
+			last = i
+		}
+		x -= float64(s.e[i])
+		if x < 0 {
+			return i
+		}
+	}
+	return last // x landed on the rounding edge of the block
+}
+
+// uniform53 is Philox4x32-10 keyed by seed at counter (step, 0, stream, 0),
+// its first two words' top 53 bits as a float64 in [0,1): the draw the
+// CUDA backend's sampler makes for the same triple.
+func uniform53(seed uint64, stream, step uint32) float64 {
+	c := philox([4]uint32{step, 0, stream, 0}, uint32(seed), uint32(seed>>32))
+	return float64(uint64(c[0])<<21|uint64(c[1]>>11)) / (1 << 53)
+}
+
+// philox is Philox4x32-10 (Salmon et al., SC'11): ten rounds of a keyed
+// bijection on a 128-bit counter.
+func philox(c [4]uint32, k0, k1 uint32) [4]uint32 {
+	for range 10 {
+		p0, p1 := uint64(0xD2511F53)*uint64(c[0]), uint64(0xCD9E8D57)*uint64(c[2])
+		c = [4]uint32{uint32(p1>>32) ^ c[1] ^ k0, uint32(p1), uint32(p0>>32) ^ c[3] ^ k1, uint32(p0)}
+		k0 += 0x9E3779B9
+		k1 += 0xBB67AE85
+	}
+	return c
 }
 
 // prefix returns the members of cand that open its order by falling
@@ -314,24 +389,6 @@ func (s *Sampler) prefix(cand []int, count int, mass float64) ([]int, float64) {
 	return out, acc
 }
 
-// expNonPos is e^x for x <= 0 to a relative error below 1e-11, about
-// 1.6 times faster than math.Exp: sampling evaluates it once per
-// vocabulary entry per token, so it bounds how batching scales.
-func expNonPos(x float64) float64 {
-	const (
-		log2e = 1.4426950408889634
-		ln2hi = 6.93147180369123816490e-01
-		ln2lo = 1.90821492927058770002e-10
-	)
-	if !(x >= -708) { // also NaN and -Inf
-		return 0
-	}
-	k := math.Floor(x*log2e + 0.5)
-	r := x - k*ln2hi - k*ln2lo // |r| <= ln2/2: a degree-9 Taylor series suffices
-	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040+r*(1.0/40320+r*(1.0/362880)))))))))
-	return p * math.Float64frombits(uint64(int64(k)+1023)<<52)
-}
-
 // TokenLogProb is one token with its log-prob.
 type TokenLogProb struct {
 	ID      int
@@ -359,7 +416,7 @@ func (s *Sampler) TopLogProbs(logits []float32, n int) []TokenLogProb {
 	}
 	out := make([]TokenLogProb, len(top))
 	for k, i := range top {
-		out[k] = TokenLogProb{ID: i, LogProb: float32(float64(logits[i])*s.inv - s.lse)}
+		out[k] = TokenLogProb{ID: i, LogProb: float32(s.a*float64(logits[i]) - s.lse)}
 	}
 	return out
 }

@@ -167,8 +167,8 @@ func TestSamplerTruncation(t *testing.T) {
 	count := func(o Options) []int {
 		s := NewSampler(5, o, 0)
 		c := make([]int, 5)
-		for range 4000 {
-			tok, lp := s.Sample(logits)
+		for step := range 4000 {
+			tok, lp := s.Sample(logits, step)
 			c[tok]++
 			// log-prob over the full tempered distribution
 			var z float64
@@ -243,8 +243,11 @@ func TestTruncationMatchesFullSort(t *testing.T) {
 			}
 		}
 		o := Options{Temperature: 1, TopK: []int{0, 1, 7, 500}[trial%4], TopP: []float64{0, 0.3, 0.9, 0.999}[(trial/4)%4]}
+		if o.TopK == 0 && o.TopP == 0 {
+			continue // no cut to check
+		}
 		s := NewSampler(V, o, 0)
-		s.Sample(logits)
+		s.Sample(logits, trial)
 		// Reference: sort everything, then cut as the definition says.
 		ref := make([]int, V)
 		for i := range ref {
@@ -305,18 +308,125 @@ func subset(a, b []int) bool {
 	return true
 }
 
-func TestExpNonPos(t *testing.T) {
-	for x := -708.0; x <= 0; x += 0.0173 {
-		if got, want := expNonPos(x), math.Exp(x); math.Abs(got/want-1) > 1e-10 {
-			t.Fatalf("exp(%g) = %g, want %g", x, got, want)
+// Philox4x32-10's known-answer vectors (Random123's kat_vectors): the
+// sampler's generator is the published one, as the CUDA kernel's is.
+func TestPhiloxKnownAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		c      [4]uint32
+		k0, k1 uint32
+		want   [4]uint32
+	}{
+		{[4]uint32{0, 0, 0, 0}, 0, 0, [4]uint32{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+		{[4]uint32{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, 0xffffffff, 0xffffffff, [4]uint32{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+		{[4]uint32{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, 0xa4093822, 0x299f31d0, [4]uint32{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+	} {
+		if got := philox(tc.c, tc.k0, tc.k1); got != tc.want {
+			t.Errorf("philox(%x, %x %x) = %x, want %x", tc.c, tc.k0, tc.k1, got, tc.want)
 		}
 	}
-	for _, x := range []float64{-709, -1e9, math.Inf(-1), math.NaN()} {
-		if got := expNonPos(x); got != 0 {
-			t.Fatalf("exp(%g) = %g, want 0", x, got)
+}
+
+// A draw is a function of (seed, stream, step) alone: taking the steps in
+// another order, on another sampler, gives the same tokens.
+func TestSamplerDrawDependsOnStepOnly(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 1))
+	const V = 5000
+	rows := make([][]float32, 40)
+	for i := range rows {
+		rows[i] = make([]float32, V)
+		for j := range rows[i] {
+			rows[i][j] = float32(r.NormFloat64() * 3)
 		}
 	}
-	if expNonPos(0) != 1 {
-		t.Fatal("exp(0) != 1")
+	for _, o := range []Options{{Temperature: 1, Seed: 7}, {Temperature: 0.7, TopK: 50, Seed: 7}, {Temperature: 1.2, TopP: 0.9, Seed: 7}} {
+		fwd, back := NewSampler(V, o, 3), NewSampler(V, o, 3)
+		want := make([]int, len(rows))
+		for i, row := range rows {
+			want[i], _ = fwd.Sample(row, i)
+		}
+		other := NewSampler(V, o, 4)
+		same := 0
+		for i := len(rows) - 1; i >= 0; i-- {
+			if got, _ := back.Sample(rows[i], i); got != want[i] {
+				t.Fatalf("%+v: step %d drew %d in reverse order, %d in order", o, i, got, want[i])
+			}
+			if got, _ := other.Sample(rows[i], i); got == want[i] {
+				same++
+			}
+		}
+		if same == len(rows) {
+			t.Fatalf("%+v: streams 3 and 4 drew the same %d tokens", o, len(rows))
+		}
+	}
+}
+
+// A sequence's tokens and log-probs do not depend, bit for bit, on the
+// batch it is generated in: alone (batch 1) or among 15 others, whatever
+// their prompts and lengths, with the sampler's every path.
+func TestGenerateBatchInvariant(t *testing.T) {
+	be, err := cpu.New(cpu.Options{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(be.Close)
+	cfg, _ := hfconfig.Preset("1m")
+	m, err := model.New(be, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Init(3, 0.2)
+	r := rand.New(rand.NewPCG(9, 9))
+	batch := func(first []int) [][]int {
+		ps := [][]int{first}
+		for len(ps) < 16 {
+			p := make([]int, 1+r.IntN(40))
+			for i := range p {
+				p[i] = r.IntN(cfg.VocabSize)
+			}
+			ps = append(ps, p)
+		}
+		return ps
+	}
+	prompt := []int{5, 17, 99, 3, 250, 8, 8, 41, 77, 12, 300}
+	for _, o := range []Options{
+		{MaxTokens: 24, Temperature: 0},
+		{MaxTokens: 24, Temperature: 1, Seed: 11},
+		{MaxTokens: 24, Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 12},
+	} {
+		solo, err := Generate(context.Background(), m, [][]int{prompt}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for trial := range 2 {
+			res, err := Generate(context.Background(), m, batch(prompt), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(res[0].Tokens, solo[0].Tokens) || !slices.EqualFunc(res[0].LogProbs, solo[0].LogProbs, func(a, b float32) bool {
+				return math.Float32bits(a) == math.Float32bits(b)
+			}) {
+				t.Fatalf("%+v, batch %d: in a batch of 16 %v %v, alone %v %v", o, trial, res[0].Tokens, res[0].LogProbs, solo[0].Tokens, solo[0].LogProbs)
+			}
+		}
+	}
+}
+
+// Logits a diverged model might produce (NaN, ±Inf) give a token in the
+// vocabulary, never a panic.
+func TestSamplerSurvivesNonFiniteLogits(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	for _, row := range [][]float32{
+		{nan, nan, nan},
+		{1, nan, 2},
+		{-inf, -inf, 0},
+		{inf, 1, 2},
+		slices.Repeat([]float32{nan}, 100),
+	} {
+		for _, o := range []Options{{}, {Temperature: 1, Seed: 1}, {Temperature: 1, TopK: 2, Seed: 1}, {Temperature: 1, TopP: 0.5, Seed: 1}} {
+			tok, _ := NewSampler(len(row), o, 0).Sample(row, 0)
+			if tok < 0 || tok >= len(row) {
+				t.Fatalf("%v with %+v: token %d", row, o, tok)
+			}
+		}
 	}
 }

@@ -28,6 +28,8 @@ type Cache struct {
 
 	ad *Adapter       // attached LoRA adapter, or nil
 	u  compute.Tensor // [rows, rank] adapter scratch
+
+	rowLinear compute.RowLinear // the device's batch-invariant x·Wᵀ, if it has one
 }
 
 // Chunk is one slot's part of a Forward: the tokens appended to it.
@@ -66,6 +68,7 @@ func (m *Model) NewPackedCache(B, maxT, rows int) (*Cache, error) {
 		hIDs: make([]int32, R), hPos: make([]int32, R), hStart: make([]int32, B), hLast: make([]int32, B),
 		busy: make([]bool, B),
 	}
+	k.rowLinear, _ = be.(compute.RowLinear)
 	for range c.NumLayers {
 		k.k = append(k.k, be.Alloc(B*maxT*kvd))
 		k.v = append(k.v, be.Alloc(B*maxT*kvd))
@@ -76,6 +79,19 @@ func (m *Model) NewPackedCache(B, maxT, rows int) (*Cache, error) {
 		}
 	}
 	return k, nil
+}
+
+// linear computes y (+)= x·wᵀ for x [rows,in] and w [out,in]. On a device
+// with batch-invariant rows (compute.RowLinear) each row's result does not
+// depend on the other rows of the forward, so a sequence generates the
+// same tokens whatever it is batched with, and a prefix's keys and values
+// are the same whether computed in a prompt's prefill or token by token.
+func (k *Cache) linear(y, x, w compute.Tensor, rows, out, in int, acc bool) {
+	if k.rowLinear != nil {
+		k.rowLinear.LinearRows(y, x, w, rows, out, in, acc)
+		return
+	}
+	k.m.be.MatMul(y, x, w, rows, out, in, false, true, acc)
 }
 
 // Slots is the number of sequences the cache holds (B).
@@ -233,9 +249,9 @@ func (k *Cache) ForwardLogits(chunks []Chunk) (compute.Tensor, error) {
 	be.Embed(x, m.embed.W, idv, rows, C)
 	for l, p := range m.layers {
 		be.RMSNorm(ln, rstd, x, p.ln1.W, rows, C, eps)
-		be.MatMul(q, ln, p.q.W, rows, qd, C, false, true, false)
-		be.MatMul(kk, ln, p.k.W, rows, kvd, C, false, true, false)
-		be.MatMul(vv, ln, p.v.W, rows, kvd, C, false, true, false)
+		k.linear(q, ln, p.q.W, rows, qd, C, false)
+		k.linear(kk, ln, p.k.W, rows, kvd, C, false)
+		k.linear(vv, ln, p.v.W, rows, kvd, C, false)
 		if p.qb != nil {
 			be.AddBias(q, p.qb.W, rows, qd)
 			be.AddBias(kk, p.kb.W, rows, kvd)
@@ -257,20 +273,20 @@ func (k *Cache) ForwardLogits(chunks []Chunk) (compute.Tensor, error) {
 			be.WriteCache(vc, be.View(k.vv, r.row0*kvd, nr*kvd), st, r.nb, r.tq, k.maxT, kvd)
 			be.AttentionCached(be.View(k.ao, r.row0*qd, nr*qd), be.View(k.q, r.row0*qd, nr*qd), kc, vc, st, r.nb, r.tq, k.maxT, hq, hkv, hd)
 		}
-		be.MatMul(mid, ao, p.o.W, rows, C, qd, false, true, false)
+		k.linear(mid, ao, p.o.W, rows, C, qd, false)
 		if k.ad != nil {
 			k.loraForward(l, OProj, mid, ao, rows)
 		}
 		be.Accumulate(mid, x)
 		be.RMSNorm(ln, rstd, mid, p.ln2.W, rows, C, eps)
-		be.MatMul(gate, ln, p.gate.W, rows, I, C, false, true, false)
-		be.MatMul(up, ln, p.up.W, rows, I, C, false, true, false)
+		k.linear(gate, ln, p.gate.W, rows, I, C, false)
+		k.linear(up, ln, p.up.W, rows, I, C, false)
 		if k.ad != nil {
 			k.loraForward(l, GateProj, gate, ln, rows)
 			k.loraForward(l, UpProj, up, ln, rows)
 		}
 		be.SwiGLU(h, gate, up, rows*I)
-		be.MatMul(x, h, p.down.W, rows, C, I, false, true, false)
+		k.linear(x, h, p.down.W, rows, C, I, false)
 		if k.ad != nil {
 			k.loraForward(l, DownProj, x, h, rows)
 		}
@@ -280,7 +296,7 @@ func (k *Cache) ForwardLogits(chunks []Chunk) (compute.Tensor, error) {
 	last, lnl, rstdl, lg := be.View(k.last, 0, nc*C), be.View(k.lnl, 0, nc*C), be.View(k.rstdl, 0, nc), be.View(k.logits, 0, nc*V)
 	be.Embed(last, x, lastv, nc, C)
 	be.RMSNorm(lnl, rstdl, last, m.norm.W, nc, C, eps)
-	be.MatMul(lg, lnl, m.lmHead.W, nc, V, C, false, true, false)
+	k.linear(lg, lnl, m.lmHead.W, nc, V, C, false)
 	for _, ch := range chunks {
 		k.n[ch.Slot] += len(ch.IDs)
 	}

@@ -3,6 +3,9 @@ package model
 import (
 	"math"
 	"testing"
+
+	"github.com/rlhost/rlhost/trainer/compute/cpu"
+	"github.com/rlhost/rlhost/trainer/hfconfig"
 )
 
 // A packed Forward over several slots, mixing prompts of different lengths
@@ -87,5 +90,80 @@ func TestCacheForwardPackedAndCopyPrefix(t *testing.T) {
 	}
 	if err := c.CopyPrefix(3, 0, 9); err == nil {
 		t.Fatal("want error copying more tokens than the source holds")
+	}
+}
+
+// On a device with batch-invariant linear layers, a sequence's logits are
+// the same bit for bit however its tokens reach the cache: prefilled at
+// once, token by token among other slots' rows, or partly copied from
+// another slot (the server's prefix cache), with and without an adapter.
+func TestCacheLogitsIndependentOfHowThePrefixCame(t *testing.T) {
+	be, err := cpu.New(cpu.Options{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(be.Close)
+	cfg, _ := hfconfig.Preset("1m")
+	m, err := New(be, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Init(4, 0.3)
+	seq := []int32{5, 9, 300, 44, 2, 17, 17, 90, 101, 7, 64, 3, 250, 11}
+	V := cfg.VocabSize
+	for _, withAdapter := range []bool{false, true} {
+		c, err := m.NewCache(4, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if withAdapter {
+			a, err := NewAdapter(be, cfg, AdapterConfig{Rank: 4, Alpha: 8, Targets: []Module{QProj, OProj, UpProj, DownProj}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.Init(2)
+			for _, p := range a.Params() {
+				be.Fill(p.W, 0.01) // B too, so the adapter changes the output
+			}
+			if err := c.SetAdapter(a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Cold: the whole sequence in one prefill, in slot 0.
+		want := make([]float32, V)
+		if err := c.Forward([]Chunk{{0, seq}}, want); err != nil {
+			t.Fatal(err)
+		}
+		// Token by token in slot 1, batched with other rows in slots 2, 3.
+		lg := make([]float32, 3*V)
+		for i := range seq {
+			if err := c.Forward([]Chunk{{2, []int32{int32(i + 1)}}, {1, seq[i : i+1]}, {3, []int32{8, 9, 10}[:1+i%3]}}, lg); err != nil {
+				t.Fatal(err)
+			}
+			if i == 8 {
+				_ = c.Truncate(3, 0)
+			}
+		}
+		same(t, "token by token", lg[V:2*V], want)
+		// Half copied from slot 1, the rest as one chunk next to a decode row.
+		if err := c.Truncate(3, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.CopyPrefix(3, 1, 6); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Forward([]Chunk{{3, seq[6:]}, {2, []int32{1}}}, lg[:2*V]); err != nil {
+			t.Fatal(err)
+		}
+		same(t, "copied prefix", lg[:V], want)
+	}
+}
+
+func same(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for j := range want {
+		if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+			t.Fatalf("%s: logit %d is %g, cold prefill %g", what, j, got[j], want[j])
+		}
 	}
 }

@@ -208,5 +208,8 @@ func (k *Cache) loraForward(layer int, mod Module, y, x compute.Tensor, rows int
 		return
 	}
 	r := k.ad.Cfg.Rank
-	lo.forward(k.m.be, y, x, k.m.be.View(k.u, 0, rows*r), rows, r, k.ad.scale)
+	u := k.m.be.View(k.u, 0, rows*r)
+	k.linear(u, x, lo.A.W, rows, r, lo.In, false)
+	k.m.be.Scale(u, k.ad.scale)
+	k.linear(y, u, lo.B.W, rows, lo.Out, r, true)
 }

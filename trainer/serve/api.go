@@ -188,16 +188,23 @@ type apiError struct {
 	Code    *string `json:"code"`
 }
 
-func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
+// writeError answers with OpenAI's error body; param names the request
+// field at fault ("" leaves it null), as vLLM does.
+func writeError(w http.ResponseWriter, status int, typ, code, param, msg string) {
 	e := apiError{Message: msg, Type: typ}
 	if code != "" {
 		e.Code = &code
+	}
+	if param != "" {
+		e.Param = &param
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]apiError{"error": e})
 }
 
-func badRequest(w http.ResponseWriter, format string, args ...any) {
-	writeError(w, http.StatusBadRequest, "invalid_request_error", "", fmt.Sprintf(format, args...))
+// badRequest is a 400 about request field param ("" for the body as a
+// whole).
+func badRequest(w http.ResponseWriter, param, format string, args ...any) {
+	writeError(w, http.StatusBadRequest, "invalid_request_error", "", param, fmt.Sprintf(format, args...))
 }

@@ -31,6 +31,8 @@ type job struct {
 	stops     []string
 	topN      int // top_logprobs per token; -1 when logprobs are off
 
+	cached int // prompt tokens whose keys and values came from the prefix cache (engine only)
+
 	mu      sync.Mutex
 	events  []event
 	notify  chan struct{} // cap 1: events or an end are waiting
@@ -100,9 +102,18 @@ type seq struct {
 	choice  int
 	slot    int
 	sampler *generate.Sampler
-	next    int32 // sampled token not yet fed to the model
-	count   int   // tokens sampled
+	next    int32   // sampled token not yet fed to the model
+	count   int     // tokens sampled
+	toks    []int32 // tokens sampled: the slot holds the prompt and all but the last
 	textState
+}
+
+// held is the sequence an idle slot still holds keys and values for: a
+// finished request's prompt and completion, kept for a later request that
+// repeats them (the next turn of a conversation).
+type held struct {
+	ids  []int32
+	used uint64 // when it was kept or last copied from, for eviction
 }
 
 // pauseReq is an Update waiting for the engine to go idle.
@@ -132,19 +143,28 @@ type engine struct {
 	done   chan struct{}
 
 	slots    []*seq
+	held     []held              // per idle slot: what it still holds (nil ids: nothing)
+	clock    uint64              // counts admissions, for held's used
+	noPrefix bool                // keep nothing between requests
+	alone    bool                // one sequence per forward pass (Options.Deterministic)
 	samplers []*generate.Sampler // one per slot, reused across requests
 	next     []int32             // per slot: the token fed in the next forward
 	running  atomic.Int64        // sequences in slots, for tests and Stats
 	version  atomic.Uint64
-	tokens   atomic.Int64 // tokens generated since start
+	stats    engineStats
 }
 
-func newEngine(m *model.Model, tok *tokenizer.Tokenizer, cache *model.Cache, stopIDs map[int]bool, log hclog.Logger) *engine {
+// engineStats counts tokens since start.
+type engineStats struct {
+	generated, prompt, cached atomic.Int64
+}
+
+func newEngine(m *model.Model, tok *tokenizer.Tokenizer, cache *model.Cache, stopIDs map[int]bool, noPrefix bool, log hclog.Logger) *engine {
 	V := m.Cfg.VocabSize
-	e := &engine{m: m, tok: tok, cache: cache, V: V, stopIDs: stopIDs, log: log,
+	e := &engine{m: m, tok: tok, cache: cache, V: V, stopIDs: stopIDs, log: log, noPrefix: noPrefix,
 		logits: make([]float32, cache.Slots()*V), tokText: make([][]byte, V),
 		wakeC: make(chan struct{}, 1), done: make(chan struct{}), slots: make([]*seq, cache.Slots()),
-		samplers: make([]*generate.Sampler, cache.Slots()), next: make([]int32, cache.Slots())}
+		held: make([]held, cache.Slots()), samplers: make([]*generate.Sampler, cache.Slots()), next: make([]int32, cache.Slots())}
 	for id := range V {
 		e.tokText[id] = []byte(tok.Decode([]int{id}))
 	}
@@ -190,7 +210,7 @@ func (e *engine) run() {
 		for _, s := range e.slots {
 			if s != nil && s.job.ctx.Err() != nil {
 				s.job.fail(s.job.ctx.Err())
-				e.release(s)
+				e.release(s, false)
 			}
 		}
 		e.mu.Lock()
@@ -203,7 +223,7 @@ func (e *engine) run() {
 			for _, s := range e.slots {
 				if s != nil {
 					s.job.fail(errClosed)
-					e.release(s)
+					e.release(s, false)
 				}
 			}
 			return
@@ -213,6 +233,9 @@ func (e *engine) run() {
 			e.mu.Unlock()
 			close(p.idle)
 			<-p.resume
+			// The weights (or the adapter) may have changed: what idle
+			// slots hold was computed with the old ones.
+			e.dropHeld()
 			e.mu.Lock()
 			if e.pause == p {
 				e.pause = nil
@@ -237,16 +260,20 @@ func (e *engine) run() {
 				e.queue = e.queue[1:]
 				continue
 			}
-			if j.n > e.cache.Slots()-running || rows+len(j.prompt) > e.cache.Rows() {
+			if j.n > e.cache.Slots()-running {
+				break
+			}
+			src, match := e.longestPrefix(j.prompt)
+			if rows+len(j.prompt)-match > e.cache.Rows() {
 				break
 			}
 			e.queue = e.queue[1:]
 			j.mu.Lock()
 			j.version = e.version.Load()
 			j.mu.Unlock()
-			e.place(j)
+			e.place(j, src, match)
 			running += j.n
-			rows += len(j.prompt)
+			rows += len(j.prompt) - j.cached
 			admitted = append(admitted, j)
 		}
 		e.mu.Unlock()
@@ -256,16 +283,17 @@ func (e *engine) run() {
 		}
 		decoded := len(chunks)
 		for _, j := range admitted {
-			chunks = append(chunks, model.Chunk{Slot: e.firstSlot(j), IDs: j.prompt})
+			chunks = append(chunks, model.Chunk{Slot: e.firstSlot(j), IDs: j.prompt[j.cached:]})
 		}
-		if err := e.cache.Forward(chunks, e.logits[:len(chunks)*e.V]); err != nil {
+		if err := e.forward(chunks); err != nil {
 			e.log.Error("forward failed", "error", err)
 			for _, s := range e.slots {
 				if s != nil {
 					s.job.fail(fmt.Errorf("serve: forward: %w", err))
-					e.release(s)
+					e.release(s, false)
 				}
 			}
+			e.dropHeld()
 			continue
 		}
 		// Who samples from which logits row: running sequences their own,
@@ -294,25 +322,145 @@ func (e *engine) run() {
 	}
 }
 
-// place gives each of j's choices a free slot, lowest first, so that
-// sequences stay adjacent and share attention calls.
-func (e *engine) place(j *job) {
-	c := 0
-	for slot, s := range e.slots {
-		if s != nil || c == j.n {
+// forward runs chunks through the model, their logits to e.logits: in one
+// pass, or with alone in a pass per chunk.
+func (e *engine) forward(chunks []model.Chunk) error {
+	if !e.alone {
+		return e.cache.Forward(chunks, e.logits[:len(chunks)*e.V])
+	}
+	for i := range chunks {
+		if err := e.cache.Forward(chunks[i:i+1], e.logits[i*e.V:(i+1)*e.V]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// longestPrefix finds the slot whose cached tokens share the longest
+// prefix with prompt: an idle slot's held sequence or a running
+// sequence's prompt and fed tokens. It returns -1 when none shares any.
+// The match stops one short of the whole prompt, whose last token must
+// be computed for its logits.
+func (e *engine) longestPrefix(prompt []int32) (slot, n int) {
+	slot = -1
+	if e.noPrefix {
+		return -1, 0
+	}
+	limit := len(prompt) - 1
+	for b := range e.slots {
+		var have, extra []int32
+		switch s := e.slots[b]; {
+		case s != nil:
+			have, extra = s.job.prompt, s.toks
+		case e.held[b].ids != nil:
+			have = e.held[b].ids
+		default:
 			continue
 		}
-		sm := e.samplers[slot]
-		if sm == nil {
-			sm = generate.NewSampler(e.V, j.opts, uint64(c))
-			e.samplers[slot] = sm
-		} else {
-			sm.Reset(j.opts, uint64(c))
+		l := commonPrefix(prompt[:limit], have, extra, e.cache.Len(b))
+		if l > n {
+			slot, n = b, l
 		}
-		e.slots[slot] = &seq{job: j, choice: c, slot: slot, sampler: sm}
-		c++
+	}
+	return slot, n
+}
+
+// commonPrefix is the length of the common prefix of p and the first
+// within tokens of a followed by b.
+func commonPrefix(p, a, b []int32, within int) int {
+	n := 0
+	for n < len(p) && n < within {
+		var t int32
+		if n < len(a) {
+			t = a[n]
+		} else {
+			t = b[n-len(a)]
+		}
+		if t != p[n] {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// place gives each of j's choices a slot, reusing match cached tokens of
+// slot src (-1: none). Choice 0 continues an idle slot's held sequence
+// in place when the prompt repeats at least half of it (the next turn of
+// that conversation); otherwise it takes a free slot and the shared
+// prefix's keys and values are copied there. Free slots go lowest first
+// among those holding nothing (so sequences stay adjacent and share
+// attention calls), then least recently used.
+func (e *engine) place(j *job, src, match int) {
+	e.clock++
+	e.stats.prompt.Add(int64(len(j.prompt)))
+	e.stats.cached.Add(int64(match))
+	j.cached = match
+	first := -1
+	if src >= 0 && e.slots[src] == nil && 2*match >= len(e.held[src].ids) {
+		first = src
+		e.held[src].ids = nil
+		e.truncate(src, match)
+	} else {
+		first = e.freeSlot(src)
+		if src >= 0 {
+			if err := e.cache.CopyPrefix(first, src, match); err != nil {
+				panic(err) // slots and lengths come from longestPrefix: a bug
+			}
+			e.held[src].used = e.clock
+		} else {
+			e.truncate(first, 0)
+		}
+	}
+	e.seat(j, 0, first)
+	for c := 1; c < j.n; c++ {
+		slot := e.freeSlot(-1)
+		e.truncate(slot, 0)
+		e.seat(j, c, slot)
 	}
 	e.running.Add(int64(j.n))
+}
+
+// seat makes slot run choice c of j.
+func (e *engine) seat(j *job, c, slot int) {
+	e.held[slot].ids = nil
+	sm := e.samplers[slot]
+	if sm == nil {
+		sm = generate.NewSampler(e.V, j.opts, uint64(c))
+		e.samplers[slot] = sm
+	} else {
+		sm.Reset(j.opts, uint64(c))
+	}
+	e.slots[slot] = &seq{job: j, choice: c, slot: slot, sampler: sm}
+}
+
+// freeSlot returns a slot no sequence runs in, other than keep: the lowest
+// holding nothing, else the least recently used held one (evicted). The
+// caller has checked that one exists.
+func (e *engine) freeSlot(keep int) int {
+	lru := -1
+	for b, s := range e.slots {
+		if s != nil || b == keep {
+			continue
+		}
+		if e.held[b].ids == nil {
+			return b
+		}
+		if lru < 0 || e.held[b].used < e.held[lru].used {
+			lru = b
+		}
+	}
+	if lru < 0 { // only keep is free
+		lru = keep
+	}
+	e.held[lru].ids = nil
+	return lru
+}
+
+func (e *engine) truncate(slot, n int) {
+	if err := e.cache.Truncate(slot, n); err != nil {
+		panic(err) // n comes from the slot's own length: a bug
+	}
 }
 
 func (e *engine) firstSlot(j *job) int {
@@ -324,10 +472,29 @@ func (e *engine) firstSlot(j *job) int {
 	panic("serve: job without slots")
 }
 
-func (e *engine) release(s *seq) {
-	_ = e.cache.Truncate(s.slot, 0)
+// release frees s's slot; with keep (a finished sequence) the slot goes
+// on holding its tokens' keys and values for a later request.
+func (e *engine) release(s *seq, keep bool) {
+	if keep && !e.noPrefix {
+		n := e.cache.Len(s.slot)
+		ids := make([]int32, 0, len(s.job.prompt)+len(s.toks))
+		ids = append(append(ids, s.job.prompt...), s.toks...)[:n]
+		e.held[s.slot] = held{ids: ids, used: e.clock}
+	} else {
+		e.truncate(s.slot, 0)
+	}
 	e.slots[s.slot] = nil
 	e.running.Add(-1)
+}
+
+// dropHeld forgets what every idle slot holds.
+func (e *engine) dropHeld() {
+	for b := range e.held {
+		if e.held[b].ids != nil {
+			e.held[b].ids = nil
+			e.truncate(b, 0)
+		}
+	}
 }
 
 type sampleWork struct {
@@ -352,7 +519,9 @@ func (e *engine) sample(work []sampleWork) {
 				}
 				w := &work[i]
 				lg := e.logits[w.row*e.V : (w.row+1)*e.V]
-				w.tok, w.lp = w.s.sampler.Sample(lg)
+				// Keyed by position, so each turn of a conversation that
+				// repeats its seed draws afresh.
+				w.tok, w.lp = w.s.sampler.Sample(lg, len(w.s.job.prompt)+w.s.count)
 				if n := w.s.job.topN; n > 0 {
 					w.top = w.s.sampler.TopLogProbs(lg, n)
 				}
@@ -366,7 +535,8 @@ func (e *engine) sample(work []sampleWork) {
 func (e *engine) advance(w sampleWork) {
 	s, j := w.s, w.s.job
 	s.count++
-	e.tokens.Add(1)
+	s.toks = append(s.toks, int32(w.tok))
+	e.stats.generated.Add(1)
 	// An end token finishes the turn; it is returned in token_ids but is
 	// not part of the text.
 	end := e.stopIDs[w.tok]
@@ -384,7 +554,7 @@ func (e *engine) advance(w sampleWork) {
 	}
 	s.next = int32(w.tok)
 	if finish != "" {
-		e.release(s)
+		e.release(s, true)
 	}
 	j.post(event{choice: s.choice, token: w.tok, logprob: w.lp, top: w.top, text: text, finish: finish})
 }

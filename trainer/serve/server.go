@@ -19,6 +19,7 @@ import (
 
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/trainer/chat"
+	"github.com/rlhost/rlhost/trainer/compute"
 	"github.com/rlhost/rlhost/trainer/generate"
 	"github.com/rlhost/rlhost/trainer/model"
 	"github.com/rlhost/rlhost/trainer/tokenizer"
@@ -50,6 +51,20 @@ type Options struct {
 	// adapter routes (see adapters.go); without it those routes are a 404,
 	// as on a vLLM that does not allow runtime LoRA updating.
 	Adapters AdapterHost
+	// NoPrefixCache turns the prefix cache off: by default a finished
+	// sequence's keys and values stay in its idle slot, and a request
+	// whose prompt repeats cached tokens (the next turn of a conversation,
+	// another request's prompt) computes only the rest. The logits are the
+	// same either way, bit for bit on the CPU backend.
+	NoPrefixCache bool
+	// Deterministic makes a sequence's tokens independent of the other
+	// requests on a device whose linear layers are not batch-invariant
+	// (the CUDA backend's): each sequence then runs in a forward pass of
+	// its own and the prefix cache is off, so a pass's shapes depend only
+	// on that sequence. It costs the batching. A device with
+	// compute.RowLinear (the CPU backend) is deterministic without it,
+	// and it changes nothing there.
+	Deterministic bool
 }
 
 // maxBody bounds a request body.
@@ -121,7 +136,10 @@ func New(m *model.Model, tok *tokenizer.Tokenizer, opts Options) (*Server, error
 		stop[id] = true
 	}
 	s := &Server{opts: opts, tok: tok, log: opts.Logger, maxLen: opts.MaxSeqLen, done: make(chan struct{}),
-		eng: newEngine(m, tok, cache, stop, opts.Logger)}
+		eng: newEngine(m, tok, cache, stop, opts.NoPrefixCache, opts.Logger)}
+	if _, invariant := m.Device().(compute.RowLinear); opts.Deterministic && !invariant {
+		s.eng.alone, s.eng.noPrefix = true, true
+	}
 	if opts.Adapters != nil {
 		s.adapters = newAdapterSet(opts.Adapters)
 	}
@@ -136,10 +154,27 @@ func (s *Server) WeightsVersion() uint64 { return s.eng.version.Load() }
 // Running is the number of sequences holding a cache slot now.
 func (s *Server) Running() int { return int(s.eng.running.Load()) }
 
+// Stats counts tokens since the server started.
+type Stats struct {
+	// Generated is the completion tokens sampled.
+	Generated int64
+	// PromptTokens is the prompt tokens of the requests admitted;
+	// CachedTokens is how many of them the prefix cache supplied, so
+	// PromptTokens − CachedTokens were computed.
+	PromptTokens, CachedTokens int64
+}
+
+// Stats returns the token counts so far.
+func (s *Server) Stats() Stats {
+	st := &s.eng.stats
+	return Stats{Generated: st.generated.Load(), PromptTokens: st.prompt.Load(), CachedTokens: st.cached.Load()}
+}
+
 // Update waits until no generation is in flight (requests arriving
 // meanwhile queue), runs fn, which may change the model's weights on its
-// backend, bumps the weights version and resumes generation. No request
-// sees weights fn is still changing. It returns fn's error, or ctx's when
+// backend, bumps the weights version, empties the prefix cache and
+// resumes generation. No request sees weights fn is still changing, nor
+// keys and values computed with the weights before. It returns fn's error, or ctx's when
 // ctx ends before the engine goes idle (fn has not run then).
 func (s *Server) Update(ctx context.Context, fn func() error) error {
 	return s.UpdateVersion(ctx, func(v uint64) (uint64, error) { return v + 1, fn() })
@@ -204,7 +239,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
+		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", "", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	})
 	return mux
 }
@@ -273,7 +308,7 @@ func (s *Server) Close() error {
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
-		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "", "use GET")
+		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "", "", "use GET")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -300,47 +335,48 @@ type params struct {
 
 func (s *Server) parse(w http.ResponseWriter, r *http.Request) (*params, bool) {
 	if r.Method != http.MethodPost {
-		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "", "use POST")
+		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "", "", "use POST")
 		return nil, false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		badRequest(w, "reading the request body: %v", err)
+		badRequest(w, "", "reading the request body: %v", err)
 		return nil, false
 	}
 	var req chatRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		badRequest(w, "request body is not valid JSON for a chat completion: %v", err)
+		badRequest(w, "", "request body is not valid JSON for a chat completion: %v", err)
 		return nil, false
 	}
+	// A request without a model gets the served model, as on vLLM.
 	adapter := ""
-	if req.Model != s.opts.ModelName {
+	if req.Model != "" && req.Model != s.opts.ModelName {
 		if !s.adapters.has(req.Model) {
-			writeError(w, http.StatusNotFound, "invalid_request_error", "model_not_found",
+			writeError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "model",
 				fmt.Sprintf("The model `%s` does not exist. This server serves %q.", req.Model, s.opts.ModelName))
 			return nil, false
 		}
 		adapter = req.Model
 	}
 	if len(req.Messages) == 0 {
-		badRequest(w, "messages: at least one message is required")
+		badRequest(w, "messages", "messages: at least one message is required")
 		return nil, false
 	}
 	msgs := make([]core.Message, len(req.Messages))
 	for i, m := range req.Messages {
 		if msgs[i], err = m.toCore(i); err != nil {
-			badRequest(w, "%v", err)
+			badRequest(w, "messages", "%v", err)
 			return nil, false
 		}
 	}
 	choice, err := toolChoice(req.ToolChoice)
 	if err != nil {
-		badRequest(w, "%v", err)
+		badRequest(w, "tool_choice", "%v", err)
 		return nil, false
 	}
 	for i, t := range req.Tools {
 		if t.Type != "function" || t.Function.Name == "" {
-			badRequest(w, "tools[%d]: want {\"type\": \"function\", \"function\": {\"name\": ...}}", i)
+			badRequest(w, "tools", "tools[%d]: want {\"type\": \"function\", \"function\": {\"name\": ...}}", i)
 			return nil, false
 		}
 	}
@@ -350,7 +386,7 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request) (*params, bool) {
 	}
 	stops, err := stopStrings(req.Stop)
 	if err != nil {
-		badRequest(w, "%v", err)
+		badRequest(w, "stop", "%v", err)
 		return nil, false
 	}
 	p := &params{adapter: adapter, tools: len(tools) > 0, stream: req.Stream, ids: req.ReturnTokenIDs || s.opts.ReturnTokenIDs,
@@ -361,27 +397,27 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request) (*params, bool) {
 		j.n = *req.N
 	}
 	if j.n < 1 || j.n > s.opts.MaxBatch {
-		badRequest(w, "n=%d: must be between 1 and %d (the server's batch)", j.n, s.opts.MaxBatch)
+		badRequest(w, "n", "n=%d: must be between 1 and %d (the server's batch)", j.n, s.opts.MaxBatch)
 		return nil, false
 	}
 	o := generate.Options{Temperature: 1, TopP: 1}
 	if t := req.Temperature; t != nil {
 		if *t < 0 || *t > 100 || math.IsNaN(*t) {
-			badRequest(w, "temperature=%g: must be between 0 and 100", *t)
+			badRequest(w, "temperature", "temperature=%g: must be between 0 and 100", *t)
 			return nil, false
 		}
 		o.Temperature = *t
 	}
 	if t := req.TopP; t != nil {
 		if !(*t > 0 && *t <= 1) {
-			badRequest(w, "top_p=%g: must be in (0, 1]", *t)
+			badRequest(w, "top_p", "top_p=%g: must be in (0, 1]", *t)
 			return nil, false
 		}
 		o.TopP = *t
 	}
 	if k := req.TopK; k != nil {
 		if *k < -1 {
-			badRequest(w, "top_k=%d: must be -1 or 0 (off) or positive", *k)
+			badRequest(w, "top_k", "top_k=%d: must be -1 or 0 (off) or positive", *k)
 			return nil, false
 		}
 		o.TopK = max(*k, 0)
@@ -397,13 +433,13 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request) (*params, bool) {
 		p.logprobs, j.topN = true, 0
 		if req.TopLogprobs != nil {
 			if *req.TopLogprobs < 0 || *req.TopLogprobs > 20 {
-				badRequest(w, "top_logprobs=%d: must be between 0 and 20", *req.TopLogprobs)
+				badRequest(w, "top_logprobs", "top_logprobs=%d: must be between 0 and 20", *req.TopLogprobs)
 				return nil, false
 			}
 			j.topN = *req.TopLogprobs
 		}
 	} else if req.TopLogprobs != nil && *req.TopLogprobs > 0 {
-		badRequest(w, "top_logprobs needs logprobs=true")
+		badRequest(w, "top_logprobs", "top_logprobs needs logprobs=true")
 		return nil, false
 	}
 	// The prompt is the rendered text tokenized as a whole, as vLLM does:
@@ -411,19 +447,19 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request) (*params, bool) {
 	// model wrote starting with a blank line) is still served.
 	text, err := chat.Render(msgs, tools, true)
 	if err != nil {
-		badRequest(w, "rendering the chat template: %v", err)
+		badRequest(w, "messages", "rendering the chat template: %v", err)
 		return nil, false
 	}
 	ids := s.tok.Encode(text)
 	p.prompt = ids
-	maxTokens := req.MaxTokens
+	maxTokens, maxField := req.MaxTokens, "max_tokens"
 	if req.MaxCompletionTokens != nil {
-		maxTokens = req.MaxCompletionTokens
+		maxTokens, maxField = req.MaxCompletionTokens, "max_completion_tokens"
 	}
 	room := s.maxLen - len(ids)
 	switch {
 	case maxTokens != nil && *maxTokens < 1:
-		badRequest(w, "max_tokens=%d: must be at least 1", *maxTokens)
+		badRequest(w, maxField, "%s=%d: must be at least 1", maxField, *maxTokens)
 		return nil, false
 	case maxTokens != nil:
 		j.maxTokens = *maxTokens
@@ -433,7 +469,7 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request) (*params, bool) {
 		j.maxTokens = max(room, 1)
 	}
 	if len(ids)+j.maxTokens > s.maxLen {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "context_length_exceeded",
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "context_length_exceeded", "messages",
 			fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
 				s.maxLen, len(ids)+j.maxTokens, len(ids), j.maxTokens))
 		return nil, false
@@ -464,13 +500,13 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	j := p.job
 	release, err := s.acquire(r.Context(), p.adapter)
 	if err != nil {
-		writeError(w, http.StatusNotFound, "invalid_request_error", "model_not_found",
+		writeError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "model",
 			fmt.Sprintf("The model `%s` does not exist: %v", p.adapter, err))
 		return
 	}
 	defer release()
 	if err := s.eng.submit(j); err != nil {
-		writeError(w, http.StatusServiceUnavailable, "server_error", "", err.Error())
+		writeError(w, http.StatusServiceUnavailable, "server_error", "", "", err.Error())
 		return
 	}
 	id := "chatcmpl-" + randomID()
@@ -491,7 +527,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			s.apply(&choices[ev.choice], ev, p)
 		}
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, "server_error", "", err.Error())
+			writeError(w, http.StatusInternalServerError, "server_error", "", "", err.Error())
 			return
 		}
 		if end {

@@ -266,7 +266,9 @@ func TestTokenIDsAndLogprobsMatchFullForward(t *testing.T) {
 		if ch.FinishReason == "stop" { // the stop token is not in the text
 			ids = ids[:len(ids)-1]
 		}
-		if got := tok.Decode(ids); got != *ch.Message.Content {
+		// Random tokens may split a character: JSON carries each byte of
+		// invalid UTF-8 as U+FFFD.
+		if got := jsonText(tok.Decode(ids)); got != *ch.Message.Content {
 			t.Fatalf("token ids decode to %q, content %q", got, *ch.Message.Content)
 		}
 		if len(ch.Logprobs.Content) != len(ch.TokenIDs) {
@@ -277,7 +279,7 @@ func TestTokenIDsAndLogprobsMatchFullForward(t *testing.T) {
 			if math.Abs(lp.Logprob-float64(ref[i])) > 1e-3 {
 				t.Fatalf("token %d: logprob %g, full forward %g", i, lp.Logprob, ref[i])
 			}
-			if lp.Token != tok.Decode(ch.TokenIDs[i:i+1]) || len(lp.TopLogprobs) != 3 {
+			if lp.Token != jsonText(tok.Decode(ch.TokenIDs[i:i+1])) || len(lp.TopLogprobs) != 3 {
 				t.Fatalf("token %d: %+v", i, lp)
 			}
 			top := lp.TopLogprobs
@@ -352,8 +354,8 @@ func TestBatchedEqualsUnbatched(t *testing.T) {
 			t.Fatalf("%s: tokens %v, alone %v", name, r.Choices[0].TokenIDs, alone.Choices[0].TokenIDs)
 		}
 		for i, lp := range r.Choices[0].Logprobs.Content {
-			if d := math.Abs(lp.Logprob - alone.Choices[0].Logprobs.Content[i].Logprob); d > 1e-4 {
-				t.Fatalf("%s: token %d logprob differs by %g", name, i, d)
+			if lp.Logprob != alone.Choices[0].Logprobs.Content[i].Logprob {
+				t.Fatalf("%s: token %d logprob %v, alone %v", name, i, lp.Logprob, alone.Choices[0].Logprobs.Content[i].Logprob)
 			}
 		}
 	}
@@ -389,6 +391,43 @@ func TestBatchedEqualsUnbatched(t *testing.T) {
 	}
 	if slices.Equal(ref[0].Tokens, ref[1].Tokens) {
 		t.Fatal("different prompts gave the same greedy output: the check is vacuous")
+	}
+}
+
+// Sampling with a seed gives the same tokens and log-probs, bit for bit,
+// whether a request runs alone (batch 1) or as one of 16 at once, whose
+// prompts differ in length and whose sequences end at different times.
+func TestSeededSamplingIndependentOfLoad(t *testing.T) {
+	tok := qwenTokenizer(t)
+	m := testModel(t, tok)
+	_, _, base := startServer(t, m, tok, Options{MaxBatch: 16, MaxSeqLen: 256, NoPrefixCache: true})
+	body := func(i int) map[string]any {
+		return req(map[string]any{"seed": 40 + i, "max_tokens": 6 + i%5, "logprobs": true, "return_token_ids": true,
+			"messages": []map[string]any{{"role": "user", "content": fmt.Sprintf("request %d %s", i, strings.Repeat("y", 3*i))}}})
+	}
+	alone := make([]rawResponse, 16)
+	for i := range alone {
+		alone[i] = postOK(t, base, body(i))
+	}
+	together := make([]rawResponse, 16)
+	var wg sync.WaitGroup
+	for i := range together {
+		wg.Go(func() { together[i] = postOK(t, base, body(i)) })
+	}
+	wg.Wait()
+	for i := range alone {
+		a, b := alone[i].Choices[0], together[i].Choices[0]
+		if !slices.Equal(a.TokenIDs, b.TokenIDs) {
+			t.Fatalf("request %d: alone %v, among 16 %v", i, a.TokenIDs, b.TokenIDs)
+		}
+		for k := range a.Logprobs.Content {
+			if a.Logprobs.Content[k].Logprob != b.Logprobs.Content[k].Logprob {
+				t.Fatalf("request %d token %d: log-prob alone %v, among 16 %v", i, k, a.Logprobs.Content[k].Logprob, b.Logprobs.Content[k].Logprob)
+			}
+		}
+	}
+	if slices.Equal(alone[0].Choices[0].TokenIDs, alone[1].Choices[0].TokenIDs) {
+		t.Fatal("two requests sampled the same tokens: the comparison is weak")
 	}
 }
 
@@ -558,6 +597,27 @@ func TestCancelledRequestFreesSlots(t *testing.T) {
 	}
 }
 
+// A request without "model" (or with an empty one) gets the served model,
+// as on vLLM.
+func TestRequestWithoutModel(t *testing.T) {
+	tok := qwenTokenizer(t)
+	m := testModel(t, tok)
+	_, _, base := startServer(t, m, tok, Options{MaxBatch: 2, MaxSeqLen: 128})
+	for _, body := range []map[string]any{
+		{"messages": []map[string]any{{"role": "user", "content": "hi"}}, "max_tokens": 3},
+		{"model": "", "messages": []map[string]any{{"role": "user", "content": "hi"}}, "max_tokens": 3},
+	} {
+		var r struct {
+			Model   string `json:"model"`
+			Choices []any  `json:"choices"`
+		}
+		status, out := post(t, context.Background(), base, body)
+		if err := json.Unmarshal(out, &r); status != http.StatusOK || err != nil || r.Model != testModelName || len(r.Choices) != 1 {
+			t.Fatalf("%v: status %d, %s", body, status, out)
+		}
+	}
+}
+
 func TestMalformedRequests(t *testing.T) {
 	tok := qwenTokenizer(t)
 	m := testModel(t, tok)
@@ -568,23 +628,26 @@ func TestMalformedRequests(t *testing.T) {
 		body   any
 		status int
 		msg    string
+		param  string // the field named in the error; "" for null
 	}{
-		{"not JSON", `{"model": `, 400, "not valid JSON"},
-		{"wrong type", `{"model": "rlhost-test", "messages": "hi"}`, 400, "not valid JSON"},
-		{"unknown model", req(map[string]any{"model": "gpt-4"}), 404, "does not exist"},
-		{"no messages", req(map[string]any{"messages": []any{}}), 400, "at least one message"},
-		{"bad role", req(map[string]any{"messages": []map[string]any{{"role": "robot", "content": "x"}}}), 400, "role"},
-		{"image part", req(map[string]any{"messages": []map[string]any{{"role": "user", "content": []map[string]any{{"type": "image_url"}}}}}), 400, "only text parts"},
-		{"n too large", req(map[string]any{"n": 3}), 400, "n=3"},
-		{"negative temperature", req(map[string]any{"temperature": -1}), 400, "temperature"},
-		{"top_p zero", req(map[string]any{"top_p": 0}), 400, "top_p"},
-		{"top_k", req(map[string]any{"top_k": -5}), 400, "top_k"},
-		{"max_tokens zero", req(map[string]any{"max_tokens": 0}), 400, "max_tokens"},
-		{"stop number", req(map[string]any{"stop": 5}), 400, "stop"},
-		{"tool_choice required", req(map[string]any{"tool_choice": "required"}), 400, "tool_choice"},
-		{"top_logprobs without logprobs", req(map[string]any{"top_logprobs": 2}), 400, "logprobs"},
-		{"context overflow", req(map[string]any{"max_tokens": 120}), 400, "maximum context length"},
-		{"long prompt", req(map[string]any{"messages": []map[string]any{{"role": "user", "content": strings.Repeat("word ", 200)}}}), 400, "maximum context length"},
+		{"not JSON", `{"model": `, 400, "not valid JSON", ""},
+		{"wrong type", `{"model": "rlhost-test", "messages": "hi"}`, 400, "not valid JSON", ""},
+		{"unknown model", req(map[string]any{"model": "gpt-4"}), 404, "does not exist", "model"},
+		{"no messages", req(map[string]any{"messages": []any{}}), 400, "at least one message", "messages"},
+		{"bad role", req(map[string]any{"messages": []map[string]any{{"role": "robot", "content": "x"}}}), 400, "role", "messages"},
+		{"image part", req(map[string]any{"messages": []map[string]any{{"role": "user", "content": []map[string]any{{"type": "image_url"}}}}}), 400, "only text parts", "messages"},
+		{"n too large", req(map[string]any{"n": 3}), 400, "n=3", "n"},
+		{"negative temperature", req(map[string]any{"temperature": -1}), 400, "temperature", "temperature"},
+		{"top_p zero", req(map[string]any{"top_p": 0}), 400, "top_p", "top_p"},
+		{"top_k", req(map[string]any{"top_k": -5}), 400, "top_k", "top_k"},
+		{"max_tokens zero", req(map[string]any{"max_tokens": 0}), 400, "max_tokens", "max_tokens"},
+		{"max_completion_tokens zero", req(map[string]any{"max_completion_tokens": 0}), 400, "max_completion_tokens", "max_completion_tokens"},
+		{"stop number", req(map[string]any{"stop": 5}), 400, "stop", "stop"},
+		{"bad tool", req(map[string]any{"tools": []map[string]any{{"type": "retrieval"}}}), 400, "tools[0]", "tools"},
+		{"tool_choice required", req(map[string]any{"tool_choice": "required"}), 400, "tool_choice", "tool_choice"},
+		{"top_logprobs without logprobs", req(map[string]any{"top_logprobs": 2}), 400, "logprobs", "top_logprobs"},
+		{"context overflow", req(map[string]any{"max_tokens": 120}), 400, "maximum context length", "messages"},
+		{"long prompt", req(map[string]any{"messages": []map[string]any{{"role": "user", "content": strings.Repeat("word ", 200)}}}), 400, "maximum context length", "messages"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -597,6 +660,9 @@ func TestMalformedRequests(t *testing.T) {
 			}
 			if status != tc.status || !strings.Contains(e.Error.Message, tc.msg) || e.Error.Type == "" {
 				t.Fatalf("status %d, error %+v; want %d containing %q", status, e.Error, tc.status, tc.msg)
+			}
+			if got := e.Error.Param; (tc.param == "") != (got == nil) || got != nil && *got != tc.param {
+				t.Fatalf("param %v, want %q", got, tc.param)
 			}
 		})
 	}
@@ -720,4 +786,11 @@ func TestServesReplyStartingWithBlankLine(t *testing.T) {
 	if want := tok.Encode(text); !slices.Equal(r.PromptTokenIDs, want) {
 		t.Fatalf("prompt_token_ids %v, want the whole prompt's %v", r.PromptTokenIDs, want)
 	}
+}
+
+// jsonText is s as a JSON string carries it.
+func jsonText(s string) string {
+	b, _ := json.Marshal(s)
+	_ = json.Unmarshal(b, &s)
+	return s
 }

@@ -63,7 +63,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "serving %s at %s\n", *name, base)
+	fmt.Fprintf(stdout, "serving %s at %s (requests send \"model\": %q, or leave it out)\n", *dir, base, *name)
 	if *enableLoRA {
 		fmt.Fprintf(stdout, "LoRA adapters load with POST %s/load_lora_adapter\n", base)
 	}

@@ -29,13 +29,15 @@ func (t *ints) Len() int { return len(t.d) }
 
 // Device is the CPU backend with element type T.
 type Device[T Float] struct {
-	pool     *pool
-	useGonum bool
-	noAsm    bool // tests force the portable kernel with it
+	pool       *pool
+	useGonum   bool
+	noAsm      bool // tests force the portable kernel with it
+	noPrefetch bool // benchmarks compare the row dots without prefetching
 
-	packA, packB [][]T // per-worker matmul packing buffers
-	dkh, dvh     []T   // per-query-head attention gradients
-	rows         []T   // attention score scratch (dP, or cached-attention rows)
+	packA, packB [][]T       // per-worker matmul packing buffers
+	dotState     [][]float32 // per-worker lane sums of chunked row dots
+	dkh, dvh     []T         // per-query-head attention gradients
+	rows         []T         // attention score scratch (dP, or cached-attention rows)
 	invFreq      []float64
 }
 
@@ -545,47 +547,49 @@ func (b *Device[T]) AttentionBackward(dq, dk, dv, dout, q, k, v, att compute.Ten
 	})
 }
 
-// AttentionCached implements compute.Device.
+// AttentionCached implements compute.Device, parallel over (sequence,
+// query head). Each query row is computed alone, in an order fixed by its
+// own length: scores by the row-invariant dot kernels, softmax, then P·V
+// summed over keys in ascending order. So a row's output depends only on
+// its query and the cache, never on the other rows or sequences of the
+// call.
 func (b *Device[T]) AttentionCached(out, q, kc, vc compute.Tensor, start compute.Ints, B, tq, maxT, hq, hkv, dd int) {
 	o, qd, kd, vd, sd := d[T](out), d[T](q), d[T](kc), d[T](vc), di(start)
-	scale := T(1 / math.Sqrt(float64(dd)))
+	scale := 1 / math.Sqrt(float64(dd))
 	grp := hq / hkv
-	tmp := grow(&b.rows, B*hq*maxT)
-	b.pool.run(B*hq, 1, func(_, lo, hi int) {
+	asm := b.vecExp()
+	tmp := grow(&b.rows, b.pool.n*maxT)
+	b.pool.run(B*hq, 1, func(w, lo, hi int) {
+		sc := tmp[w*maxT : (w+1)*maxT]
 		for task := lo; task < hi; task++ {
 			bi, h := task/hq, task%hq
 			g := h / grp
-			sc := tmp[task*maxT : (task+1)*maxT]
+			keys, vals := kd[(bi*maxT*hkv+g)*dd:], vd[(bi*maxT*hkv+g)*dd:]
 			for i := range tq {
 				n := int(sd[bi]) + i + 1 // positions 0..start+i
 				qi := qd[((bi*tq+i)*hq+h)*dd : ((bi*tq+i)*hq+h+1)*dd]
 				orow := o[((bi*tq+i)*hq+h)*dd : ((bi*tq+i)*hq+h+1)*dd]
-				clear(orow)
-				mx := T(math.Inf(-1))
-				for j := range n {
-					kj := kd[((bi*maxT+j)*hkv+g)*dd : ((bi*maxT+j)*hkv+g+1)*dd]
-					var s T
-					for e := range qi {
-						s += qi[e] * kj[e]
-					}
-					s *= scale
-					sc[j] = s
-					mx = max(mx, s)
+				s := sc[:n]
+				(&rowDot[T]{c: s, a: qi, w: keys, m: 1, n: n, k: dd, lda: dd, ldw: hkv * dd, ldc: n}).cols(0, n, asm, nil)
+				mx := s[0]
+				for _, v := range s {
+					mx = max(mx, v)
 				}
-				var sum T
-				for j := range n {
-					e := T(math.Exp(float64(sc[j] - mx)))
-					sc[j] = e
-					sum += e
-				}
-				inv := 1 / sum
-				for j := range n {
-					p := sc[j] * inv
-					vj := vd[((bi*maxT+j)*hkv+g)*dd : ((bi*maxT+j)*hkv+g+1)*dd]
-					for e := range orow {
-						orow[e] += p * vj[e]
+				var sum float64
+				if asm {
+					sum = expAffine32(asF32(s), asF32(s), float32(scale), float32(scale)*float32(mx), 1)
+				} else {
+					for j, v := range s {
+						e := math.Exp((float64(v) - float64(mx)) * scale)
+						s[j] = T(e)
+						sum += e
 					}
 				}
+				inv := T(1 / sum)
+				for j := range s {
+					s[j] *= inv
+				}
+				weightedRows(orow, s, vals, hkv*dd, asm)
 			}
 		}
 	})

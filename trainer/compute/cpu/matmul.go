@@ -60,46 +60,16 @@ func (b *Device[T]) matmul(c, a, bb []T, m, n, k int, transA, transB, acc bool) 
 		return
 	}
 	if m <= gemvRows && transB && !transA {
-		b.gemvNT(c, a, bb, m, n, k, acc)
+		b.rowDot(&rowDot[T]{c: c, a: a, w: bb, m: m, n: n, k: k, lda: k, ldw: k, ldc: n, acc: acc, prefetch: !b.noPrefetch})
 		return
 	}
 	b.blockedGemm(c, a, bb, m, n, k, transA, transB, acc)
 }
 
 // gemvRows is the row count up to which x·Wᵀ runs as dot products over the
-// rows of W instead of packed panels: decoding multiplies a handful of rows
-// by every weight, so it is bound by reading W once, which packing would
-// double.
+// rows of W (dot.go) instead of packed panels: a handful of rows against
+// every weight is bound by reading W once, which packing would double.
 const gemvRows = 8
-
-// gemvNT computes c[m,n] (+)= a[m,k]·bᵀ for b stored [n,k], parallel over
-// the rows of b; each row of b is read once, for all m rows of a.
-func (b *Device[T]) gemvNT(c, a, w []T, m, n, k int, acc bool) {
-	_, f32 := any(c).([]float32)
-	vec := f32 && haveFMA() && !b.noAsm
-	b.pool.run(n, 64, func(_, lo, hi int) {
-		for j := lo; j < hi; j++ {
-			wr := w[j*k : (j+1)*k]
-			for i := range m {
-				ar := a[i*k : (i+1)*k]
-				var s T
-				done := 0
-				if vec && k >= 32 {
-					s = T(dot32((*float32)(unsafe.Pointer(&ar[0])), (*float32)(unsafe.Pointer(&wr[0])), k/32))
-					done = k / 32 * 32
-				}
-				for p := done; p < k; p++ {
-					s += ar[p] * wr[p]
-				}
-				if acc {
-					c[i*n+j] += s
-				} else {
-					c[i*n+j] = s
-				}
-			}
-		}
-	})
-}
 
 func (b *Device[T]) gonumGemm(c, a, bb []T, m, n, k int, transA, transB, acc bool) {
 	ta, tb := blas.NoTrans, blas.NoTrans

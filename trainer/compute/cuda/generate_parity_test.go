@@ -63,8 +63,9 @@ func TestGenerateGreedyMatchesCPU(t *testing.T) {
 	}
 }
 
-// Sampled generation on the device draws from its own Philox stream, so
-// its tokens differ from the CPU's; what must hold is that every token is
+// Sampled generation on the device draws the CPU sampler's Philox
+// uniforms but walks a top-k set in another order, so its tokens may
+// differ from the CPU's; what must hold is that every token is
 // one the CPU model allows at that point (inside its top-k set) and that
 // the log-prob the device reports is the CPU model's for that token,
 // computed by feeding the device's continuation through the CPU's cache.

@@ -158,7 +158,7 @@ func TestSampleGreedyMatchesCPU(t *testing.T) {
 	ids, lp := sampleOn(t, newCUDA(t), z, seq(6, 0), seq(6, 0), compute.Sampling{Seed: 1})
 	for i, row := range z {
 		s := generate.NewSampler(V, generate.Options{}, 0)
-		want, wlp := s.Sample(row)
+		want, wlp := s.Sample(row, 0)
 		if int(ids[i]) != want {
 			t.Errorf("row %d: device argmax %d, cpu %d", i, ids[i], want)
 		}
