@@ -32,16 +32,16 @@ import (
 type Throughput struct {
 	// PeakDecode is the aggregate decode rate, in tokens per second, that
 	// a large batch approaches.
-	PeakDecode float64
+	PeakDecode float64 `json:"peak_decode"`
 	// HalfBatch is the number of sequences decoding at once at which the
 	// aggregate rate is half of PeakDecode.
-	HalfBatch float64
+	HalfBatch float64 `json:"half_batch"`
 	// Prefill is the prompt processing rate in tokens per second.
-	Prefill float64
+	Prefill float64 `json:"prefill"`
 	// MaxBatch is the most sequences running at once; 0 means 256.
-	MaxBatch int
+	MaxBatch int `json:"max_batch"`
 	// PrefixCache skips the prefill of prompt prefixes seen before.
-	PrefixCache bool
+	PrefixCache bool `json:"prefix_cache"`
 }
 
 // Stats describe what a server has done since it started. Take two and
