@@ -40,10 +40,10 @@ type Run struct {
 	// (max_off_policy_steps); nil leaves it to the policy provider's
 	// default (host/training).
 	MaxOffPolicySteps *int
-	Env            string // env block used; defaults to the only one
-	Policy         string // policy block used; defaults to the only one
-	DefRange       hcl.Range
-	AttrRanges     map[string]hcl.Range
+	Env               string // env block used; defaults to the only one
+	Policy            string // policy block used; defaults to the only one
+	DefRange          hcl.Range
+	AttrRanges        map[string]hcl.Range
 }
 
 // Sandbox is a sandbox block. Spec holds the backend-independent settings the

@@ -28,7 +28,9 @@ func TestTrimOutputs(t *testing.T) {
 		return string(b) + "\n"
 	}
 	traj := func(i int) string { return line(map[string]any{"step": i, "task_id": "t", "finish_reason": "done"}) }
-	cancelled := func(i int) string { return line(map[string]any{"step": i, "task_id": "t", "finish_reason": "cancelled"}) }
+	cancelled := func(i int) string {
+		return line(map[string]any{"step": i, "task_id": "t", "finish_reason": "cancelled"})
+	}
 	for _, tc := range []struct {
 		name      string
 		metrics   string // file content
