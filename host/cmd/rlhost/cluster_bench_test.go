@@ -776,7 +776,14 @@ func clusterReport(b *testing.B, s simScale, rs []modeResult) {
 	})
 	row("completions served / tokens generated", "", func(r modeResult) string { return fmt.Sprintf("%d / %d", r.served, r.tokens) })
 	row("host warnings", "", func(r modeResult) string { return fmt.Sprint(r.warnings) })
-	for _, l := range lines {
+	// One line of figures for BENCHMARKS.md's summary rows.
+	sum := fmt.Sprintf("Summary: sync_step=%.1f cpu_turn_ms=%.2f rss_ep_kib=%.0f", sync0.stepWall.Seconds(),
+		float64(sync0.cpuPerTurn.Microseconds())/1000, sync0.rssPerEp)
+	for _, r := range rs[1:] {
+		sum += fmt.Sprintf(" async%d_step=%.1f async%d_ratio=%.2f async%d_busy=%.1f", r.k, r.stepWall.Seconds(), r.k,
+			r.stepWall.Seconds()/sync0.stepWall.Seconds(), r.k, 100*r.busyMean)
+	}
+	for _, l := range append(lines, sum) {
 		fmt.Println(l)
 	}
 }
