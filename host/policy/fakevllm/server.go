@@ -43,6 +43,12 @@ type Options struct {
 	// the RestartAfterLoad-th successful load, dropping RestartDrops
 	// connections: a server that dies mid-run, at a point a test can name.
 	RestartAfterLoad, RestartDrops int
+	// Agent, when there is no Upstream, writes the replies instead of
+	// Respond, and the fake adds token ids and log-probs (see Agent).
+	Agent Agent
+	// Throughput, when set, holds every answer for as long as a GPU
+	// server would take to generate it (see Throughput).
+	Throughput *Throughput
 }
 
 // Completion is what Respond generates: one choice, repeated n times.
@@ -72,6 +78,9 @@ type Server struct {
 	models   []string // the model of each chat request, in order
 	drops    int      // connections still to drop (a restart in progress)
 	restarts int
+
+	engine *engine      // the throughput model; instant without Options.Throughput
+	cache  *prefixCache // prompts already prefilled (Throughput.PrefixCache)
 }
 
 // New starts a fake vLLM on loopback.
@@ -80,10 +89,19 @@ func New(opts Options) *Server {
 		opts.MaxLoRARank = 16
 	}
 	s := &Server{opts: opts, adapters: map[string]Adapter{}, http: &http.Client{Timeout: 10 * time.Minute}}
+	var tp Throughput
+	if opts.Throughput != nil {
+		tp = *opts.Throughput
+	}
+	s.engine = newEngine(tp)
+	if tp.PrefixCache {
+		s.cache = newPrefixCache(prefixCacheEntries)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", s.listModels)
 	mux.HandleFunc("POST /v1/chat/completions", s.chat)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("GET "+StatsRoute, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.Stats()) })
 	if opts.AllowRuntimeLoRA {
 		mux.HandleFunc("POST /v1/load_lora_adapter", s.load)
 		mux.HandleFunc("POST /v1/unload_lora_adapter", s.unload)
@@ -98,8 +116,23 @@ func New(opts Options) *Server {
 // URL is the server's root (no /v1).
 func (s *Server) URL() string { return s.hs.URL }
 
-// Close stops the server.
-func (s *Server) Close() { s.hs.Close() }
+// Close stops the server; requests the throughput model holds are
+// answered 503 at once.
+func (s *Server) Close() {
+	s.engine.close()
+	s.hs.Close()
+}
+
+// StatsRoute is the fake's own route (not vLLM's) answering Stats as JSON,
+// for a user in another process.
+const StatsRoute = "/fake/stats"
+
+// prefixCacheEntries is how many message boundaries a server's prefix
+// cache remembers.
+const prefixCacheEntries = 1 << 16
+
+// Stats describes the requests served so far and how busy the server was.
+func (s *Server) Stats() Stats { return s.engine.snapshot() }
 
 // Restart plays a server process that dies and comes back: the next drops
 // connections are closed without an answer, and the adapters loaded so
@@ -379,10 +412,14 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	var status int
 	var text string
 	var err error
-	if s.opts.Upstream == "" {
-		status, text = http.StatusOK, s.respond(model, req)
-	} else {
+	var wk *work
+	switch {
+	case s.opts.Upstream != "":
 		status, text, err = s.post("/chat/completions", body)
+	case s.opts.Agent != nil:
+		status, text, wk = s.script(model, body)
+	default:
+		status, text = http.StatusOK, s.respond(model, req)
 	}
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "InternalServerError", "", err.Error())
@@ -392,6 +429,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		// vLLM names the model the request named.
 		var resp map[string]json.RawMessage
 		if json.Unmarshal([]byte(text), &resp) == nil {
+			if wk == nil {
+				wk = workOf(resp)
+			}
 			resp["model"], _ = json.Marshal(model)
 			if s.opts.NoTokenIDs {
 				delete(resp, "prompt_token_ids")
@@ -399,6 +439,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			}
 			b, _ := json.Marshal(resp)
 			text = string(b)
+		}
+		if wk != nil && !s.engine.run(*wk, r.Context().Done()) {
+			// The client went away, or the server is closing.
+			writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "", "the server is shutting down")
+			return
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -70,6 +70,7 @@ import (
 	"github.com/rlhost/rlhost/core"
 	"github.com/rlhost/rlhost/core/schema"
 	pb "github.com/rlhost/rlhost/plugins/aviato/aviatopb"
+	"github.com/rlhost/rlhost/plugins/fakelatency"
 	"github.com/rlhost/rlhost/plugins/local"
 )
 
@@ -94,6 +95,11 @@ type Options struct {
 	// StateDir is where the local backend records its sandboxes; a
 	// temporary directory when empty.
 	StateDir string
+	// Latency makes calls take as long as the real service's: a new
+	// sandbox is not RUNNING before a Create latency has passed, Exec
+	// waits an Exec latency before its command starts, and AddFile and
+	// RetrieveFile a Files latency.
+	Latency fakelatency.Model
 }
 
 // Sandbox is what a test can see of one sandbox.
@@ -113,6 +119,7 @@ type box struct {
 	localID string
 	ready   chan struct{} // closed when the local sandbox exists (or failed)
 	polls   int
+	readyAt time.Time // not RUNNING before (Options.Latency.Create)
 	timer   *time.Timer
 }
 
@@ -123,6 +130,7 @@ type Server struct {
 	Addr, URL string
 
 	opts    Options
+	lat     *fakelatency.Source
 	grpc    *grpc.Server
 	lis     net.Listener
 	local   *local.Backend
@@ -139,7 +147,7 @@ func New(opts Options) (*Server, error) {
 	if opts.APIKey == "" {
 		opts.APIKey = DefaultAPIKey
 	}
-	s := &Server{opts: opts, boxes: map[string]*box{}}
+	s := &Server{opts: opts, boxes: map[string]*box{}, lat: fakelatency.NewSource(opts.Latency.Seed)}
 	if opts.StateDir == "" {
 		d, err := os.MkdirTemp("", "fakeaviato-")
 		if err != nil {
@@ -291,6 +299,7 @@ func (s *Server) Start(ctx context.Context, r *pb.StartSandboxRequest) (*pb.Star
 		},
 		started: time.Now(), ready: make(chan struct{}),
 	}
+	b.readyAt = b.started.Add(s.lat.Draw(s.opts.Latency.Create))
 	s.boxes[b.ID] = b
 	if lt := r.GetMaxLifetimeSeconds(); lt > 0 {
 		id := b.ID
@@ -374,7 +383,7 @@ func (s *Server) advanceLocked(b *box) {
 	}
 	select {
 	case <-b.ready:
-		if b.localID != "" && b.polls > s.opts.StartPolls {
+		if b.localID != "" && b.polls > s.opts.StartPolls && !time.Now().Before(b.readyAt) {
 			b.Status = pb.SandboxStatus_SANDBOX_STATUS_RUNNING
 		}
 	default:
@@ -460,6 +469,9 @@ func (s *Server) Exec(ctx context.Context, r *pb.ExecSandboxRequest) (*pb.ExecSa
 	if err != nil {
 		return nil, err
 	}
+	if err := s.lat.Wait(ctx, s.opts.Latency.Exec); err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
 	argv := append(append([]string(nil), r.GetCommand()...), r.GetArgs()...)
 	if len(argv) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "command is required")
@@ -487,6 +499,9 @@ func (s *Server) AddFile(ctx context.Context, r *pb.AddFileSandboxRequest) (*pb.
 	if err != nil {
 		return nil, err
 	}
+	if err := s.lat.Wait(ctx, s.opts.Latency.Files); err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
 	if err := s.local.WriteFile(ctx, lid, r.GetFilepath(), r.GetFileContents(), 0o644); err != nil {
 		return &pb.AddFileSandboxResponse{Success: false, ErrorMessage: err.Error()}, nil
 	}
@@ -498,6 +513,9 @@ func (s *Server) RetrieveFile(ctx context.Context, r *pb.RetrieveFileSandboxRequ
 	lid, err := s.running(r.GetSandboxId())
 	if err != nil {
 		return nil, err
+	}
+	if err := s.lat.Wait(ctx, s.opts.Latency.Files); err != nil {
+		return nil, status.FromContextError(err).Err()
 	}
 	data, err := s.local.ReadFile(ctx, lid, r.GetFilepath(), 100<<20)
 	if err != nil {

@@ -95,6 +95,12 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		s.f.failStarts--
 		sb.polls = -1 // marks "ends in error"
 	}
+	if d := s.lat.Draw(s.opts.Latency.Create); d > 0 {
+		sb.readyAt = time.Now().Add(d)
+		if sb.State == "started" {
+			sb.State = "creating" // even with StartPolls < 0
+		}
+	}
 	s.creates++
 	if s.f.loseCreates > 0 {
 		s.f.loseCreates--
@@ -112,9 +118,9 @@ func (sb *sandbox) advanceLocked() {
 	switch {
 	case sb.polls < 0:
 		sb.State = "error"
-	case sb.polls == 0:
+	case sb.polls == 0 && !time.Now().Before(sb.readyAt):
 		sb.State = "started"
-	default:
+	case sb.polls > 0:
 		sb.polls--
 	}
 }

@@ -25,6 +25,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rlhost/rlhost/plugins/fakelatency"
 )
 
 // DefaultAPIKey is the key a Server accepts when Options.APIKey is empty.
@@ -51,6 +53,11 @@ type Options struct {
 	StartPolls int
 	ExecMode   ExecMode // ExecShell when empty
 	Shell      string   // /bin/sh when empty
+	// Latency makes calls take as long as the real service's: a new
+	// sandbox stays "creating" for a Create latency, an exec waits an
+	// Exec latency before its command starts, and every other toolbox
+	// call a Files latency.
+	Latency fakelatency.Model
 }
 
 // Request is one logged HTTP request.
@@ -78,7 +85,8 @@ type Sandbox struct {
 
 type sandbox struct {
 	Sandbox
-	polls int // GETs left before "creating" turns into "started"
+	polls   int       // GETs left before "creating" turns into "started"
+	readyAt time.Time // and not before this (Options.Latency.Create)
 }
 
 // Server is a running fake. Its zero value is not usable; call New.
@@ -93,6 +101,7 @@ type Server struct {
 	opts Options
 	hs   *httptest.Server
 	root string
+	lat  *fakelatency.Source
 
 	mu        sync.Mutex
 	apiKey    string
@@ -162,7 +171,8 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fakedaytona: sandbox root: %w", err)
 	}
-	s := &Server{opts: opts, root: root, APIKey: opts.APIKey, apiKey: opts.APIKey, sandboxes: map[string]*sandbox{}}
+	s := &Server{opts: opts, root: root, APIKey: opts.APIKey, apiKey: opts.APIKey, sandboxes: map[string]*sandbox{},
+		lat: fakelatency.NewSource(opts.Latency.Seed)}
 	s.hs = httptest.NewServer(s.routes())
 	s.URL = s.hs.URL + "/api"
 	s.ToolboxURL = s.hs.URL + "/toolbox"
@@ -436,8 +446,24 @@ func (s *Server) routes() http.Handler {
 			writeError(rec, http.StatusServiceUnavailable, "Service Unavailable")
 			return
 		}
+		if !s.wait(r) {
+			return // the client went away
+		}
 		mux.ServeHTTP(rec, r)
 	})
+}
+
+// wait holds a toolbox call for its latency (Options.Latency); false
+// when the client went away meanwhile.
+func (s *Server) wait(r *http.Request) bool {
+	l := s.opts.Latency.Files
+	switch {
+	case !strings.HasPrefix(r.URL.Path, "/toolbox/"):
+		return true
+	case strings.HasSuffix(r.URL.Path, "/process/execute"):
+		l = s.opts.Latency.Exec
+	}
+	return s.lat.Wait(r.Context(), l) == nil
 }
 
 // take consumes one unit of a fault counter.

@@ -1,0 +1,14 @@
+# One host driving a simulated cluster: synchronous against asynchronous
+# training, and what the host costs per turn and per episode in flight.
+# Scale: RLHOST_SIM_EPISODES (per mode, default 10000), RLHOST_SIM_CONCURRENCY
+# (default 1000), RLHOST_SIM_MODES (default 0,1,2), RLHOST_SIM_PEAK_DECODE.
+run_block "Cluster: one host, 4 simulated policy servers, 1,000 remote sandboxes" \
+"One rlhost host runs the MBPP env (the real built-in plugin) with each episode in a Daytona sandbox (the real daytona backend plugin) against a simulated cluster in a separate process (scripts/simcluster): 4 fakevllm servers, with the throughput model (continuous batching: a prefill rate, a decode rate that saturates with the batch, 256 sequences at most, a prefix cache) and a scripted agent that writes its solution with write_file, says it is done, and fixes a wrong first attempt (30% of episodes) after the test feedback; and fakedaytona, with its create, exec and file latencies, which runs the sandbox commands (the MBPP grader's python3) for real on this machine. The policy block is provider \"vllm\" with the 4 servers in base_urls. Training is simulated by a step sink that waits, then loads a new adapter into every server through the vllm policy: in the synchronous run (max_off_policy_steps = 0) it waits 2/3 of the step's rollout, so training is 40% of each step; every asynchronous run waits the synchronous run's mean. Each mode runs on a fresh cluster, one after the other. *Simulated*: the GPUs (their speed is scaled down so that this machine's real sandbox commands keep up), the sandbox service's latencies, the training time. *Measured*: the host's CPU time (this process plus its plugin processes, by getrusage and /proc; not the cluster's, not the sandbox commands'), its resident memory and open fds at their peak against the start of the run, per episode in flight (an upper bound: the Go runtimes' own growth is in it), goroutines and fds after the run against before, sandboxes left on the fake service, and the servers' busy time (time with at least one request in flight) from their own statistics. *host CPU while idle* is the host with its plugins started and no episode running. The goals are the issue's; each is checked against the synchronous run of the same invocation." \
+  go test -run '^$' -bench BenchmarkCluster -benchtime 1x -timeout 6h ./host/cmd/rlhost/
+if declare -F summary_row >/dev/null; then
+  sim() { sed -nE "s/^Summary: (.* )?$1=([^ ]+).*/\2/p" "$tmp/raw.txt" | tail -1; }
+  summary_row "wall time per training step with max_off_policy_steps = 1, training 40% of a synchronous step (simulated cluster)" \
+    "$(sim async1_step) s" "max_off_policy_steps = 0: $(sim sync_step) s" "$(sim async1_ratio)x"
+  summary_row "host CPU per turn, host process and its plugins (simulated cluster, synchronous run)" \
+    "$(sim cpu_turn_ms) ms" "goal: 1 ms" "$(sim cpu_turn_ms)x"
+fi
