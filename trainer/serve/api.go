@@ -202,9 +202,3 @@ func writeError(w http.ResponseWriter, status int, typ, code, param, msg string)
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]apiError{"error": e})
 }
-
-// badRequest is a 400 about request field param ("" for the body as a
-// whole).
-func badRequest(w http.ResponseWriter, param, format string, args ...any) {
-	writeError(w, http.StatusBadRequest, "invalid_request_error", "", param, fmt.Sprintf(format, args...))
-}

@@ -334,91 +334,148 @@ type params struct {
 }
 
 func (s *Server) parse(w http.ResponseWriter, r *http.Request) (*params, bool) {
-	if r.Method != http.MethodPost {
-		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "", "", "use POST")
+	p, rerr := s.parseRequest(w, r)
+	if rerr != nil {
+		rerr.write(w)
 		return nil, false
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		badRequest(w, "", "reading the request body: %v", err)
-		return nil, false
+	return p, true
+}
+
+// requestError is a request the server refuses: the HTTP status and the
+// fields of the OpenAI error object it answers with.
+type requestError struct {
+	status           int
+	code, param, msg string
+}
+
+// invalid is a 400 for the request field param.
+func invalid(param, format string, args ...any) *requestError {
+	return &requestError{status: http.StatusBadRequest, param: param, msg: fmt.Sprintf(format, args...)}
+}
+
+func (e *requestError) write(w http.ResponseWriter) {
+	writeError(w, e.status, "invalid_request_error", e.code, e.param, e.msg)
+}
+
+// parseRequest turns a chat completion request into a job, checking it in
+// the order a reader would: the body, the model, the conversation, the
+// sampling settings, then the prompt against the context length.
+func (s *Server) parseRequest(w http.ResponseWriter, r *http.Request) (*params, *requestError) {
+	req, rerr := readRequest(w, r)
+	if rerr != nil {
+		return nil, rerr
 	}
-	var req chatRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		badRequest(w, "", "request body is not valid JSON for a chat completion: %v", err)
-		return nil, false
+	adapter, rerr := s.adapterFor(req.Model)
+	if rerr != nil {
+		return nil, rerr
 	}
-	// A request without a model gets the served model, as on vLLM.
-	adapter := ""
-	if req.Model != "" && req.Model != s.opts.ModelName {
-		if !s.adapters.has(req.Model) {
-			writeError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "model",
-				fmt.Sprintf("The model `%s` does not exist. This server serves %q.", req.Model, s.opts.ModelName))
-			return nil, false
-		}
-		adapter = req.Model
-	}
-	if len(req.Messages) == 0 {
-		badRequest(w, "messages", "messages: at least one message is required")
-		return nil, false
-	}
-	msgs := make([]core.Message, len(req.Messages))
-	for i, m := range req.Messages {
-		if msgs[i], err = m.toCore(i); err != nil {
-			badRequest(w, "messages", "%v", err)
-			return nil, false
-		}
-	}
-	choice, err := toolChoice(req.ToolChoice)
-	if err != nil {
-		badRequest(w, "tool_choice", "%v", err)
-		return nil, false
-	}
-	for i, t := range req.Tools {
-		if t.Type != "function" || t.Function.Name == "" {
-			badRequest(w, "tools", "tools[%d]: want {\"type\": \"function\", \"function\": {\"name\": ...}}", i)
-			return nil, false
-		}
-	}
-	tools := req.Tools
-	if choice == "none" {
-		tools = nil
+	msgs, tools, rerr := conversation(req)
+	if rerr != nil {
+		return nil, rerr
 	}
 	stops, err := stopStrings(req.Stop)
 	if err != nil {
-		badRequest(w, "stop", "%v", err)
-		return nil, false
+		return nil, invalid("stop", "%v", err)
 	}
 	p := &params{adapter: adapter, tools: len(tools) > 0, stream: req.Stream, ids: req.ReturnTokenIDs || s.opts.ReturnTokenIDs,
 		usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 	j := newJob(r.Context())
-	j.stops, j.n, j.topN = stops, 1, -1
+	j.stops = stops
+	if rerr := s.sampling(req, p, j); rerr != nil {
+		return nil, rerr
+	}
+	if rerr := s.prompt(req, msgs, tools, p, j); rerr != nil {
+		return nil, rerr
+	}
+	p.job = j
+	return p, nil
+}
+
+// readRequest reads and decodes a POSTed chat completion request.
+func readRequest(w http.ResponseWriter, r *http.Request) (*chatRequest, *requestError) {
+	if r.Method != http.MethodPost {
+		return nil, &requestError{status: http.StatusMethodNotAllowed, msg: "use POST"}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		return nil, invalid("", "reading the request body: %v", err)
+	}
+	var req chatRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, invalid("", "request body is not valid JSON for a chat completion: %v", err)
+	}
+	return &req, nil
+}
+
+// adapterFor is the LoRA adapter a request's model names, "" for the
+// served model. A request without a model gets the served model, as on
+// vLLM.
+func (s *Server) adapterFor(model string) (string, *requestError) {
+	if model == "" || model == s.opts.ModelName {
+		return "", nil
+	}
+	if !s.adapters.has(model) {
+		return "", &requestError{status: http.StatusNotFound, code: "model_not_found", param: "model",
+			msg: fmt.Sprintf("The model `%s` does not exist. This server serves %q.", model, s.opts.ModelName)}
+	}
+	return model, nil
+}
+
+// conversation checks the messages and tools, returning the tools the
+// model is shown (none under tool_choice "none").
+func conversation(req *chatRequest) ([]core.Message, []core.ToolSpec, *requestError) {
+	if len(req.Messages) == 0 {
+		return nil, nil, invalid("messages", "messages: at least one message is required")
+	}
+	msgs := make([]core.Message, len(req.Messages))
+	for i, m := range req.Messages {
+		var err error
+		if msgs[i], err = m.toCore(i); err != nil {
+			return nil, nil, invalid("messages", "%v", err)
+		}
+	}
+	choice, err := toolChoice(req.ToolChoice)
+	if err != nil {
+		return nil, nil, invalid("tool_choice", "%v", err)
+	}
+	for i, t := range req.Tools {
+		if t.Type != "function" || t.Function.Name == "" {
+			return nil, nil, invalid("tools", "tools[%d]: want {\"type\": \"function\", \"function\": {\"name\": ...}}", i)
+		}
+	}
+	if choice == "none" {
+		return msgs, nil, nil
+	}
+	return msgs, req.Tools, nil
+}
+
+// sampling checks n, the sampling settings and log-probs, setting them on
+// the job.
+func (s *Server) sampling(req *chatRequest, p *params, j *job) *requestError {
+	j.n, j.topN = 1, -1
 	if req.N != nil {
 		j.n = *req.N
 	}
 	if j.n < 1 || j.n > s.opts.MaxBatch {
-		badRequest(w, "n", "n=%d: must be between 1 and %d (the server's batch)", j.n, s.opts.MaxBatch)
-		return nil, false
+		return invalid("n", "n=%d: must be between 1 and %d (the server's batch)", j.n, s.opts.MaxBatch)
 	}
 	o := generate.Options{Temperature: 1, TopP: 1}
 	if t := req.Temperature; t != nil {
 		if *t < 0 || *t > 100 || math.IsNaN(*t) {
-			badRequest(w, "temperature", "temperature=%g: must be between 0 and 100", *t)
-			return nil, false
+			return invalid("temperature", "temperature=%g: must be between 0 and 100", *t)
 		}
 		o.Temperature = *t
 	}
 	if t := req.TopP; t != nil {
 		if !(*t > 0 && *t <= 1) {
-			badRequest(w, "top_p", "top_p=%g: must be in (0, 1]", *t)
-			return nil, false
+			return invalid("top_p", "top_p=%g: must be in (0, 1]", *t)
 		}
 		o.TopP = *t
 	}
 	if k := req.TopK; k != nil {
 		if *k < -1 {
-			badRequest(w, "top_k", "top_k=%d: must be -1 or 0 (off) or positive", *k)
-			return nil, false
+			return invalid("top_k", "top_k=%d: must be -1 or 0 (off) or positive", *k)
 		}
 		o.TopK = max(*k, 0)
 	}
@@ -429,26 +486,31 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request) (*params, bool) {
 		_, _ = rand.Read(b[:])
 		o.Seed = binary.LittleEndian.Uint64(b[:])
 	}
-	if req.Logprobs != nil && *req.Logprobs {
+	switch {
+	case req.Logprobs != nil && *req.Logprobs:
 		p.logprobs, j.topN = true, 0
 		if req.TopLogprobs != nil {
 			if *req.TopLogprobs < 0 || *req.TopLogprobs > 20 {
-				badRequest(w, "top_logprobs", "top_logprobs=%d: must be between 0 and 20", *req.TopLogprobs)
-				return nil, false
+				return invalid("top_logprobs", "top_logprobs=%d: must be between 0 and 20", *req.TopLogprobs)
 			}
 			j.topN = *req.TopLogprobs
 		}
-	} else if req.TopLogprobs != nil && *req.TopLogprobs > 0 {
-		badRequest(w, "top_logprobs", "top_logprobs needs logprobs=true")
-		return nil, false
+	case req.TopLogprobs != nil && *req.TopLogprobs > 0:
+		return invalid("top_logprobs", "top_logprobs needs logprobs=true")
 	}
+	j.opts = o
+	return nil
+}
+
+// prompt renders and tokenizes the conversation and sets the completion's
+// token budget, refusing a request that does not fit the context.
+func (s *Server) prompt(req *chatRequest, msgs []core.Message, tools []core.ToolSpec, p *params, j *job) *requestError {
 	// The prompt is the rendered text tokenized as a whole, as vLLM does:
 	// a conversation whose turns share a token at a boundary (content a
 	// model wrote starting with a blank line) is still served.
 	text, err := chat.Render(msgs, tools, true)
 	if err != nil {
-		badRequest(w, "messages", "rendering the chat template: %v", err)
-		return nil, false
+		return invalid("messages", "rendering the chat template: %v", err)
 	}
 	ids := s.tok.Encode(text)
 	p.prompt = ids
@@ -459,8 +521,7 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request) (*params, bool) {
 	room := s.maxLen - len(ids)
 	switch {
 	case maxTokens != nil && *maxTokens < 1:
-		badRequest(w, maxField, "%s=%d: must be at least 1", maxField, *maxTokens)
-		return nil, false
+		return invalid(maxField, "%s=%d: must be at least 1", maxField, *maxTokens)
 	case maxTokens != nil:
 		j.maxTokens = *maxTokens
 	case s.opts.DefaultMaxTokens > 0:
@@ -469,19 +530,16 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request) (*params, bool) {
 		j.maxTokens = max(room, 1)
 	}
 	if len(ids)+j.maxTokens > s.maxLen {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "context_length_exceeded", "messages",
-			fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-				s.maxLen, len(ids)+j.maxTokens, len(ids), j.maxTokens))
-		return nil, false
+		return &requestError{status: http.StatusBadRequest, code: "context_length_exceeded", param: "messages",
+			msg: fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+				s.maxLen, len(ids)+j.maxTokens, len(ids), j.maxTokens)}
 	}
-	o.MaxTokens = j.maxTokens
-	j.opts = o
+	j.opts.MaxTokens = j.maxTokens
 	j.prompt = make([]int32, len(ids))
 	for i, id := range ids {
 		j.prompt[i] = int32(id)
 	}
-	p.job = j
-	return p, true
+	return nil
 }
 
 // choiceState accumulates one choice's events.
