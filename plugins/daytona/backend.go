@@ -740,6 +740,7 @@ func (b *Backend) Shutdown(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	b.state.close()
 	b.client.Close(ctx)
 	return errors.Join(errs...)
 }

@@ -601,7 +601,7 @@ func readRecords(t *testing.T, dir string) []stateRecord {
 			continue
 		}
 		var r stateRecord
-		if json.Unmarshal(b, &r) == nil {
+		if r.DecodeRecord(b) == nil {
 			out = append(out, r)
 		}
 	}

@@ -105,12 +105,27 @@ func Dead[T any](r Records, host string, owner func(T) Owner, keep func(T) bool)
 			continue
 		}
 		var rec T
-		if json.Unmarshal(b, &rec) != nil || !owner(rec).Dead(host) || (keep != nil && !keep(rec)) {
+		if decodeRecord(b, &rec) != nil || !owner(rec).Dead(host) || (keep != nil && !keep(rec)) {
 			continue
 		}
 		out[p] = rec
 	}
 	return out, nil
+}
+
+// RecordDecoder is a record kept in a format of its own, such as a
+// snapshot followed by a journal of changes; Dead reads it with
+// DecodeRecord rather than as one JSON value. The format must still accept
+// the JSON value Write stores, which Sweep writes back.
+type RecordDecoder interface {
+	DecodeRecord(b []byte) error
+}
+
+func decodeRecord[T any](b []byte, rec *T) error {
+	if d, ok := any(rec).(RecordDecoder); ok {
+		return d.DecodeRecord(b)
+	}
+	return json.Unmarshal(b, rec)
 }
 
 // Sweep reaps the records of dead owners that Dead finds: reap deletes
