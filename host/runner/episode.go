@@ -24,12 +24,14 @@ import (
 //
 // Whatever happens, a trajectory comes back: its FinishReason and Error
 // say how the episode ended.
-func (r *Runner) episode(parent context.Context, step, group, index int, task core.Task, share *groupShare) core.Trajectory {
+func (r *Runner) episode(parent context.Context, step, group, index int, task core.Task, share *groupShare) (traj core.Trajectory) {
 	start := time.Now()
 	e := &episodeRun{r: r, parent: parent, task: task, share: share, seed: episodeSeed(r.Settings.Seed, step, group, index),
 		t: core.Trajectory{RunID: r.RunID, Step: step, Group: group, Index: index, TaskID: task.ID, Env: r.EnvName,
 			StartedAt: start.UTC(), Metrics: map[string]float64{}, Info: map[string]string{}}}
-	defer func() { e.t.DurationMS = ms(time.Since(start)) }()
+	// On the result, not e.t: a return copies e.t before deferred calls run.
+	// Registered first, so it runs last and counts the sandbox's destroy.
+	defer func() { traj.DurationMS = ms(time.Since(start)) }()
 	if ender, ok := r.Policy.(policy.EpisodeEnder); ok {
 		// A fleet keeps an episode on one server while it runs.
 		defer ender.EndEpisode(policy.EpisodeKey{Step: step, Group: group, Index: index})

@@ -300,6 +300,11 @@ func TestFinishReasons(t *testing.T) {
 			if (tr.Error != "") != c.wantError {
 				t.Errorf("error %q, want error: %v", tr.Error, c.wantError)
 			}
+			// The episode's time, recorded on every way out: at least the
+			// timeout that ended it, when one did.
+			if tr.DurationMS <= 0 || (c.timeout > 0 && tr.DurationMS < float64(c.timeout.Milliseconds())) {
+				t.Errorf("duration %v ms, want the episode's whole time", tr.DurationMS)
+			}
 			if be.leftovers() != 0 {
 				t.Errorf("sandbox left behind")
 			}
