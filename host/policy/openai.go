@@ -442,6 +442,9 @@ func (p *openAIPolicy) create(ctx context.Context, creq openai.ChatCompletionReq
 				avoid = nil
 				continue
 			}
+			if status, _, _ := apiFailure(err); status == http.StatusBadRequest {
+				return Response{}, fmt.Errorf("%s: %w: %w", where, ErrInvalidRequest, serverError{err})
+			}
 			return Response{}, fmt.Errorf("%s: %w: %w%s", where, ErrRejected, serverError{err}, p.unauthorized(err))
 		}
 		if attempt >= p.maxRetries+failovers {

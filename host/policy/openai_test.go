@@ -246,6 +246,9 @@ func TestOpenAIErrorsAndRetries(t *testing.T) {
 		{name: "context length (older vLLM)", agent: func(fakeopenai.ChatRequest) fakeopenai.Reply { return fakeopenai.VLLMContextLengthExceeded() },
 			maxRetries: 4, wantErr: ErrContextLength, requests: 1},
 		{name: "bad key", agent: fakeopenai.RequireKey("sk-right", ok), maxRetries: 4, wantErr: ErrRejected, rejected: true, requests: 1},
+		{name: "invalid request 400", agent: func(fakeopenai.ChatRequest) fakeopenai.Reply {
+			return fakeopenai.Error(http.StatusBadRequest, "", "messages: invalid content")
+		}, maxRetries: 4, wantErr: ErrInvalidRequest, requests: 1},
 		{name: "unknown model 404", agent: func(fakeopenai.ChatRequest) fakeopenai.Reply {
 			return fakeopenai.Error(http.StatusNotFound, "model_not_found", "The model `x` does not exist")
 		}, maxRetries: 4, wantErr: ErrRejected, rejected: true, requests: 1},

@@ -80,8 +80,14 @@ var (
 	// ErrExhausted: replay has no completion for this task, index or turn.
 	ErrExhausted = errors.New("no more replayed completions")
 	// ErrRejected: the server refused the request for a reason retrying
-	// cannot fix (bad key, unknown model, malformed request).
+	// cannot fix and that holds for every request (bad key, unknown
+	// model, a request the client itself refuses to send).
 	ErrRejected = errors.New("request rejected by the policy server")
+	// ErrInvalidRequest: the server answered this request 400, a malformed
+	// request. It may be this episode's alone (a prompt the server cannot
+	// take), so the runner ends the episode and stops the run only when
+	// requests keep failing.
+	ErrInvalidRequest = errors.New("request refused as invalid by the policy server")
 )
 
 // Factory builds a Policy from its configuration. baseDir is the directory

@@ -379,6 +379,36 @@ func TestDeadPolicyStopsTheRun(t *testing.T) {
 	}
 }
 
+// A request the server refuses as invalid (HTTP 400) ends its own episode
+// and the run goes on; only requests that keep failing stop it.
+func TestInvalidRequestEndsOnlyItsEpisode(t *testing.T) {
+	env := &scoreEnv{tasks: tasks("a", "poisoned", "b", "c")}
+	p := &funcPolicy{answer: func(_ context.Context, req policy.Request, _ int) (string, error) {
+		if req.TaskID == "poisoned" {
+			return "", fmt.Errorf("policy: %w: messages: invalid content", policy.ErrInvalidRequest)
+		}
+		return "right:" + req.TaskID, nil
+	}}
+	r, rec := newRunner(env, newMemBackend(), p, Settings{Steps: 3, BatchSize: 4, Concurrency: 2, MaxPolicyFailures: 3})
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatalf("run stopped: %v", err)
+	}
+	var failed int
+	for _, tr := range rec.trajs {
+		if tr.TaskID == "poisoned" {
+			failed++
+			if tr.FinishReason != core.FinishError || !strings.Contains(tr.Error, "invalid content") {
+				t.Errorf("poisoned episode: finish %q, error %q", tr.FinishReason, tr.Error)
+			}
+		} else if tr.FinishReason != core.FinishDone {
+			t.Errorf("episode of %s: finish %q, error %q", tr.TaskID, tr.FinishReason, tr.Error)
+		}
+	}
+	if failed != 3 || len(rec.trajs) != 12 {
+		t.Errorf("%d episodes, %d of them poisoned; want 12 and 3", len(rec.trajs), failed)
+	}
+}
+
 // recordingSink checks what sinks see and adds a metric.
 type recordingSink struct {
 	steps []int
