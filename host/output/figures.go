@@ -153,12 +153,12 @@ func (u Update) HasRatio() bool { return u.hasRatio }
 // Sync is what pushing a step's adapter to a vLLM server took
 // (weights_sync), and what retokenising text-only turns found.
 type Sync struct {
-	AdapterStep float64 // the adapter loaded: the weights after this many steps
-	Seconds     float64
+	WeightsVersion float64 // the weights the loaded adapter holds: GRPO updates applied (as turns' weights_version)
+	Seconds        float64
 }
 
 func (s *Sync) figures() []figure {
-	return []figure{{"sync/adapter_step", &s.AdapterStep}, {"time/sync_s", &s.Seconds}}
+	return []figure{{"sync/weights_version", &s.WeightsVersion}, {"time/sync_s", &s.Seconds}}
 }
 
 // Put adds the push's figures to a step's extra.

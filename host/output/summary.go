@@ -92,11 +92,11 @@ func ProgressLine(m core.StepMetrics, totalSteps int) string {
 		fmt.Fprintf(&b, "\n  eval: reward %.3f [%.3f, %.3f]  pass@1 %.1f%%  pass@%.0f %.1f%%  tasks %.0f  errors %.0f  %.1fs",
 			ev.RewardMean, ev.RewardLow, ev.RewardHigh, 100*ev.PassAt1, ev.K, 100*ev.PassAtK, ev.Tasks, ev.Errors, ev.Seconds)
 	}
-	if sync, ok := SyncOf(m.Extra); ok && sync.AdapterStep > 0 {
+	if sync, ok := SyncOf(m.Extra); ok {
 		// Training a policy another server samples (weights_sync): how
 		// far its log-probs are from the trainer's, and the adapter pushed.
-		fmt.Fprintf(&b, "\n  sync: ratio %.3f (max %.2f, clipped %.1f%%)  adapter step %.0f loaded  %.1fs",
-			u.SampleRatioMean, u.SampleRatioMax, 100*u.SampleRatioClipped, sync.AdapterStep, sync.Seconds)
+		fmt.Fprintf(&b, "\n  sync: ratio %.3f (max %.2f, clipped %.1f%%)  weights version %.0f loaded  %.1fs",
+			u.SampleRatioMean, u.SampleRatioMax, 100*u.SampleRatioClipped, sync.WeightsVersion, sync.Seconds)
 		if r, ok := RetokenizedOf(m.Extra); ok && r.Turns > 0 {
 			fmt.Fprintf(&b, "  retokenised %.0f turns (%.0f mismatched)", r.Turns, r.Mismatched)
 		}

@@ -289,11 +289,12 @@ func (k *Sink) warnDrift(step int, s grpo.Stats) {
 // the servers; the next requests name it.
 func (k *Sink) push(ctx context.Context, st *runner.Step) error {
 	start := time.Now()
-	name, err := k.Engine.Sync.Push(ctx, st.Index+1, k.Engine.Version())
+	version := k.Engine.Version()
+	name, err := k.Engine.Sync.Push(ctx, st.Index+1, version)
 	if err != nil {
 		return fmt.Errorf("step %d: the server did not take the new adapter: %w", st.Index, err)
 	}
-	output.Sync{AdapterStep: float64(st.Index + 1), Seconds: time.Since(start).Seconds()}.Put(st.Metrics.Extra)
+	output.Sync{WeightsVersion: float64(version), Seconds: time.Since(start).Seconds()}.Put(st.Metrics.Extra)
 	if k.Logger != nil {
 		k.Logger.Debug("adapter loaded", "name", name)
 	}
