@@ -139,16 +139,39 @@ func probe(ctx context.Context, sb envplugin.Sandbox, cfg *config) (runtimeInfo,
 	if err != nil {
 		return runtimeInfo{}, fmt.Errorf("mbpp: probe sandbox %s: %w", sb.ID(), err)
 	}
-	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
-	if res.ExitCode != 0 || len(lines) != 2 || !path.IsAbs(lines[0]) || !path.IsAbs(lines[1]) {
-		return runtimeInfo{}, fmt.Errorf("mbpp: sandbox %s has no usable %q in %s (exit %d): %s",
-			sb.ID(), cfg.Python, safePath, res.ExitCode, strings.TrimSpace(res.Stdout+" "+res.Stderr))
+	lines, err := probeLines(sb.ID(), res, cfg)
+	if err != nil {
+		return runtimeInfo{}, err
 	}
 	rel, err := cfg.workspaceRel(cfg.SolutionPath) // validated by Configure
 	if err != nil {
 		return runtimeInfo{}, fmt.Errorf("mbpp: solution_path: %w", err)
 	}
 	return runtimeInfo{python: lines[0], workdir: lines[1], solution: path.Join(lines[1], rel), isolation: res.Isolation}, nil
+}
+
+// probeLines checks the probe's answer: the interpreter's path, then the
+// workspace's.
+func probeLines(id string, res core.ExecResult, cfg *config) ([]string, error) {
+	if res.TimedOut || res.Signal != "" || res.ExitCode == 137 {
+		// Killed before it answered: a sandbox too slow or too loaded,
+		// not a missing interpreter.
+		return nil, fmt.Errorf("mbpp: sandbox %s did not finish looking for %q within test_timeout (%s): exit %d%s; the sandbox or its service is overloaded, or test_timeout is too short for it",
+			id, cfg.Python, cfg.testTimeout, res.ExitCode, signalSuffix(res.Signal))
+	}
+	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	if res.ExitCode != 0 || len(lines) != 2 || !path.IsAbs(lines[0]) || !path.IsAbs(lines[1]) {
+		return nil, fmt.Errorf("mbpp: sandbox %s has no usable %q in %s (exit %d): %s",
+			id, cfg.Python, safePath, res.ExitCode, strings.TrimSpace(res.Stdout+" "+res.Stderr))
+	}
+	return lines, nil
+}
+
+func signalSuffix(sig string) string {
+	if sig == "" {
+		return ""
+	}
+	return ", signal " + sig
 }
 
 func systemPrompt(cfg *config) string {
