@@ -1,4 +1,4 @@
 run_block "Quickstart: one training job end to end" \
 "\`rlhost run examples/quickstart.hcl\` (what \`make run\` does after building): the warm-up, then 100 GRPO steps of 4 tasks × 8 completions, each scored in its own local sandbox (reset and reused, the local backend's default). Per step, medians over the steps: the rollout's wall clock split between generation (waiting on the embedded server) and scoring (sandboxes and the env), and the update. The yardstick for scoring is the host's own completions-per-second figure above; for the reward, the first and last 20% of the steps." \
   bash scripts/quickstart-bench.sh
-summary_row "\`make run\` after the build: warm-up and 40 GRPO steps on 2 cores" "$(cell 'whole run' 2)" "mean reward, first 8 steps → last 8: $(cell 'mean reward' 2)" "pass rate $(cell 'pass rate' 2)"
+summary_row "\`make run\` after the build: warm-up and 100 GRPO steps on 2 cores" "$(cell 'whole run' 2)" "mean reward, first 8 steps → last 8: $(cell 'mean reward' 2)" "pass rate $(cell 'pass rate' 2)"
