@@ -164,18 +164,11 @@ func object(b []byte, i int, fn func(key []byte, v int) (int, error)) (int, erro
 		if err != nil {
 			return 0, err
 		}
-		i = skipSpace(b, ve)
-		if i >= len(b) {
-			return 0, errSyntax
+		next, done, err := afterValue(b, ve, '}')
+		if err != nil || done {
+			return next, err
 		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case '}':
-			return i + 1, nil
-		default:
-			return 0, errSyntax
-		}
+		i = next
 	}
 }
 
@@ -194,19 +187,27 @@ func array(b []byte, i int, fn func(v int) (int, error)) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		i = skipSpace(b, ve)
-		if i >= len(b) {
-			return 0, errSyntax
+		next, done, err := afterValue(b, ve, ']')
+		if err != nil || done {
+			return next, err
 		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case ']':
-			return i + 1, nil
-		default:
-			return 0, errSyntax
-		}
+		i = next
 	}
+}
+
+// afterValue reads what follows a member or an element from b[i]: a comma,
+// with more to come from next, or the closing byte, with next just past it.
+func afterValue(b []byte, i int, closing byte) (next int, done bool, err error) {
+	i = skipSpace(b, i)
+	switch {
+	case i >= len(b):
+		return 0, false, errSyntax
+	case b[i] == ',':
+		return skipSpace(b, i+1), false, nil
+	case b[i] == closing:
+		return i + 1, true, nil
+	}
+	return 0, false, errSyntax
 }
 
 func trailing(b []byte, i int) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -175,21 +176,9 @@ func TestPrefixCache(t *testing.T) {
 		t.Error("an unrelated prompt hit the cache")
 	}
 	// Prompt ids grow turn by turn, as a tokenizer's do.
-	if !equalInts(p2.ids[:len(p1.ids)-2], p1.ids[:len(p1.ids)-2]) {
+	if !slices.Equal(p2.ids[:len(p1.ids)-2], p1.ids[:len(p1.ids)-2]) {
 		t.Error("the second prompt's ids do not start with the first's")
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Over HTTP: the scripted MBPP agent plays a whole episode with tool
