@@ -37,7 +37,7 @@ type stateEntry struct {
 // record followed by a journal of changes, one line each: a change costs
 // one short append, where rewriting the whole record on every create and
 // delete cost time in proportion to the sandboxes alive (with a thousand
-// in flight, the backend's largest CPU cost). Once the journal holds more
+// in flight, about a tenth of the backend's CPU). Once the journal holds more
 // changes than twice the live entries (and at least compactAfter), it is
 // folded into a new snapshot, written atomically. A crash at any point
 // leaves a usable file: a torn last line is passed over when it is read.
